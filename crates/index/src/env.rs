@@ -1,0 +1,445 @@
+//! One LMDB environment per user: opening (once per process, through a registry), short read
+//! transactions, group-committed writes and map growth.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions as FsOpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex, OnceLock, RwLock, Weak};
+
+use heed::byteorder::BigEndian;
+use heed::types::{Bytes, Str, U32};
+use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, RwTxn, WithoutTls};
+
+use crate::schema::{self, SCHEMA_VERSION};
+use crate::txn::{Reader, Writer};
+use crate::IndexError;
+
+/// File names LMDB keeps in an index folder.
+pub const DATA_FILE: &str = "data.mdb";
+/// LMDB's lock file (reader table).
+pub const LOCK_FILE: &str = "lock.mdb";
+/// Our own lock file: held shared by every process that has the env open, exclusive by
+/// `index compact` (which must be alone, because it replaces the data file).
+pub const OPEN_LOCK_FILE: &str = "maildex.lock";
+
+/// How an environment is opened.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// Initial map size in bytes (rounded up to the page size). The map grows by itself.
+    pub map_size: usize,
+    /// fsync on commit. Off only for tests and benchmarks that measure something else.
+    pub durable: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { map_size: 64 << 20, durable: true }
+    }
+}
+
+/// The typed databases of one environment.
+pub struct Dbs<'e> {
+    /// `meta`: schema version and counters.
+    pub meta: Database<'e, Str, Bytes>,
+    /// `mailbox-names`: name -> id.
+    pub mailbox_names: Database<'e, Str, U32<BigEndian>>,
+    /// `mailboxes`: id -> [`schema::MailboxRecord`].
+    pub mailboxes: Database<'e, U32<BigEndian>, Bytes>,
+    /// `messages`: (mailbox, uid) -> [`schema::MessageRecord`].
+    pub messages: Database<'e, Bytes, Bytes>,
+    /// `headers`: (mailbox, uid) -> compressed header blocks.
+    pub headers: Database<'e, Bytes, Bytes>,
+}
+
+self_cell::self_cell!(
+    /// heed 0.23 ties each `Database` to a borrow of its `Env`; this cell keeps the env and
+    /// its databases together (self-referential, without `unsafe` of our own).
+    struct EnvCell {
+        owner: Env<WithoutTls>,
+        #[covariant]
+        dependent: Dbs,
+    }
+);
+
+type Outcome = Result<Box<dyn Any + Send>, IndexError>;
+type WriteOp = Box<dyn FnOnce(&mut Writer<'_, '_>) -> Outcome + Send>;
+
+struct Pending {
+    op: WriteOp,
+    reply: mpsc::SyncSender<Outcome>,
+}
+
+#[derive(Default)]
+struct Group {
+    queue: Vec<Pending>,
+    leader_active: bool,
+}
+
+/// One user's index environment. Cheap to share (`Arc`); closed when the last `Arc` drops.
+pub struct Index {
+    path: PathBuf,
+    cell: EnvCell,
+    /// Held shared by every transaction, exclusively while the map is resized: LMDB allows
+    /// `mdb_env_set_mapsize` only when this process has no transaction open.
+    resize: RwLock<()>,
+    group: Mutex<Group>,
+    _open_lock: File,
+}
+
+fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Index>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Weak<Index>>>> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+fn page_round(n: usize) -> usize {
+    const PAGE: usize = 4096;
+    n.div_ceil(PAGE) * PAGE
+}
+
+fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn open_lock_file(dir: &Path) -> Result<File, IndexError> {
+    let path = dir.join(OPEN_LOCK_FILE);
+    FsOpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| IndexError::io(&path, e))
+}
+
+impl Index {
+    /// Opens (creating if needed) the index in `dir`. A second call for the same folder in
+    /// this process returns the same `Arc` while it is alive: heed refuses a second open.
+    pub fn open(dir: &Path, opts: &OpenOptions) -> Result<Arc<Index>, IndexError> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| IndexError::io(dir, e))?;
+        let key = dir.canonicalize().map_err(|e| IndexError::io(dir, e))?;
+        let mut reg = registry().lock().map_err(|_| IndexError::Poisoned)?;
+        if let Some(index) = reg.get(&key).and_then(Weak::upgrade) {
+            return Ok(index);
+        }
+        let index = Arc::new(Index::open_uncached(&key, opts)?);
+        reg.retain(|_, w| w.strong_count() > 0);
+        reg.insert(key, Arc::downgrade(&index));
+        Ok(index)
+    }
+
+    fn open_uncached(dir: &Path, opts: &OpenOptions) -> Result<Index, IndexError> {
+        let open_lock = open_lock_file(dir)?;
+        flock(&open_lock, libc::LOCK_SH).map_err(|e| IndexError::io(dir.join(OPEN_LOCK_FILE), e))?;
+        let existing = fs::metadata(dir.join(DATA_FILE)).map(|m| m.len() as usize).unwrap_or(0);
+        let mut env_opts = EnvOpenOptions::new().read_txn_without_tls();
+        env_opts.map_size(page_round(opts.map_size.max(existing * 2).max(1 << 20)));
+        env_opts.max_dbs(8);
+        env_opts.max_readers(1024);
+        if !opts.durable {
+            // SAFETY: NO_SYNC only weakens durability (a crash may lose the last commits);
+            // it is used by tests and benchmarks, never by the daemon's default.
+            unsafe { env_opts.flags(EnvFlags::NO_SYNC) };
+        }
+        // SAFETY: the env is opened once per process (registry above); LMDB's own lock file
+        // coordinates with other processes; the folder must be on a local filesystem
+        // (documented for `index_root`); nothing else writes these files.
+        let env = unsafe { env_opts.open(dir) }.map_err(|e| IndexError::lmdb(dir, e))?;
+        let cell = EnvCell::try_new(env, |env| -> Result<Dbs<'_>, IndexError> {
+            let wtxn = env.write_txn().map_err(|e| IndexError::lmdb(dir, e))?;
+            let dbs = env
+                .create_databases_and_commit(wtxn, |dbo, wtxn| -> Result<_, heed::Error> {
+                    let meta = dbo.create_database(wtxn, Some(schema::DB_META))?;
+                    let names = dbo.create_database(wtxn, Some(schema::DB_MAILBOX_NAMES))?;
+                    let boxes = dbo.create_database(wtxn, Some(schema::DB_MAILBOXES))?;
+                    let msgs = dbo.create_database(wtxn, Some(schema::DB_MESSAGES))?;
+                    let hdrs = dbo.create_database(wtxn, Some(schema::DB_HEADERS))?;
+                    Ok(CommitOrAbort::<_, ()>::Commit((meta, names, boxes, msgs, hdrs)))
+                })
+                .map_err(|e| IndexError::lmdb(dir, e))?
+                .unwrap_commit();
+            let (meta, mailbox_names, mailboxes, messages, headers) = dbs;
+            Ok(Dbs { meta, mailbox_names, mailboxes, messages, headers })
+        })?;
+        let index = Index {
+            path: dir.to_path_buf(),
+            cell,
+            resize: RwLock::new(()),
+            group: Mutex::new(Group::default()),
+            _open_lock: open_lock,
+        };
+        index.check_schema()?;
+        Ok(index)
+    }
+
+    /// Verifies (or, in a new env, writes) the schema version.
+    fn check_schema(&self) -> Result<(), IndexError> {
+        let found = self.read(|r| r.schema_version())?;
+        match found {
+            Some(v) if v == SCHEMA_VERSION => Ok(()),
+            Some(v) => Err(IndexError::SchemaMismatch { path: self.path.clone(), found: v }),
+            None => self.write(|w| w.init_schema()),
+        }
+    }
+
+    /// The folder holding this env.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in a read transaction. The transaction ends when `f` returns: never hold
+    /// data from it across an await, an IDLE or a network write (long readers make LMDB
+    /// files grow without bound), which the closure shape enforces.
+    pub fn read<R>(
+        &self,
+        f: impl FnOnce(&Reader<'_>) -> Result<R, IndexError>,
+    ) -> Result<R, IndexError> {
+        self.cell.with_dependent(|env, dbs| {
+            let (guard, txn) = loop {
+                let guard = self.resize.read().map_err(|_| IndexError::Poisoned)?;
+                match env.read_txn() {
+                    Ok(txn) => break (guard, txn),
+                    Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
+                        drop(guard);
+                        self.adopt_map_size(env)?;
+                    }
+                    Err(e) => return Err(IndexError::lmdb(&self.path, e)),
+                }
+            };
+            let out = f(&Reader::new(dbs, &txn));
+            drop(txn);
+            drop(guard);
+            out
+        })
+    }
+
+    /// Runs `f` in a write transaction shared with every other writer that queued meanwhile
+    /// (group commit): one leader applies the queued operations, each in a nested
+    /// transaction so that one failure does not undo the others, and commits once.
+    ///
+    /// `f` must not call `write` itself (it would wait for its own batch).
+    pub fn write<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Writer<'_, '_>) -> Result<R, IndexError> + Send + 'static,
+    ) -> Result<R, IndexError> {
+        let (reply, rx) = mpsc::sync_channel(1);
+        let op: WriteOp = Box::new(move |w| f(w).map(|r| Box::new(r) as Box<dyn Any + Send>));
+        let lead = {
+            let mut group = self.group.lock().map_err(|_| IndexError::Poisoned)?;
+            group.queue.push(Pending { op, reply });
+            !std::mem::replace(&mut group.leader_active, true)
+        };
+        if lead {
+            self.lead();
+        }
+        let out = rx.recv().map_err(|_| IndexError::Poisoned)??;
+        out.downcast::<R>()
+            .map(|b| *b)
+            .map_err(|_| IndexError::Internal("write result of unexpected type".into()))
+    }
+
+    fn lead(&self) {
+        loop {
+            let batch = match self.group.lock() {
+                Ok(mut group) if group.queue.is_empty() => {
+                    group.leader_active = false;
+                    return;
+                }
+                Ok(mut group) => std::mem::take(&mut group.queue),
+                Err(_) => return,
+            };
+            self.run_batch(batch);
+        }
+    }
+
+    fn run_batch(&self, batch: Vec<Pending>) {
+        if let Err(e) = self.grow_if_needed() {
+            tracing::warn!(index = %self.path.display(), error = %e, "could not grow the LMDB map");
+        }
+        self.cell.with_dependent(|env, dbs| {
+            let begun = loop {
+                let guard = match self.resize.read() {
+                    Ok(g) => g,
+                    Err(_) => break Err(IndexError::Poisoned),
+                };
+                match env.write_txn() {
+                    Ok(txn) => break Ok((guard, txn)),
+                    Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
+                        drop(guard);
+                        if let Err(e) = self.adopt_map_size(env) {
+                            break Err(e);
+                        }
+                    }
+                    Err(e) => break Err(IndexError::lmdb(&self.path, e)),
+                }
+            };
+            let (guard, mut wtxn) = match begun {
+                Ok(pair) => pair,
+                Err(e) => {
+                    for p in batch {
+                        let _ = p.reply.send(Err(e.duplicate()));
+                    }
+                    return;
+                }
+            };
+            let mut results = Vec::with_capacity(batch.len());
+            let mut map_full = false;
+            for p in batch {
+                let outcome = self.run_one(env, dbs, &mut wtxn, p.op);
+                map_full |= matches!(outcome, Err(IndexError::MapFull { .. }));
+                results.push((p.reply, outcome));
+            }
+            match wtxn.commit() {
+                Ok(()) => {
+                    for (reply, outcome) in results {
+                        let _ = reply.send(outcome);
+                    }
+                }
+                Err(e) => {
+                    let e = IndexError::lmdb(&self.path, e);
+                    map_full |= matches!(e, IndexError::MapFull { .. });
+                    for (reply, _) in results {
+                        let _ = reply.send(Err(e.duplicate()));
+                    }
+                }
+            }
+            drop(guard);
+            if map_full {
+                if let Err(e) = self.grow(env, 2) {
+                    tracing::warn!(index = %self.path.display(), error = %e, "map full and could not grow");
+                }
+            }
+        })
+    }
+
+    fn run_one<'e>(
+        &self,
+        env: &'e Env<WithoutTls>,
+        dbs: &Dbs<'_>,
+        wtxn: &mut RwTxn<'e>,
+        op: WriteOp,
+    ) -> Outcome {
+        let mut child = env.nested_write_txn(wtxn).map_err(|e| IndexError::lmdb(&self.path, e))?;
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            op(&mut Writer::new(dbs, &mut child))
+        }));
+        match ran {
+            Ok(Ok(value)) => {
+                child.commit().map_err(|e| IndexError::lmdb(&self.path, e))?;
+                Ok(value)
+            }
+            Ok(Err(e)) => {
+                child.abort();
+                Err(e)
+            }
+            Err(_) => {
+                child.abort();
+                tracing::error!(index = %self.path.display(), "index write operation panicked");
+                Err(IndexError::Internal("index write operation panicked".into()))
+            }
+        }
+    }
+
+    /// Map size in use and bytes actually used by the data file's pages.
+    pub fn usage(&self) -> (usize, usize) {
+        self.cell.with_dependent(|env, _| {
+            let info = env.info();
+            (info.map_size, (info.last_page_number + 1) * page_size())
+        })
+    }
+
+    /// Grows the map ahead of a batch when more than 70% of it is used, so that a batch
+    /// rarely meets MDB_MAP_FULL.
+    fn grow_if_needed(&self) -> Result<(), IndexError> {
+        let (map, used) = self.usage();
+        if used.saturating_mul(10) > map.saturating_mul(7) {
+            self.cell.with_dependent(|env, _| self.grow(env, 2))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn grow(&self, env: &Env<WithoutTls>, factor: usize) -> Result<(), IndexError> {
+        let _guard = self.resize.write().map_err(|_| IndexError::Poisoned)?;
+        let info = env.info();
+        let used = (info.last_page_number + 1) * page_size();
+        let new_size = page_round(info.map_size.saturating_mul(factor).max(used * 2));
+        tracing::info!(index = %self.path.display(), from = info.map_size, to = new_size, "growing LMDB map");
+        // SAFETY: the exclusive resize lock guarantees that no transaction of this process
+        // is open (every read and write holds the lock shared while its txn lives).
+        unsafe { env.resize(new_size) }.map_err(|e| IndexError::lmdb(&self.path, e))
+    }
+
+    /// Another process grew the map: adopt its size (MDB_MAP_RESIZED).
+    fn adopt_map_size(&self, env: &Env<WithoutTls>) -> Result<(), IndexError> {
+        let _guard = self.resize.write().map_err(|_| IndexError::Poisoned)?;
+        // SAFETY: as in `grow`; size 0 asks LMDB to adopt the size another process set.
+        unsafe { env.resize(0) }.map_err(|e| IndexError::lmdb(&self.path, e))
+    }
+
+    /// Writes a compacted copy of the env to `file` (used by `index compact`).
+    pub fn copy_compacted(&self, file: &Path) -> Result<(), IndexError> {
+        self.cell.with_dependent(|env, _| {
+            env.copy_to_path(file, heed::CompactionOption::Enabled)
+                .map(drop)
+                .map_err(|e| IndexError::lmdb(file, e))
+        })
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+/// Replaces the env in `dir` with a compacted copy. Refuses (with [`IndexError::InUse`])
+/// while any process, this one included, has the env open: the copy replaces the data
+/// file, which an open env would keep writing to.
+pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
+    let lock = open_lock_file(dir)?;
+    if let Err(e) = flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
+        return if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            Err(IndexError::InUse { path: dir.to_path_buf() })
+        } else {
+            Err(IndexError::io(dir.join(OPEN_LOCK_FILE), e))
+        };
+    }
+    let data = dir.join(DATA_FILE);
+    let before = fs::metadata(&data).map_err(|e| IndexError::io(&data, e))?.len();
+    let tmp = dir.join("data.mdb.compact");
+    let _ = fs::remove_file(&tmp);
+    {
+        let mut opts = EnvOpenOptions::new().read_txn_without_tls();
+        opts.map_size(page_round((before as usize).max(1 << 20)));
+        opts.max_dbs(8);
+        // SAFETY: we hold the exclusive open lock, so no maildex process has this env open.
+        let env = unsafe { opts.open(dir) }.map_err(|e| IndexError::lmdb(dir, e))?;
+        env.copy_to_path(&tmp, heed::CompactionOption::Enabled)
+            .map_err(|e| IndexError::lmdb(&tmp, e))?;
+        env.prepare_for_closing().wait();
+    }
+    File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| IndexError::io(&tmp, e))?;
+    fs::rename(&tmp, &data).map_err(|e| IndexError::io(&data, e))?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| IndexError::io(dir, e))?;
+    let after = fs::metadata(&data).map_err(|e| IndexError::io(&data, e))?.len();
+    drop(lock);
+    Ok((before, after))
+}

@@ -1,0 +1,124 @@
+//! maildex's persistent per-user index: one LMDB environment per user holding, for every
+//! message, what a mail client lists (flags, sizes, dates, the header fields clients ask for,
+//! ENVELOPE, BODYSTRUCTURE, the MIME part offsets) so that listings never open message files.
+//!
+//! - [`Index`] is one user's env, opened once per process ([`Index::open`]); reads are
+//!   closures over short transactions, writes are group-committed ([`Index::write`]).
+//! - [`schema`] is the on-disk layout (docs/INDEX-FORMAT.md says the same for people).
+//! - [`record`] builds a message record from a message file and its MIME summary.
+//! - [`dump`] renders records for `maildex index dump`.
+
+mod env;
+pub mod dump;
+pub mod record;
+pub mod schema;
+mod txn;
+
+use std::path::{Path, PathBuf};
+
+pub use env::{compact, Index, OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE};
+pub use record::{build, Built, Meta, HOT_HEADERS};
+pub use schema::{flag, Counts, MailboxRecord, MessageRecord, PartKindRecord, PartRecord, Stamp};
+pub use txn::{Reader, Writer};
+
+/// What can go wrong in the index. Every variant that concerns a file names it.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// A filesystem operation on the index folder failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// LMDB reported an error.
+    #[error("LMDB error in {path}: {message}")]
+    Lmdb {
+        /// The env folder or file.
+        path: PathBuf,
+        /// LMDB's message.
+        message: String,
+    },
+    /// The map is full; it has been grown, and the operation may be retried.
+    #[error("index map full in {path} (grown; retry)")]
+    MapFull {
+        /// The env folder.
+        path: PathBuf,
+    },
+    /// The env was written by another schema version: rebuild it (`maildex index rebuild`).
+    #[error("{path}: index schema version {found}, this maildex uses {}; run `maildex index rebuild`", schema::SCHEMA_VERSION)]
+    SchemaMismatch {
+        /// The env folder.
+        path: PathBuf,
+        /// The version found.
+        found: u32,
+    },
+    /// A stored record cannot be decoded.
+    #[error("corrupt index record: {0}")]
+    Corrupt(String),
+    /// A record cannot be encoded (a bug).
+    #[error("cannot encode index record: {0}")]
+    Encode(String),
+    /// The operation needs the env closed by every process (compact).
+    #[error("{path}: index is open in a running process; stop the sessions of this user (or the daemon) and retry")]
+    InUse {
+        /// The env folder.
+        path: PathBuf,
+    },
+    /// A mailbox id with no record.
+    #[error("no mailbox with id {0} in the index")]
+    NoMailbox(u32),
+    /// A lock was poisoned by a panic in another thread.
+    #[error("index lock poisoned by an earlier panic")]
+    Poisoned,
+    /// An internal invariant failed (a bug).
+    #[error("internal index error: {0}")]
+    Internal(String),
+}
+
+impl IndexError {
+    pub(crate) fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        IndexError::Io { path: path.as_ref().to_path_buf(), source }
+    }
+
+    pub(crate) fn lmdb(path: impl AsRef<Path>, e: heed::Error) -> Self {
+        let path = path.as_ref().to_path_buf();
+        match e {
+            heed::Error::Mdb(heed::MdbError::MapFull) => IndexError::MapFull { path },
+            heed::Error::Io(source) => IndexError::Io { path, source },
+            other => IndexError::Lmdb { path, message: other.to_string() },
+        }
+    }
+
+    /// For errors raised inside a transaction, where the env path is not at hand.
+    pub(crate) fn from_heed(e: heed::Error) -> Self {
+        IndexError::lmdb("(index)", e)
+    }
+
+    /// True when retrying the same operation may succeed (the map was grown).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, IndexError::MapFull { .. })
+    }
+
+    /// A copy for fanning one failure out to every writer of a batch.
+    pub(crate) fn duplicate(&self) -> Self {
+        match self {
+            IndexError::Io { path, source } => IndexError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            IndexError::Lmdb { path, message } => IndexError::Lmdb { path: path.clone(), message: message.clone() },
+            IndexError::MapFull { path } => IndexError::MapFull { path: path.clone() },
+            IndexError::SchemaMismatch { path, found } => {
+                IndexError::SchemaMismatch { path: path.clone(), found: *found }
+            }
+            IndexError::Corrupt(s) => IndexError::Corrupt(s.clone()),
+            IndexError::Encode(s) => IndexError::Encode(s.clone()),
+            IndexError::InUse { path } => IndexError::InUse { path: path.clone() },
+            IndexError::NoMailbox(id) => IndexError::NoMailbox(*id),
+            IndexError::Poisoned => IndexError::Poisoned,
+            IndexError::Internal(s) => IndexError::Internal(s.clone()),
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The on-disk schema: database names, key encodings and the records stored in them.
+//!
+//! docs/INDEX-FORMAT.md describes the same layout for people; keep the two in step and bump
+//! [`SCHEMA_VERSION`] whenever an encoding changes (rebuild is the migration path).
+
+use serde::{Deserialize, Serialize};
+
+use crate::IndexError;
+
+/// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// `meta`: string keys to small values (schema version, id counters).
+pub const DB_META: &str = "meta";
+/// `mailbox-names`: IMAP mailbox name (UTF-8) to mailbox id (u32 big-endian).
+pub const DB_MAILBOX_NAMES: &str = "mailbox-names";
+/// `mailboxes`: mailbox id (u32 big-endian) to a postcard [`MailboxRecord`].
+pub const DB_MAILBOXES: &str = "mailboxes";
+/// `messages`: [`msg_key`] to a postcard [`MessageRecord`].
+pub const DB_MESSAGES: &str = "messages";
+/// `headers`: [`msg_key`] to the zstd-compressed header blocks of the message (see
+/// [`MessageRecord::parts`] for how to find each part's header inside it).
+pub const DB_HEADERS: &str = "headers";
+
+/// `meta` key holding [`SCHEMA_VERSION`] as u32 big-endian.
+pub const META_SCHEMA: &str = "schema-version";
+/// `meta` key holding the next mailbox id to hand out, u32 big-endian.
+pub const META_NEXT_MAILBOX_ID: &str = "next-mailbox-id";
+
+/// Key of a message: mailbox id then UID, both big-endian, so that a range scan over one
+/// mailbox runs in UID order.
+pub fn msg_key(mailbox: u32, uid: u32) -> [u8; 8] {
+    let mut k = [0u8; 8];
+    k[..4].copy_from_slice(&mailbox.to_be_bytes());
+    k[4..].copy_from_slice(&uid.to_be_bytes());
+    k
+}
+
+/// Splits a [`msg_key`] back into (mailbox id, uid).
+pub fn split_msg_key(key: &[u8]) -> Option<(u32, u32)> {
+    let k: [u8; 8] = key.try_into().ok()?;
+    let mbox = u32::from_be_bytes([k[0], k[1], k[2], k[3]]);
+    let uid = u32::from_be_bytes([k[4], k[5], k[6], k[7]]);
+    Some((mbox, uid))
+}
+
+/// System flags as stored in [`MessageRecord::flags`] (one bit each).
+pub mod flag {
+    /// `\Seen` (Maildir `S`).
+    pub const SEEN: u8 = 1 << 0;
+    /// `\Answered` (Maildir `R`).
+    pub const ANSWERED: u8 = 1 << 1;
+    /// `\Flagged` (Maildir `F`).
+    pub const FLAGGED: u8 = 1 << 2;
+    /// `\Deleted` (Maildir `T`).
+    pub const DELETED: u8 = 1 << 3;
+    /// `\Draft` (Maildir `D`).
+    pub const DRAFT: u8 = 1 << 4;
+    /// Maildir `P` (passed/forwarded); kept so a rename never drops it.
+    pub const PASSED: u8 = 1 << 5;
+}
+
+/// Per-mailbox counters kept exact on every change, so STATUS never scans.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Messages in the mailbox.
+    pub messages: u32,
+    /// Messages without `\Seen`.
+    pub unseen: u32,
+    /// Messages with a UID at or above [`MailboxRecord::first_recent_uid`].
+    pub recent: u32,
+    /// Messages with `\Deleted`.
+    pub deleted: u32,
+    /// Sum of the messages' RFC822.SIZE (STATUS SIZE, RFC 8438).
+    pub vsize: u64,
+}
+
+/// A directory or file stamp: when it last changed, and which inode it is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamp {
+    /// Modification time in nanoseconds since the epoch.
+    pub mtime_ns: i128,
+    /// Inode number (a replaced directory or file gets a new one).
+    pub ino: u64,
+    /// Size in bytes (files only; 0 for directories).
+    pub size: u64,
+}
+
+/// One mailbox's header record (`mailboxes` database).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct MailboxRecord {
+    /// IMAP name, UTF-8, `.` as separator (`INBOX` for the Maildir root).
+    pub name: String,
+    /// UIDVALIDITY, mirrored from dovecot-uidlist (the authority).
+    pub uidvalidity: u32,
+    /// Next UID to assign, mirrored from dovecot-uidlist.
+    pub uid_next: u32,
+    /// Highest modseq given to any change in this mailbox (RFC 7162).
+    pub highest_modseq: u64,
+    /// Messages with a UID at or above this are `\Recent` for the next session that claims them.
+    pub first_recent_uid: u32,
+    /// Exact counters.
+    pub counts: Counts,
+    /// Stamp of `new/` when the index last matched it.
+    pub new_stamp: Stamp,
+    /// Stamp of `cur/` when the index last matched it.
+    pub cur_stamp: Stamp,
+    /// Stamp of `dovecot-uidlist` when the index last matched it.
+    pub uidlist_stamp: Stamp,
+    /// Keyword names by dovecot-keywords letter index (`a` = 0); mirror of that file.
+    pub keywords: Vec<String>,
+}
+
+/// One MIME part's position in the file (offsets) and its CRLF sizes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartRecord {
+    /// Offset of the part's header block in the file.
+    pub header_start: u64,
+    /// Offset of the part's body (just past the blank line).
+    pub body_start: u64,
+    /// Offset just past the part's body.
+    pub end: u64,
+    /// Header block size with CRLF line ends (BODY[n.MIME] / BODY[HEADER] size).
+    pub header_vsize: u64,
+    /// Body size with CRLF line ends.
+    pub body_vsize: u64,
+    /// Body lines.
+    pub lines: u32,
+    /// What is inside.
+    pub kind: PartKindRecord,
+}
+
+/// Shape of a part.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub enum PartKindRecord {
+    /// A leaf part.
+    #[default]
+    Single,
+    /// A multipart with its children in order.
+    Multipart(Vec<PartRecord>),
+    /// A message/rfc822 part with the root part of the enclosed message.
+    Message(Box<PartRecord>),
+}
+
+impl PartRecord {
+    /// Visits this part and every part below it in pre-order (the order in which their
+    /// header blocks are stored in the `headers` database).
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a PartRecord)) {
+        f(self);
+        match &self.kind {
+            PartKindRecord::Single => {}
+            PartKindRecord::Multipart(children) => children.iter().for_each(|c| c.walk(f)),
+            PartKindRecord::Message(inner) => inner.walk(f),
+        }
+    }
+}
+
+/// One message (`messages` database).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct MessageRecord {
+    /// Current file name (with its `:2,` info), in `new/` or `cur/`.
+    pub file_name: String,
+    /// True while the file sits in `new/`.
+    pub in_new: bool,
+    /// System flags, bits from [`flag`].
+    pub flags: u8,
+    /// Keywords: bit i = dovecot-keywords letter `a`+i.
+    pub keywords: u32,
+    /// Modseq of the last change to this message (RFC 7162).
+    pub modseq: u64,
+    /// INTERNALDATE, seconds since the epoch (the file's mtime, as Dovecot keeps it).
+    pub internal_date: i64,
+    /// When this message was saved into the mailbox, seconds since the epoch.
+    pub save_date: i64,
+    /// Physical size of the file.
+    pub size: u64,
+    /// RFC822.SIZE: size with CRLF line ends.
+    pub vsize: u64,
+    /// The header fields clients list ([`crate::HOT_HEADERS`]), raw, CRLF, in file order.
+    /// A hot field absent here is absent from the message.
+    pub hot_headers: Vec<u8>,
+    /// ENVELOPE, rendered in IMAP syntax.
+    pub envelope: Vec<u8>,
+    /// BODY (non-extensible BODYSTRUCTURE), rendered in IMAP syntax.
+    pub body: Vec<u8>,
+    /// BODYSTRUCTURE, rendered in IMAP syntax.
+    pub body_structure: Vec<u8>,
+    /// The MIME part tree with file offsets.
+    pub parts: PartRecord,
+}
+
+impl MessageRecord {
+    /// True when the message lacks `\Seen`.
+    pub fn is_unseen(&self) -> bool {
+        self.flags & flag::SEEN == 0
+    }
+    /// True when the message has `\Deleted`.
+    pub fn is_deleted(&self) -> bool {
+        self.flags & flag::DELETED != 0
+    }
+}
+
+/// Encodes a record with postcard.
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, IndexError> {
+    postcard::to_stdvec(value).map_err(|e| IndexError::Encode(e.to_string()))
+}
+
+/// Decodes a record with postcard; `what` names the record in the error.
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, IndexError> {
+    postcard::from_bytes(bytes).map_err(|e| IndexError::Corrupt(format!("{what}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_by_mailbox_then_uid() {
+        let mut keys = vec![msg_key(2, 1), msg_key(1, 300), msg_key(1, 2), msg_key(1, 256)];
+        keys.sort();
+        let split: Vec<_> = keys.iter().map(|k| split_msg_key(k).unwrap()).collect();
+        assert_eq!(split, vec![(1, 2), (1, 256), (1, 300), (2, 1)]);
+    }
+
+    #[test]
+    fn split_rejects_wrong_length() {
+        assert_eq!(split_msg_key(&[0; 7]), None);
+    }
+
+    #[test]
+    fn corrupt_record_is_an_error_not_a_panic() {
+        let err = decode::<MessageRecord>(&[0xff, 0xff, 0xff], "message 1/1").unwrap_err();
+        assert!(err.to_string().contains("message 1/1"), "{err}");
+    }
+}

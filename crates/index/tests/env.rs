@@ -1,0 +1,186 @@
+//! The env: counters kept exact, group commit under concurrency, map growth, registry,
+//! schema version and compaction.
+
+use std::sync::Arc;
+
+use maildex_index::{compact, flag, Index, IndexError, MessageRecord, OpenOptions};
+
+fn opts() -> OpenOptions {
+    OpenOptions { map_size: 1 << 20, durable: false }
+}
+
+fn msg(flags: u8, vsize: u64, filler: usize) -> MessageRecord {
+    MessageRecord {
+        file_name: format!("1.M1P1.host,S={vsize}:2,"),
+        flags,
+        size: vsize,
+        vsize,
+        hot_headers: vec![b'x'; filler],
+        ..MessageRecord::default()
+    }
+}
+
+#[test]
+fn counters_follow_every_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let (id, counts) = index
+        .write(|w| {
+            let id = w.create_mailbox("INBOX", 42)?;
+            w.insert_message(id, 1, msg(0, 100, 0), b"")?;
+            w.insert_message(id, 2, msg(flag::SEEN, 200, 0), b"")?;
+            w.insert_message(id, 5, msg(flag::DELETED, 300, 0), b"")?;
+            // replacing a record must not count it twice
+            w.insert_message(id, 5, msg(flag::DELETED | flag::SEEN, 300, 0), b"")?;
+            w.update_message(id, 1, flag::SEEN, 0, "new-name:2,S", false)?;
+            w.remove_message(id, 2)?;
+            Ok((id, w.reader().require_mailbox(id)?.counts))
+        })
+        .unwrap();
+    assert_eq!(counts.messages, 2);
+    assert_eq!(counts.unseen, 0);
+    assert_eq!(counts.deleted, 1);
+    assert_eq!(counts.recent, 2);
+    assert_eq!(counts.vsize, 400);
+    let (mbox, msgs) = index.read(|r| Ok((r.require_mailbox(id)?, r.messages(id)?))).unwrap();
+    assert_eq!(mbox.uid_next, 6);
+    assert_eq!(mbox.uidvalidity, 42);
+    assert_eq!(msgs.iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![1, 5]);
+    assert_eq!(msgs[0].1.file_name, "new-name:2,S");
+    // every change took a fresh modseq, and the mailbox's highest is the latest
+    assert!(msgs[0].1.modseq > msgs[1].1.modseq);
+    assert_eq!(mbox.highest_modseq, 6);
+
+    let claimed = index.write(move |w| w.claim_recent(id)).unwrap();
+    assert_eq!(claimed, 1..6);
+    let counts = index.read(|r| Ok(r.require_mailbox(id)?.counts)).unwrap();
+    assert_eq!(counts.recent, 0);
+}
+
+#[test]
+fn a_failing_writer_does_not_undo_the_others_in_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    let threads: Vec<_> = (1..=64u32)
+        .map(|uid| {
+            let index = Arc::clone(&index);
+            std::thread::spawn(move || {
+                index.write(move |w| {
+                    w.insert_message(id, uid, msg(0, 10, 0), b"")?;
+                    if uid % 8 == 0 {
+                        return Err(IndexError::Internal("refused on purpose".into()));
+                    }
+                    Ok(())
+                })
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(results.iter().filter(|r| r.is_err()).count(), 8);
+    let (uids, counts) = index
+        .read(|r| Ok((r.messages(id)?.into_iter().map(|(u, _)| u).collect::<Vec<_>>(), r.require_mailbox(id)?.counts)))
+        .unwrap();
+    let expected: Vec<u32> = (1..=64).filter(|u| u % 8 != 0).collect();
+    assert_eq!(uids, expected);
+    assert_eq!(counts.messages, 56);
+    assert_eq!(counts.vsize, 560);
+}
+
+#[test]
+fn the_map_grows_past_its_initial_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    let (initial, _) = index.usage();
+    // 2,000 records of ~4 KiB = ~8 MiB, eight times the initial 1 MiB map
+    for batch in 0..20u32 {
+        let mut tries = 0;
+        loop {
+            let r = index.write(move |w| {
+                for uid in batch * 100 + 1..=batch * 100 + 100 {
+                    w.insert_message(id, uid, msg(0, 1, 4000), b"")?;
+                }
+                Ok(())
+            });
+            match r {
+                Err(e) if e.is_retryable() && tries < 5 => tries += 1,
+                other => break other.unwrap(),
+            }
+        }
+    }
+    let (grown, used) = index.usage();
+    assert!(grown > initial && used > initial, "map {initial} -> {grown}, used {used}");
+    assert_eq!(index.read(|r| Ok(r.require_mailbox(id)?.counts.messages)).unwrap(), 2000);
+}
+
+#[test]
+fn one_env_per_folder_per_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Index::open(dir.path(), &opts()).unwrap();
+    let b = Index::open(&dir.path().join("."), &opts()).unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    drop((a, b));
+    // closed when the last handle goes, and can be opened again
+    let c = Index::open(dir.path(), &opts()).unwrap();
+    assert!(c.read(|r| r.schema_version()).unwrap().is_some());
+}
+
+#[test]
+fn compact_refuses_while_open_and_keeps_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let id = index
+        .write(|w| {
+            let id = w.create_mailbox("INBOX", 7)?;
+            for uid in 1..=300 {
+                w.insert_message(id, uid, msg(0, 1, 1000), b"")?;
+            }
+            for uid in 1..=290 {
+                w.remove_message(id, uid)?;
+            }
+            Ok(id)
+        })
+        .unwrap();
+    assert!(matches!(compact(dir.path()), Err(IndexError::InUse { .. })));
+    drop(index);
+    let (before, after) = compact(dir.path()).unwrap();
+    assert!(after < before, "{before} -> {after}");
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let n = index.read(|r| Ok(r.messages(id)?.len())).unwrap();
+    assert_eq!(n, 10);
+}
+
+#[test]
+fn an_env_of_another_schema_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        // write a foreign version straight into the env with heed
+        let env = unsafe { heed::EnvOpenOptions::new().max_dbs(8).open(dir.path()).unwrap() };
+        let wtxn = env.write_txn().unwrap();
+        let meta: heed::Database<heed::types::Str, heed::types::Bytes> = env
+            .create_databases_and_commit(wtxn, |dbo, wtxn| {
+                dbo.create_database(wtxn, Some("meta")).map(heed::CommitOrAbort::<_, ()>::Commit)
+            })
+            .unwrap()
+            .unwrap_commit();
+        let mut wtxn = env.write_txn().unwrap();
+        meta.put(&mut wtxn, "schema-version", &999u32.to_be_bytes()).unwrap();
+        wtxn.commit().unwrap();
+        env.prepare_for_closing().wait();
+    }
+    match Index::open(dir.path(), &opts()) {
+        Err(IndexError::SchemaMismatch { found: 999, .. }) => {}
+        Err(other) => panic!("unexpected error {other}"),
+        Ok(_) => panic!("opened a foreign schema"),
+    }
+}
+
+#[test]
+fn a_missing_index_folder_parent_that_is_a_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let err = Index::open(&file.join("index"), &opts()).err().unwrap();
+    assert!(err.to_string().contains("not-a-dir"), "{err}");
+}
