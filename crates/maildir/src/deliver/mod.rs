@@ -1,0 +1,266 @@
+//! Delivering messages: stream into `tmp/`, fsync, link into `new/` or `cur/` under a
+//! unique name, fsync the directory (the qmail delivery protocol as Dovecot does it).
+//! Also flag renames, expunges and `tmp/` cleanup.
+
+mod ops;
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::filename::{unique_id, with_sizes, MaildirName};
+use crate::flags::{Flags, Keywords};
+use crate::scan::Sub;
+use crate::util::create_excl;
+use crate::MaildirError;
+
+pub use crate::util::fsync_dir;
+pub use ops::{clean_tmp, remove, rename_flags, RenameOutcome, TMP_DELETE_AGE};
+
+/// How many unique names we try before giving up (a collision needs another writer
+/// with our pid, host, time and counter: in practice only a clock jump).
+const NAME_ATTEMPTS: u32 = 10;
+
+/// Buffer between callers' small writes and the file.
+const BUF_SIZE: usize = 64 * 1024;
+
+/// A message being written into `tmp/`. Writing counts the physical size and the
+/// CRLF size (a LF not preceded by CR counts two, also across `write` calls).
+/// Dropping it without [`TmpFile::commit`] removes the file.
+#[derive(Debug)]
+pub struct TmpFile {
+    mailbox: PathBuf,
+    id: String,
+    path: PathBuf,
+    out: Option<BufWriter<File>>,
+    size: u64,
+    vsize: u64,
+    prev: u8,
+    dirty: bool,
+    mtime: Option<SystemTime>,
+    done: bool,
+}
+
+/// A committed delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivered {
+    /// Full path of the message file.
+    pub path: PathBuf,
+    /// Its file name in `new/` or `cur/`.
+    pub file_name: String,
+    /// The parsed name (base with `,S=` and `,W=`).
+    pub name: MaildirName,
+    /// Bytes in the file.
+    pub size: u64,
+    /// Size with CRLF line ends (RFC822.SIZE).
+    pub vsize: u64,
+}
+
+impl TmpFile {
+    /// Creates `mailbox/tmp/<unique>` with `O_CREAT|O_EXCL`, mode 0600.
+    pub fn create(mailbox: &Path) -> Result<TmpFile, MaildirError> {
+        let tmp = mailbox.join("tmp");
+        for _ in 0..NAME_ATTEMPTS {
+            let id = unique_id();
+            let path = tmp.join(&id);
+            match create_excl(&path, 0o600) {
+                Ok(f) => {
+                    return Ok(TmpFile {
+                        mailbox: mailbox.to_path_buf(),
+                        id,
+                        path,
+                        out: Some(BufWriter::with_capacity(BUF_SIZE, f)),
+                        size: 0,
+                        vsize: 0,
+                        prev: 0,
+                        // A new file has never been fsynced.
+                        dirty: true,
+                        mtime: None,
+                        done: false,
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(MaildirError::io("create", &path, e)),
+            }
+        }
+        Err(MaildirError::NameCollision {
+            path: tmp,
+            attempts: NAME_ATTEMPTS,
+        })
+    }
+
+    /// The file's path in `tmp/`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Bytes written so far, counting each bare LF as CRLF.
+    pub fn vsize(&self) -> u64 {
+        self.vsize
+    }
+
+    /// Sets the modification time the delivered file will have (IMAP INTERNALDATE,
+    /// RFC 3501 §2.3.3, which Dovecot reads from the file's mtime). Applied when
+    /// syncing, after the last write.
+    pub fn set_mtime(&mut self, mtime: SystemTime) {
+        self.mtime = Some(mtime);
+        self.dirty = true;
+    }
+
+    fn out(&mut self) -> Result<&mut BufWriter<File>, MaildirError> {
+        let path = &self.path;
+        self.out.as_mut().ok_or_else(|| {
+            MaildirError::io(
+                "write",
+                path,
+                io::Error::other("temporary file already closed"),
+            )
+        })
+    }
+
+    /// Flushes buffered bytes, applies the mtime, and fsyncs the file.
+    pub fn sync(&mut self) -> Result<(), MaildirError> {
+        let path = self.path.clone();
+        let mtime = self.mtime;
+        let out = self.out()?;
+        out.flush().map_err(|e| MaildirError::io("write", &path, e))?;
+        let f = out.get_ref();
+        if let Some(t) = mtime {
+            f.set_modified(t)
+                .map_err(|e| MaildirError::io("set mtime", &path, e))?;
+        }
+        f.sync_all().map_err(|e| MaildirError::io("fsync", &path, e))?;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Moves the file into `new/` (no flags allowed) or `cur/` (with `:2,<flags>`)
+    /// under `unique_base(size, vsize)`, never overwriting: `link(2)` fails if the
+    /// name exists (Dovecot links too), then a fresh name is tried. Syncs the file
+    /// first if needed and fsyncs the destination directory after.
+    pub fn commit(
+        mut self,
+        sub: Sub,
+        flags: Flags,
+        keywords: Keywords,
+    ) -> Result<Delivered, MaildirError> {
+        if sub == Sub::New && !(flags.is_empty() && keywords.is_empty()) {
+            return Err(MaildirError::FlagsInNew {
+                path: self.mailbox.clone(),
+            });
+        }
+        if self.dirty {
+            self.sync()?;
+        }
+        // Close before linking; the data is on disk.
+        self.out = None;
+        let dir = sub.path(&self.mailbox);
+        let mut id = self.id.clone();
+        for attempt in 0..NAME_ATTEMPTS {
+            if attempt > 0 {
+                id = unique_id();
+            }
+            let name = MaildirName {
+                base: with_sizes(&id, self.size, self.vsize),
+                size: Some(self.size),
+                vsize: Some(self.vsize),
+                flags,
+                keywords,
+                unknown_flags: String::new(),
+                has_info: sub == Sub::Cur,
+            };
+            let file_name = name.file_name();
+            let dest = dir.join(&file_name);
+            match ops::link_noreplace(&self.path, &dest) {
+                Ok(linked) => {
+                    self.done = true;
+                    if linked {
+                        if let Err(e) = fs::remove_file(&self.path) {
+                            // Delivered anyway; clean_tmp will remove it later.
+                            tracing::warn!(path = %self.path.display(), error = %e, "could not remove temporary file after link");
+                        }
+                    }
+                    fsync_dir(&dir)?;
+                    return Ok(Delivered {
+                        path: dest,
+                        file_name,
+                        name,
+                        size: self.size,
+                        vsize: self.vsize,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(MaildirError::io("link", &dest, e)),
+            }
+        }
+        Err(MaildirError::NameCollision {
+            path: dir,
+            attempts: NAME_ATTEMPTS,
+        })
+    }
+
+    fn count(&mut self, data: &[u8]) {
+        let Some(&last) = data.last() else {
+            return;
+        };
+        let mut prev = self.prev;
+        let mut bare_lf = 0u64;
+        for &b in data {
+            if b == b'\n' && prev != b'\r' {
+                bare_lf += 1;
+            }
+            prev = b;
+        }
+        let n = data.len() as u64;
+        self.size += n;
+        self.vsize += n + bare_lf;
+        self.prev = last;
+    }
+}
+
+impl Write for TmpFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let out = self
+            .out
+            .as_mut()
+            .ok_or_else(|| io::Error::other("temporary file already closed"))?;
+        let n = out.write(buf)?;
+        self.count(&buf[..n]);
+        if n > 0 {
+            self.dirty = true;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self.out.as_mut() {
+            Some(out) => out.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TmpFile {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.out = None;
+        match fs::remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "could not remove abandoned temporary file")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,2 @@
+//! todo
+pub struct Uidlist; pub struct UidRecord; pub struct UidlistLock;

@@ -1,0 +1,143 @@
+//! Small filesystem and host helpers shared by the modules.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::OnceLock;
+
+use crate::MaildirError;
+
+/// The host name as `gethostname(2)` gives it (Dovecot's `my_hostname`); "localhost"
+/// when it cannot be read or is empty.
+pub(crate) fn raw_hostname() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let h = hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if h.is_empty() {
+            "localhost".to_string()
+        } else {
+            h
+        }
+    })
+}
+
+/// The host name made safe for a Maildir file name: the Maildir convention (also
+/// Dovecot's and Courier's) replaces `/` with `\057` and `:` with `\072`.
+pub(crate) fn escaped_hostname() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| escape_hostname(raw_hostname()))
+}
+
+pub(crate) fn escape_hostname(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        match c {
+            '/' => out.push_str("\\057"),
+            ':' => out.push_str("\\072"),
+            // A newline would break the line-based control files.
+            '\n' | '\r' | '\0' => out.push('_'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Permission bits for control files created in `dir`: Dovecot derives the file
+/// creation mode from the mailbox directory's mode (without the execute bits), so a
+/// group-shared Maildir stays shared. Falls back to 0600.
+pub(crate) fn file_mode_for(dir: &Path) -> u32 {
+    match fs::metadata(dir) {
+        Ok(m) => {
+            let mode = m.mode() & 0o666;
+            if mode & 0o600 == 0o600 {
+                mode
+            } else {
+                0o600
+            }
+        }
+        Err(_) => 0o600,
+    }
+}
+
+/// Opens `path` for writing with `O_CREAT|O_EXCL` and the given mode.
+pub(crate) fn create_excl(path: &Path, mode: u32) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+}
+
+/// fsyncs a directory so a rename or link into it survives a crash.
+pub fn fsync_dir(dir: &Path) -> Result<(), MaildirError> {
+    let f = File::open(dir).map_err(|e| MaildirError::io("open", dir, e))?;
+    f.sync_all().map_err(|e| MaildirError::io("fsync", dir, e))
+}
+
+/// Writes `data` to `tmp` (truncating), fsyncs it and renames it over `dest`.
+pub(crate) fn write_replace(
+    tmp: &Path,
+    dest: &Path,
+    data: &[u8],
+    mode: u32,
+) -> Result<(), MaildirError> {
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(tmp)
+            .map_err(|e| MaildirError::io("open", tmp, e))?;
+        f.write_all(data)
+            .map_err(|e| MaildirError::io("write", tmp, e))?;
+        f.sync_data()
+            .map_err(|e| MaildirError::io("fdatasync", tmp, e))?;
+        fs::rename(tmp, dest).map_err(|e| MaildirError::io("rename", dest, e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostname_escaping_follows_maildir_convention() {
+        assert_eq!(escape_hostname("a/b:c"), "a\\057b\\072c");
+        assert_eq!(escape_hostname("mail.example.org"), "mail.example.org");
+        assert_eq!(escape_hostname("x\ny"), "x_y");
+        assert!(!escaped_hostname().contains('/'));
+        assert!(!escaped_hostname().contains(':'));
+        assert!(!raw_hostname().is_empty());
+    }
+
+    #[test]
+    fn write_replace_replaces_and_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("f");
+        let tmp = dir.path().join("f.tmp");
+        fs::write(&dest, b"old").unwrap();
+        write_replace(&tmp, &dest, b"new", 0o600).unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), b"new");
+        assert!(!tmp.exists());
+        // A destination whose parent is a file fails, and the temp file is removed.
+        let bad = dir.path().join("f").join("x");
+        assert!(write_replace(&tmp, &bad, b"x", 0o600).is_err());
+        assert!(!tmp.exists());
+    }
+
+    #[test]
+    fn fsync_dir_reports_missing_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        fsync_dir(dir.path()).unwrap();
+        let e = fsync_dir(&dir.path().join("nope")).unwrap_err();
+        assert!(e.is_not_found());
+    }
+}
