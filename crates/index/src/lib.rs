@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 pub use env::{compact, Index, OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE};
 pub use record::{build, Built, Meta, HOT_HEADERS};
-pub use schema::{flag, Counts, MailboxRecord, MessageRecord, PartKindRecord, PartRecord, Stamp};
+pub use schema::{flag, Counts, MailboxRecord, MessageHead, MessageRecord, PartKindRecord, PartRecord, Stamp};
 pub use txn::{Reader, Writer};
 
 /// What can go wrong in the index. Every variant that concerns a file names it.

@@ -200,6 +200,30 @@ impl MessageRecord {
     }
 }
 
+/// The leading fields of a [`MessageRecord`]: postcard encodes fields in order, so this
+/// decodes from a full record's bytes without decoding the rest (sync compares only these).
+#[derive(Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct MessageHead {
+    /// See [`MessageRecord::file_name`].
+    pub file_name: String,
+    /// See [`MessageRecord::in_new`].
+    pub in_new: bool,
+    /// See [`MessageRecord::flags`].
+    pub flags: u8,
+    /// See [`MessageRecord::keywords`].
+    pub keywords: u32,
+    /// See [`MessageRecord::modseq`].
+    pub modseq: u64,
+    /// See [`MessageRecord::internal_date`].
+    pub internal_date: i64,
+    /// See [`MessageRecord::save_date`].
+    pub save_date: i64,
+    /// See [`MessageRecord::size`].
+    pub size: u64,
+    /// See [`MessageRecord::vsize`].
+    pub vsize: u64,
+}
+
 /// Encodes a record with postcard.
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, IndexError> {
     postcard::to_stdvec(value).map_err(|e| IndexError::Encode(e.to_string()))
@@ -220,6 +244,24 @@ mod tests {
         keys.sort();
         let split: Vec<_> = keys.iter().map(|k| split_msg_key(k).unwrap()).collect();
         assert_eq!(split, vec![(1, 2), (1, 256), (1, 300), (2, 1)]);
+    }
+
+    #[test]
+    fn head_decodes_from_a_full_record() {
+        let rec = MessageRecord {
+            file_name: "1.M2P3.h,S=10:2,S".into(),
+            flags: flag::SEEN,
+            keywords: 5,
+            modseq: 9,
+            size: 10,
+            vsize: 12,
+            hot_headers: b"Subject: x\r\n".to_vec(),
+            ..MessageRecord::default()
+        };
+        let bytes = encode(&rec).unwrap();
+        let head: MessageHead = decode(&bytes, "t").unwrap();
+        assert_eq!(head.file_name, rec.file_name);
+        assert_eq!((head.flags, head.keywords, head.modseq, head.size, head.vsize), (flag::SEEN, 5, 9, 10, 12));
     }
 
     #[test]

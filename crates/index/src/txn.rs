@@ -105,6 +105,17 @@ impl<'t> Reader<'t> {
         Ok(out)
     }
 
+    /// The leading fields of every message of `mailbox`, in UID order (cheap: the cached
+    /// fields are not decoded).
+    pub fn heads(&self, mailbox: u32) -> Result<Vec<(u32, schema::MessageHead)>, IndexError> {
+        let mut out = Vec::new();
+        self.for_each_raw(mailbox, 1..=u32::MAX, |uid, raw| {
+            out.push((uid, decode(raw, &format!("message {mailbox}/{uid}"))?));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(out)
+    }
+
     /// The stored header blocks of a message, decompressed: the root header block followed
     /// by every part's header block in pre-order (see [`schema::PartRecord::walk`]).
     pub fn headers(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
