@@ -1,0 +1,373 @@
+//! maildex-config: the TOML configuration file.
+//!
+//! The file is read into serde structs that deny unknown keys (`raw`), then checked
+//! and turned into the typed [`Config`]: socket addresses, absolute paths, byte
+//! counts. Relative paths in the file are relative to the file's own directory.
+//! `config/maildex.example.toml` documents every key; a test parses it.
+//!
+//! Sections and defaults:
+//! - `[imap]`: `listen` (default `["127.0.0.1:143"]`), `listen_tls` (default
+//!   `["127.0.0.1:993"]` when `[tls]` is present, else empty),
+//!   `plaintext_auth_on_loopback` (default true).
+//! - `[lmtp]`: `listen` (default `["127.0.0.1:24"]`), `socket_mode` (default
+//!   `"0660"`), `socket_owner`, `socket_group`.
+//! - `[tls]`: `cert`, `key`; absent means plain IMAP only.
+//! - `[storage]`: `mail_location` (required), `index_root`, `index_map_size`
+//!   (default 64 MiB), `fsync` (default true).
+//! - `[auth]`: `users_file` (required).
+//! - `[log]`: `level` (default `"info"`).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+mod error;
+mod paths;
+mod raw;
+
+pub use error::ConfigError;
+pub use paths::{PathTemplate, UserPaths, INDEX_DIR_IN_MAILDIR, MAX_USER_LEN};
+
+use raw::{RawConfig, RawListen};
+
+/// Where `maildex` looks for its configuration when not told otherwise.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/maildex/maildex.toml";
+
+/// Default initial LMDB map size per user: 64 MiB. The map is address space, not
+/// disk (LMDB files grow with the data), and the index grows the map when LMDB
+/// reports MAP_FULL, so this only sets how often small mailboxes need to grow; at a
+/// few KiB of index per message it covers about ten thousand messages.
+pub const DEFAULT_INDEX_MAP_SIZE: u64 = 64 << 20;
+
+/// Smallest accepted `index_map_size` (1 MiB).
+pub const MIN_INDEX_MAP_SIZE: u64 = 1 << 20;
+
+/// Largest accepted `index_map_size` (1 TiB per user is already absurd).
+pub const MAX_INDEX_MAP_SIZE: u64 = 1 << 40;
+
+/// Default mode of LMTP unix sockets: owner and group may deliver (postfix is
+/// usually put in the socket's group).
+pub const DEFAULT_SOCKET_MODE: u32 = 0o660;
+
+/// The whole validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// IMAP listeners and policy.
+    pub imap: ImapConfig,
+    /// LMTP listeners.
+    pub lmtp: LmtpConfig,
+    /// Certificate and key; `None` means no TLS at all (plain IMAP only).
+    pub tls: Option<TlsConfig>,
+    /// Where mail and indexes live.
+    pub storage: StorageConfig,
+    /// Where users come from.
+    pub auth: AuthConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// `[imap]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImapConfig {
+    /// Plain listeners offering STARTTLS (RFC 9051 §6.2.1, RFC 8314 §3). Empty disables.
+    pub listen: Vec<SocketAddr>,
+    /// Implicit-TLS listeners (RFC 8314 §3.2, port 993). Empty disables.
+    pub listen_tls: Vec<SocketAddr>,
+    /// Allow LOGIN/AUTHENTICATE PLAIN without TLS when the peer is a loopback address
+    /// (for local webmail). Elsewhere plaintext login is refused with LOGINDISABLED
+    /// until STARTTLS (RFC 9051 §6.2.3).
+    pub plaintext_auth_on_loopback: bool,
+}
+
+/// One LMTP listener.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Listen {
+    /// A TCP address.
+    Tcp(SocketAddr),
+    /// A unix-domain socket path (absolute).
+    Unix(PathBuf),
+}
+
+/// `[lmtp]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LmtpConfig {
+    /// Listeners. Empty disables LMTP.
+    pub listen: Vec<Listen>,
+    /// Permission bits for unix sockets.
+    pub socket_mode: u32,
+    /// Owner (user name or numeric uid) for unix sockets, if it should be changed.
+    pub socket_owner: Option<String>,
+    /// Group (group name or numeric gid) for unix sockets, if it should be changed.
+    pub socket_group: Option<String>,
+}
+
+/// `[tls]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// PEM certificate chain (absolute path).
+    pub cert: PathBuf,
+    /// PEM private key (absolute path).
+    pub key: PathBuf,
+}
+
+/// `[storage]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageConfig {
+    /// Maildir root per user.
+    pub mail_location: PathTemplate,
+    /// Index directory per user; `None` puts it at `<maildir>/maildex-index`.
+    /// Set it when the Maildir is on NFS: LMDB must live on a local disk.
+    pub index_root: Option<PathTemplate>,
+    /// Initial LMDB map size in bytes (a multiple of 1 MiB, see [`DEFAULT_INDEX_MAP_SIZE`]).
+    pub index_map_size: u64,
+    /// fsync files and directories on delivery. Only turn off for tests and benchmarks:
+    /// without it an acknowledged message can be lost in a crash.
+    pub fsync: bool,
+}
+
+/// `[auth]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// The users file, Dovecot passwd-file format (absolute path).
+    pub users_file: PathBuf,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// A `tracing` filter: a level (`info`) or directives (`info,maildex_imap=debug`).
+    pub level: String,
+}
+
+impl StorageConfig {
+    /// The Maildir and index directory of `user`.
+    ///
+    /// `%u` expands to the whole name, `%n` to the part before `@` (the whole name if
+    /// there is none), `%d` to the part after (empty if none), `%%` to `%`. The name is
+    /// lower-cased (ASCII) first, as Dovecot does by default (`auth_username_format =
+    /// %Lu`), so case variants of one login share one Maildir. Without `index_root`
+    /// the index is `<maildir>/maildex-index`.
+    ///
+    /// Security: names that could leave the template's directory are refused with
+    /// [`ConfigError::BadUserName`]: empty, over 255 bytes, containing `/`, NUL,
+    /// control characters or `..`, starting with `.`, with an empty local part, more
+    /// than one `@`, or a domain starting with `.`. The result is also checked to stay
+    /// under [`PathTemplate::fixed_prefix`] ([`ConfigError::PathEscape`]).
+    pub fn paths_for(&self, user: &str) -> Result<UserPaths, ConfigError> {
+        let maildir = self.mail_location.expand(user)?;
+        let index_dir = match &self.index_root {
+            Some(t) => t.expand(user)?,
+            None => maildir.join(INDEX_DIR_IN_MAILDIR),
+        };
+        Ok(UserPaths { maildir, index_dir })
+    }
+}
+
+impl Config {
+    /// Reads and validates the config file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::from_toml_str(&text, path)
+    }
+
+    /// Parses and validates `text`; `origin` is the file it came from, used in
+    /// messages and as the base of relative paths (its directory).
+    pub fn from_toml_str(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| error::from_toml(origin, text, &e))?;
+        validate(raw, origin)
+    }
+}
+
+/// The embedded configuration of `maildex serve --dev`: everything under
+/// `data_dir` (made absolute), loopback only, ports above 1024.
+///
+/// - Maildirs `data_dir/mail/%d/%n/Maildir`, indexes `data_dir/index/%d/%n`
+/// - users file `data_dir/users`, TLS `data_dir/tls/cert.pem` and `key.pem`
+/// - IMAP `127.0.0.1:1143`, IMAPS `127.0.0.1:1993`, LMTP `127.0.0.1:1024`
+pub fn dev(data_dir: &Path) -> Config {
+    let data_dir = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_owned());
+    use paths::Seg::{Domain, Lit, Local};
+    let lit = |s: &str| Lit(s.as_bytes().to_vec());
+    let mail_location = PathTemplate::under(
+        &data_dir,
+        vec![lit("mail/"), Domain, lit("/"), Local, lit("/Maildir")],
+    );
+    let index_root = PathTemplate::under(&data_dir, vec![lit("index/"), Domain, lit("/"), Local]);
+    let lo = |port| SocketAddr::from(([127, 0, 0, 1], port));
+    Config {
+        imap: ImapConfig {
+            listen: vec![lo(1143)],
+            listen_tls: vec![lo(1993)],
+            plaintext_auth_on_loopback: true,
+        },
+        lmtp: LmtpConfig {
+            listen: vec![Listen::Tcp(lo(1024))],
+            socket_mode: DEFAULT_SOCKET_MODE,
+            socket_owner: None,
+            socket_group: None,
+        },
+        tls: Some(TlsConfig {
+            cert: data_dir.join("tls/cert.pem"),
+            key: data_dir.join("tls/key.pem"),
+        }),
+        storage: StorageConfig {
+            mail_location,
+            index_root: Some(index_root),
+            index_map_size: DEFAULT_INDEX_MAP_SIZE,
+            fsync: true,
+        },
+        auth: AuthConfig {
+            users_file: data_dir.join("users"),
+        },
+        log: LogConfig {
+            level: "info".to_owned(),
+        },
+    }
+}
+
+fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
+    let origin_abs = std::path::absolute(origin).unwrap_or_else(|_| origin.to_owned());
+    let base = match origin_abs.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("/"),
+    };
+    let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+    let invalid = |key: &str, message: String| ConfigError::Invalid {
+        path: origin.to_owned(),
+        key: key.to_owned(),
+        message,
+    };
+    let missing = |key| ConfigError::Missing {
+        path: origin.to_owned(),
+        key,
+    };
+
+    let tls = match raw.tls {
+        None => None,
+        Some(t) => {
+            let cert = t.cert.ok_or_else(|| missing("tls.cert"))?;
+            let key = t.key.ok_or_else(|| missing("tls.key"))?;
+            Some(TlsConfig {
+                cert: resolve(cert),
+                key: resolve(key),
+            })
+        }
+    };
+
+    let imap_raw = raw.imap.unwrap_or_default();
+    let lo = |port| SocketAddr::from(([127, 0, 0, 1], port));
+    let listen = match imap_raw.listen {
+        Some(v) => v.into_iter().map(|a| a.0).collect(),
+        None => vec![lo(143)],
+    };
+    let listen_tls: Vec<SocketAddr> = match imap_raw.listen_tls {
+        Some(v) => v.into_iter().map(|a| a.0).collect(),
+        None if tls.is_some() => vec![lo(993)],
+        None => Vec::new(),
+    };
+    if !listen_tls.is_empty() && tls.is_none() {
+        return Err(invalid(
+            "imap.listen_tls",
+            "implicit-TLS listeners need a [tls] section with cert and key (or set listen_tls = [])".into(),
+        ));
+    }
+    let imap = ImapConfig {
+        listen,
+        listen_tls,
+        plaintext_auth_on_loopback: imap_raw.plaintext_auth_on_loopback.unwrap_or(true),
+    };
+
+    let lmtp_raw = raw.lmtp.unwrap_or_default();
+    let lmtp = LmtpConfig {
+        listen: match lmtp_raw.listen {
+            Some(v) => v
+                .into_iter()
+                .map(|l| match l {
+                    RawListen::Tcp(a) => Listen::Tcp(a),
+                    RawListen::Unix(p) => Listen::Unix(resolve(p)),
+                })
+                .collect(),
+            None => vec![Listen::Tcp(lo(24))],
+        },
+        socket_mode: lmtp_raw.socket_mode.map_or(DEFAULT_SOCKET_MODE, |m| m.0),
+        socket_owner: lmtp_raw.socket_owner.map(|s| s.0),
+        socket_group: lmtp_raw.socket_group.map(|s| s.0),
+    };
+    check_duplicates(&imap, &lmtp).map_err(|(key, m)| invalid(key, m))?;
+
+    let storage_raw = raw.storage.ok_or_else(|| missing("storage.mail_location"))?;
+    let mail_location = storage_raw
+        .mail_location
+        .ok_or_else(|| missing("storage.mail_location"))?;
+    let mail_location = PathTemplate::resolve(OsStr::new(&mail_location.0), &base, origin, "storage.mail_location")?;
+    let index_root = match storage_raw.index_root {
+        Some(t) => Some(PathTemplate::resolve(OsStr::new(&t.0), &base, origin, "storage.index_root")?),
+        None => None,
+    };
+    let size = storage_raw.index_map_size.map_or(DEFAULT_INDEX_MAP_SIZE, |s| s.0);
+    if !(MIN_INDEX_MAP_SIZE..=MAX_INDEX_MAP_SIZE).contains(&size) {
+        return Err(invalid(
+            "storage.index_map_size",
+            format!("{size} bytes is outside 1MiB..=1TiB"),
+        ));
+    }
+    // LMDB wants a multiple of the OS page size; rounding up to whole MiB covers every
+    // page size in use (4 KiB to 64 KiB).
+    let index_map_size = size.div_ceil(MIN_INDEX_MAP_SIZE) * MIN_INDEX_MAP_SIZE;
+    let storage = StorageConfig {
+        mail_location,
+        index_root,
+        index_map_size,
+        fsync: storage_raw.fsync.unwrap_or(true),
+    };
+
+    let users_file = raw
+        .auth
+        .and_then(|a| a.users_file)
+        .ok_or_else(|| missing("auth.users_file"))?;
+    let auth = AuthConfig {
+        users_file: resolve(users_file),
+    };
+    let log = LogConfig {
+        level: raw
+            .log
+            .and_then(|l| l.level)
+            .map_or_else(|| "info".to_owned(), |l| l.0),
+    };
+    Ok(Config {
+        imap,
+        lmtp,
+        tls,
+        storage,
+        auth,
+        log,
+    })
+}
+
+/// Two listeners on one address would fail at bind time; say so at load time.
+fn check_duplicates(imap: &ImapConfig, lmtp: &LmtpConfig) -> Result<(), (&'static str, String)> {
+    let mut seen: HashMap<Listen, &'static str> = HashMap::new();
+    let all = imap
+        .listen
+        .iter()
+        .map(|a| ("imap.listen", Listen::Tcp(*a)))
+        .chain(imap.listen_tls.iter().map(|a| ("imap.listen_tls", Listen::Tcp(*a))))
+        .chain(lmtp.listen.iter().map(|l| ("lmtp.listen", l.clone())));
+    for (key, l) in all {
+        if matches!(l, Listen::Tcp(a) if a.port() == 0) {
+            continue; // port 0: the OS picks a free port each time (tests).
+        }
+        if let Some(first) = seen.insert(l.clone(), key) {
+            let what = match &l {
+                Listen::Tcp(a) => a.to_string(),
+                Listen::Unix(p) => format!("unix:{}", p.display()),
+            };
+            return Err((key, format!("{what} is already used by {first}")));
+        }
+    }
+    Ok(())
+}
