@@ -138,11 +138,7 @@ mod tests {
 
     #[test]
     fn io_error_names_path_and_kind() {
-        let e = MaildirError::io(
-            "open",
-            "/x/y",
-            io::Error::from(io::ErrorKind::NotFound),
-        );
+        let e = MaildirError::io("open", "/x/y", io::Error::from(io::ErrorKind::NotFound));
         assert!(e.is_not_found());
         assert_eq!(e.path(), Path::new("/x/y"));
         assert!(e.to_string().contains("/x/y"), "{e}");

@@ -106,9 +106,8 @@ impl MaildirName {
     /// any flag.
     pub fn file_name(&self) -> String {
         let mut s = self.base.clone();
-        let any = !self.flags.is_empty()
-            || !self.keywords.is_empty()
-            || !self.unknown_flags.is_empty();
+        let any =
+            !self.flags.is_empty() || !self.keywords.is_empty() || !self.unknown_flags.is_empty();
         if !(self.has_info || any) {
             return s;
         }
@@ -182,7 +181,10 @@ fn size_field(base: &str, key: u8) -> Option<u64> {
 /// an `M<usecs>` part, then by base.
 pub fn sort_cmp(a: &str, b: &str) -> Ordering {
     fn secs(s: &str) -> (u64, &str) {
-        let end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
+        let end = s
+            .bytes()
+            .position(|b| !b.is_ascii_digit())
+            .unwrap_or(s.len());
         let v = s[..end].bytes().fold(0u64, |acc, d| {
             acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
         });

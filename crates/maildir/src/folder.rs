@@ -173,7 +173,10 @@ mod tests {
         let root = Path::new("/m");
         assert_eq!(folder_path(root, "INBOX").unwrap(), root);
         assert_eq!(folder_path(root, "inBox").unwrap(), root);
-        assert_eq!(folder_path(root, "Foo.Bar").unwrap(), Path::new("/m/.Foo.Bar"));
+        assert_eq!(
+            folder_path(root, "Foo.Bar").unwrap(),
+            Path::new("/m/.Foo.Bar")
+        );
         assert_eq!(
             folder_path(root, "Entwürfe").unwrap(),
             Path::new("/m/.Entw&APw-rfe")
@@ -189,7 +192,18 @@ mod tests {
     #[test]
     fn folder_path_rejects_bad_names() {
         let long = "x".repeat(255);
-        for bad in ["", ".", "..", ".a", "a.", "a..b", "a/b", "../x", "a\0b", long.as_str()] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".a",
+            "a.",
+            "a..b",
+            "a/b",
+            "../x",
+            "a\0b",
+            long.as_str(),
+        ] {
             let e = folder_path(Path::new("/m"), bad).unwrap_err();
             assert!(matches!(e, MaildirError::BadMailboxName { .. }), "{bad:?}");
         }
@@ -222,8 +236,15 @@ mod tests {
         // A symlink to a folder is followed.
         std::os::unix::fs::symlink(root.join(".Sent"), root.join(".Linked")).unwrap();
 
-        let got: Vec<String> = list_folders(root).unwrap().into_iter().map(|f| f.name).collect();
-        assert_eq!(got, vec!["INBOX", "Archive.2024", "Entwürfe", "Linked", "Sent"]);
+        let got: Vec<String> = list_folders(root)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(
+            got,
+            vec!["INBOX", "Archive.2024", "Entwürfe", "Linked", "Sent"]
+        );
         let all = list_folders(root).unwrap();
         assert_eq!(all[0].path, root);
         assert_eq!(all[2].path, root.join(".Entw&APw-rfe"));

@@ -26,7 +26,7 @@ pub use error::MaildirError;
 pub use filename::MaildirName;
 pub use flags::{Flags, Keywords};
 pub use folder::Folder;
-// KM
+pub use keywords::KeywordMap;
 pub use mutf7::Mutf7Error;
 pub use scan::{DirStamp, Entry, Scan, Sub};
 pub use uidlist::{UidRecord, Uidlist, UidlistLock};

@@ -68,7 +68,9 @@ fn flush(out: &mut String, units: &mut Vec<u16>) {
         bits &= (1 << nbits) - 1;
     }
     if nbits > 0 {
-        out.push(char::from(ALPHABET[((bits << (6 - nbits)) & 0x3f) as usize]));
+        out.push(char::from(
+            ALPHABET[((bits << (6 - nbits)) & 0x3f) as usize],
+        ));
     }
     out.push('-');
 }
@@ -212,15 +214,15 @@ mod tests {
     fn rejects_non_canonical_and_broken_input() {
         use Mutf7Error::*;
         let cases: &[(&str, Mutf7Error)] = &[
-            ("&AGE-", NonCanonical { pos: 0 }),     // 'a' encoded
-            ("&AGEA6Q-", NonCanonical { pos: 0 }),  // 'a' then 'é'
+            ("&AGE-", NonCanonical { pos: 0 }),      // 'a' encoded
+            ("&AGEA6Q-", NonCanonical { pos: 0 }),   // 'a' then 'é'
             ("&AOk-&AOk-", NonCanonical { pos: 5 }), // adjacent shifts
             ("&AOk", Unterminated { pos: 0 }),
             ("a&", Unterminated { pos: 1 }),
             ("&A*k-", BadBase64 { pos: 2 }),
             ("&AOk=-", BadBase64 { pos: 4 }),
-            ("&AOl-", BadPadding { pos: 4 }),       // nonzero padding bits
-            ("&AOkA-", BadPadding { pos: 5 }),      // 6 extra bits
+            ("&AOl-", BadPadding { pos: 4 }), // nonzero padding bits
+            ("&AOkA-", BadPadding { pos: 5 }), // 6 extra bits
             ("&A-", BadPadding { pos: 2 }),
             ("&2D0-", UnpairedSurrogate { pos: 0 }), // lone high surrogate
             ("&3gA-", UnpairedSurrogate { pos: 0 }), // lone low surrogate

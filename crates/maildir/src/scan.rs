@@ -206,7 +206,10 @@ mod tests {
         assert_eq!(s.entries[0].name.size, Some(3));
         let mut bad = s.bad_names.clone();
         bad.sort();
-        assert_eq!(bad, vec![mb.join("cur/weird:1,x"), mb.join("new").join(raw)]);
+        assert_eq!(
+            bad,
+            vec![mb.join("cur/weird:1,x"), mb.join("new").join(raw)]
+        );
         assert_eq!((s.new, s.cur), stamps(mb).unwrap());
     }
 

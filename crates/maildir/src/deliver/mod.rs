@@ -78,7 +78,7 @@ impl TmpFile {
                         dirty: true,
                         mtime: None,
                         done: false,
-                    })
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(MaildirError::io("create", &path, e)),
@@ -129,13 +129,15 @@ impl TmpFile {
         let path = self.path.clone();
         let mtime = self.mtime;
         let out = self.out()?;
-        out.flush().map_err(|e| MaildirError::io("write", &path, e))?;
+        out.flush()
+            .map_err(|e| MaildirError::io("write", &path, e))?;
         let f = out.get_ref();
         if let Some(t) = mtime {
             f.set_modified(t)
                 .map_err(|e| MaildirError::io("set mtime", &path, e))?;
         }
-        f.sync_all().map_err(|e| MaildirError::io("fsync", &path, e))?;
+        f.sync_all()
+            .map_err(|e| MaildirError::io("fsync", &path, e))?;
         self.dirty = false;
         Ok(())
     }

@@ -86,8 +86,7 @@ fn rename_checked(src: &Path, dest: &Path) -> io::Result<()> {
 
 /// Rejects names that would escape the directory.
 fn check_plain_name(file_name: &str) -> Result<(), MaildirError> {
-    if file_name.is_empty() || file_name == "." || file_name == ".." || file_name.contains('/')
-    {
+    if file_name.is_empty() || file_name == "." || file_name == ".." || file_name.contains('/') {
         return Err(MaildirError::BadFileName {
             name: file_name.to_string(),
             reason: "not a plain file name",

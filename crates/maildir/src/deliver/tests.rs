@@ -90,7 +90,9 @@ fn commit_empty_message() {
 fn flags_in_new_are_refused_and_tmp_removed() {
     let (_t, mb) = mailbox();
     let t = TmpFile::create(&mb).unwrap();
-    let e = t.commit(Sub::New, Flags::SEEN, Keywords::EMPTY).unwrap_err();
+    let e = t
+        .commit(Sub::New, Flags::SEEN, Keywords::EMPTY)
+        .unwrap_err();
     assert!(matches!(e, MaildirError::FlagsInNew { .. }));
     assert_eq!(count_in(&mb.join("tmp")), 0);
     assert_eq!(count_in(&mb.join("new")), 0);
@@ -127,7 +129,9 @@ fn commit_fails_cleanly_when_destination_dir_missing() {
     fs::remove_dir(mb.join("cur")).unwrap();
     let mut t = TmpFile::create(&mb).unwrap();
     t.write_all(b"x").unwrap();
-    let e = t.commit(Sub::Cur, Flags::EMPTY, Keywords::EMPTY).unwrap_err();
+    let e = t
+        .commit(Sub::Cur, Flags::EMPTY, Keywords::EMPTY)
+        .unwrap_err();
     assert!(e.is_not_found(), "{e}");
     assert_eq!(count_in(&mb.join("tmp")), 0);
 }
@@ -154,12 +158,32 @@ fn link_never_overwrites() {
 fn rename_flags_moves_new_to_cur_and_reports_vanished() {
     let (_t, mb) = mailbox();
     fs::write(mb.join("new/123.M1P1Q1.h,S=1,W=1"), b"x").unwrap();
-    let r = rename_flags(&mb, Sub::New, "123.M1P1Q1.h,S=1,W=1", Flags::SEEN, Keywords(1)).unwrap();
-    assert_eq!(r, RenameOutcome::Renamed("123.M1P1Q1.h,S=1,W=1:2,Sa".into()));
+    let r = rename_flags(
+        &mb,
+        Sub::New,
+        "123.M1P1Q1.h,S=1,W=1",
+        Flags::SEEN,
+        Keywords(1),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        RenameOutcome::Renamed("123.M1P1Q1.h,S=1,W=1:2,Sa".into())
+    );
     assert!(mb.join("cur/123.M1P1Q1.h,S=1,W=1:2,Sa").is_file());
     // Unchanged flags in cur/: no rename, still reported.
-    let r = rename_flags(&mb, Sub::Cur, "123.M1P1Q1.h,S=1,W=1:2,Sa", Flags::SEEN, Keywords(1)).unwrap();
-    assert_eq!(r, RenameOutcome::Renamed("123.M1P1Q1.h,S=1,W=1:2,Sa".into()));
+    let r = rename_flags(
+        &mb,
+        Sub::Cur,
+        "123.M1P1Q1.h,S=1,W=1:2,Sa",
+        Flags::SEEN,
+        Keywords(1),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        RenameOutcome::Renamed("123.M1P1Q1.h,S=1,W=1:2,Sa".into())
+    );
     // Unknown letters survive.
     fs::write(mb.join("cur/9.x:2,XS"), b"x").unwrap();
     let r = rename_flags(&mb, Sub::Cur, "9.x:2,XS", Flags::DELETED, Keywords::EMPTY).unwrap();
@@ -201,9 +225,13 @@ fn remove_reports_existence() {
 fn clean_tmp_removes_only_old_files() {
     let (_t, mb) = mailbox();
     fs::write(mb.join("tmp/old"), b"x").unwrap();
-    let f = fs::File::options().write(true).open(mb.join("tmp/old")).unwrap();
+    let f = fs::File::options()
+        .write(true)
+        .open(mb.join("tmp/old"))
+        .unwrap();
     // An old mtime alone does not make a file old: its ctime is fresh.
-    f.set_modified(UNIX_EPOCH + Duration::from_secs(1000)).unwrap();
+    f.set_modified(UNIX_EPOCH + Duration::from_secs(1000))
+        .unwrap();
     drop(f);
     fs::create_dir(mb.join("tmp/dir")).unwrap();
     assert_eq!(clean_tmp(&mb, TMP_DELETE_AGE).unwrap(), 0);
@@ -211,5 +239,7 @@ fn clean_tmp_removes_only_old_files() {
     assert_eq!(clean_tmp(&mb, Duration::from_millis(5)).unwrap(), 1);
     assert!(!mb.join("tmp/old").exists());
     assert!(mb.join("tmp/dir").is_dir());
-    assert!(clean_tmp(&mb.join("nope"), TMP_DELETE_AGE).unwrap_err().is_not_found());
+    assert!(clean_tmp(&mb.join("nope"), TMP_DELETE_AGE)
+        .unwrap_err()
+        .is_not_found());
 }

@@ -15,7 +15,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{record_line, validate_records, Uidlist, UidRecord, UIDLIST_NAME};
+use super::{record_line, validate_records, UidRecord, Uidlist, UIDLIST_NAME};
 use crate::util::{create_excl, file_mode_for, fsync_dir, raw_hostname, write_replace};
 use crate::MaildirError;
 
@@ -238,7 +238,9 @@ impl UidlistLock {
                     }
                     // As Dovecot: pause so a concurrent overrider cannot unlink the
                     // lock we are about to create.
-                    std::thread::sleep(Duration::from_millis(100 + u64::from(std::process::id() % 100)));
+                    std::thread::sleep(Duration::from_millis(
+                        100 + u64::from(std::process::id() % 100),
+                    ));
                 }
                 watch = Watch {
                     lock: None,
@@ -447,7 +449,12 @@ impl UidlistLock {
     }
 
     /// Full read, append in memory, rewrite.
-    fn append_reread(&mut self, path: &Path, records: &[UidRecord], next_uid: u32) -> Result<(), MaildirError> {
+    fn append_reread(
+        &mut self,
+        path: &Path,
+        records: &[UidRecord],
+        next_uid: u32,
+    ) -> Result<(), MaildirError> {
         let mut list = match self.read()? {
             Some(l) => l,
             None => Uidlist::new(super::new_uidvalidity()),

@@ -181,7 +181,12 @@ fn parse_header(path: &Path, line: &str) -> Result<Header, MaildirError> {
 }
 
 /// Parses one record line (`lineno` is 1-based, for errors).
-fn parse_record(path: &Path, lineno: usize, version: u32, line: &str) -> Result<UidRecord, MaildirError> {
+fn parse_record(
+    path: &Path,
+    lineno: usize,
+    version: u32,
+    line: &str,
+) -> Result<UidRecord, MaildirError> {
     let bad = |reason: String| MaildirError::corrupt(path, lineno, reason);
     let digits = line.bytes().take_while(u8::is_ascii_digit).count();
     let uid: u64 = line[..digits].parse().unwrap_or(0);
@@ -262,7 +267,7 @@ impl Uidlist {
         let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
         // split() yields a final empty piece after a trailing '\n'.
         let partial = match lines.last() {
-            Some(last) if last.is_empty() => {
+            Some([]) => {
                 lines.pop();
                 None
             }
@@ -335,9 +340,7 @@ impl Uidlist {
         if self.uidvalidity == 0 {
             return Err(bad("uidvalidity is 0".into()));
         }
-        let field_ok = |f: &str| {
-            !f.is_empty() && !f.contains([' ', '\n', '\r', '\0'])
-        };
+        let field_ok = |f: &str| !f.is_empty() && !f.contains([' ', '\n', '\r', '\0']);
         for f in &self.header_extra {
             if !field_ok(f) || matches!(f.as_bytes()[0], b'V' | b'N' | b'G') {
                 return Err(bad(format!("invalid header field {f:?}")));
@@ -424,7 +427,10 @@ fn validate_records(path: &Path, records: &[UidRecord], after: u32) -> Result<()
         prev = r.uid;
         let base = r.base();
         if base.is_empty() || base.contains(['/', '\n', '\r', '\0']) {
-            return Err(bad(format!("UID {}: invalid file name {:?}", r.uid, r.file_name)));
+            return Err(bad(format!(
+                "UID {}: invalid file name {:?}",
+                r.uid, r.file_name
+            )));
         }
         for e in &r.ext {
             if e.is_empty()

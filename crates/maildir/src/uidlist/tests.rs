@@ -1,8 +1,8 @@
 use super::*;
-use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 use crate::uidlist::lock::LOCK_TIMEOUT;
 use proptest::prelude::*;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -44,7 +44,10 @@ fn parses_dovecot_v3() {
     );
     assert_eq!(l.records[1].ext, vec!["W2481"]);
     assert_eq!(l.records[2].ext, vec!["W10", "Gabc"]);
-    assert_eq!(l.find_base("1276533073.M242911P3632.kurkku").unwrap().uid, 25017);
+    assert_eq!(
+        l.find_base("1276533073.M242911P3632.kurkku").unwrap().uid,
+        25017
+    );
     assert_eq!(l.uids_by_base()["1276533074.M1P1.kurkku"], 25018);
     // Written back with bases only, extra header kept.
     let out = String::from_utf8(l.to_bytes()).unwrap();
@@ -150,7 +153,10 @@ fn validate_rejects_unwritable_lists() {
     let mut l = Uidlist::new(5);
     l.records = vec![UidRecord::new(2, "b"), UidRecord::new(1, "a")];
     l.next_uid = 3;
-    assert!(matches!(l.validate(&p()), Err(MaildirError::InvalidRecords { .. })));
+    assert!(matches!(
+        l.validate(&p()),
+        Err(MaildirError::InvalidRecords { .. })
+    ));
     l.records = vec![UidRecord::new(1, "a\nb")];
     assert!(l.validate(&p()).is_err());
     l.records = vec![UidRecord::new(1, "a")];
@@ -196,7 +202,11 @@ fn list_strategy() -> impl Strategy<Value = Uidlist> {
                     Some(f) => format!("{base}:2,{f}"),
                     None => base,
                 };
-                records.push(UidRecord { uid, ext, file_name });
+                records.push(UidRecord {
+                    uid,
+                    ext,
+                    file_name,
+                });
             }
             Uidlist {
                 version: 3,
@@ -254,7 +264,10 @@ fn lock_file_holds_pid_and_host_and_is_removed_on_drop() {
     let l = lock(d.path());
     let lp = d.path().join("dovecot-uidlist.lock");
     let content = fs::read_to_string(&lp).unwrap();
-    assert_eq!(content, format!("{}:{}", std::process::id(), crate::util::raw_hostname()));
+    assert_eq!(
+        content,
+        format!("{}:{}", std::process::id(), crate::util::raw_hostname())
+    );
     assert!(l.is_held());
     // A second locker in the same process waits and times out.
     let e = UidlistLock::acquire(d.path(), Duration::from_millis(150)).unwrap_err();
@@ -274,7 +287,12 @@ fn lock_of_dead_local_process_is_overridden() {
     let lp = d.path().join("dovecot-uidlist.lock");
     fs::write(&lp, format!("{dead}:{}", crate::util::raw_hostname())).unwrap();
     let old = SystemTime::now() - Duration::from_secs(30);
-    File::options().write(true).open(&lp).unwrap().set_modified(old).unwrap();
+    File::options()
+        .write(true)
+        .open(&lp)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
     let l = UidlistLock::acquire(d.path(), Duration::from_secs(3)).unwrap();
     assert!(l.is_held());
 }
@@ -288,8 +306,9 @@ fn lock_of_other_host_waits_for_stale_timeout() {
     let e = UidlistLock::acquire(d.path(), Duration::from_millis(200)).unwrap_err();
     assert!(matches!(e, MaildirError::LockTimeout { .. }));
     // With a zero stale timeout it is overridden once a second has passed.
-    let l = UidlistLock::acquire_with_stale_timeout(d.path(), Duration::from_secs(5), Duration::ZERO)
-        .unwrap();
+    let l =
+        UidlistLock::acquire_with_stale_timeout(d.path(), Duration::from_secs(5), Duration::ZERO)
+            .unwrap();
     assert!(l.is_held());
     assert_eq!(LOCK_TIMEOUT, Duration::from_secs(122));
 }
@@ -343,16 +362,26 @@ fn append_adds_lines_in_place() {
     l.write(&list).unwrap();
     let path = d.path().join(UIDLIST_NAME);
     let ino = fs::metadata(&path).unwrap().ino();
-    l.append(&[UidRecord::new(2, "b:2,S"), UidRecord::new(5, "c")], 6).unwrap();
-    assert_eq!(fs::metadata(&path).unwrap().ino(), ino, "appended, not replaced");
+    l.append(&[UidRecord::new(2, "b:2,S"), UidRecord::new(5, "c")], 6)
+        .unwrap();
+    assert_eq!(
+        fs::metadata(&path).unwrap().ino(),
+        ino,
+        "appended, not replaced"
+    );
     let back = l.read().unwrap().unwrap();
-    assert_eq!(bases(&back).iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2, 5]);
+    assert_eq!(
+        bases(&back).iter().map(|r| r.0).collect::<Vec<_>>(),
+        vec![1, 2, 5]
+    );
     assert_eq!(back.next_uid, 6);
     assert_eq!(back.records[1].file_name, "b");
     // Reusing a UID is refused.
     let e = l.append(&[UidRecord::new(5, "d")], 6).unwrap_err();
     assert!(matches!(e, MaildirError::InvalidRecords { .. }));
-    let e = l.append(&[UidRecord::new(7, "d"), UidRecord::new(7, "e")], 8).unwrap_err();
+    let e = l
+        .append(&[UidRecord::new(7, "d"), UidRecord::new(7, "e")], 8)
+        .unwrap_err();
     assert!(matches!(e, MaildirError::InvalidRecords { .. }));
     // Moving next_uid beyond last+1 rewrites the header.
     l.append(&[UidRecord::new(6, "d")], 20).unwrap();
@@ -422,7 +451,8 @@ fn concurrent_appenders_never_share_a_uid() {
                     let mut l = UidlistLock::acquire(&dir, Duration::from_secs(20)).unwrap();
                     let cur = l.read().unwrap().unwrap();
                     let uid = cur.next_uid;
-                    l.append(&[UidRecord::new(uid, format!("t{t}-{i}"))], uid + 1).unwrap();
+                    l.append(&[UidRecord::new(uid, format!("t{t}-{i}"))], uid + 1)
+                        .unwrap();
                 }
             })
         })
