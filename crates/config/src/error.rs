@@ -121,8 +121,14 @@ fn line_col(src: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(src.len());
     let before = &src.as_bytes()[..offset];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
     (line, column)
 }
 
@@ -131,7 +137,10 @@ fn header(line: &str) -> Option<String> {
     let t = line.trim();
     let t = t.split('#').next().unwrap_or(t).trim();
     let inner = t.strip_prefix('[')?.strip_suffix(']')?;
-    let inner = inner.strip_prefix('[').and_then(|i| i.strip_suffix(']')).unwrap_or(inner);
+    let inner = inner
+        .strip_prefix('[')
+        .and_then(|i| i.strip_suffix(']'))
+        .unwrap_or(inner);
     let parts: Vec<String> = inner
         .split('.')
         .map(|p| p.trim().trim_matches('"').trim_matches('\'').to_owned())
@@ -148,7 +157,9 @@ fn key_at(src: &str, offset: usize, message: &str) -> Option<String> {
         .iter()
         .rposition(|&b| b == b'\n')
         .map_or(0, |i| i + 1);
-    let line_end = src[line_start..].find('\n').map_or(src.len(), |i| line_start + i);
+    let line_end = src[line_start..]
+        .find('\n')
+        .map_or(src.len(), |i| line_start + i);
     let this_line = src.get(line_start..line_end)?;
     if let Some(h) = header(this_line) {
         // Unknown section: the header itself names the key.
@@ -199,14 +210,28 @@ mod tests {
     #[test]
     fn keys_from_context() {
         let src = "[imap]\nlisten = [\n  \"x\",\n]\n[storage]\nfsync = 3\n";
-        assert_eq!(key_at(src, src.find("\"x\"").unwrap(), "bad").as_deref(), Some("imap.listen"));
-        assert_eq!(key_at(src, src.find('3').unwrap(), "bad").as_deref(), Some("storage.fsync"));
         assert_eq!(
-            key_at(src, src.find("fsync").unwrap(), "unknown field `fsync`, expected").as_deref(),
+            key_at(src, src.find("\"x\"").unwrap(), "bad").as_deref(),
+            Some("imap.listen")
+        );
+        assert_eq!(
+            key_at(src, src.find('3').unwrap(), "bad").as_deref(),
+            Some("storage.fsync")
+        );
+        assert_eq!(
+            key_at(
+                src,
+                src.find("fsync").unwrap(),
+                "unknown field `fsync`, expected"
+            )
+            .as_deref(),
             Some("storage.fsync")
         );
         let src = "[imapp]\n";
-        assert_eq!(key_at(src, 1, "unknown field `imapp`").as_deref(), Some("imapp"));
+        assert_eq!(
+            key_at(src, 1, "unknown field `imapp`").as_deref(),
+            Some("imapp")
+        );
         assert_eq!(header("[[ a . \"b\" ]]  # c").as_deref(), Some("a.b"));
     }
 }

@@ -177,7 +177,8 @@ impl Config {
     /// Parses and validates `text`; `origin` is the file it came from, used in
     /// messages and as the base of relative paths (its directory).
     pub fn from_toml_str(text: &str, origin: &Path) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| error::from_toml(origin, text, &e))?;
+        let raw: RawConfig =
+            toml::from_str(text).map_err(|e| error::from_toml(origin, text, &e))?;
         validate(raw, origin)
     }
 }
@@ -299,16 +300,30 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     };
     check_duplicates(&imap, &lmtp).map_err(|(key, m)| invalid(key, m))?;
 
-    let storage_raw = raw.storage.ok_or_else(|| missing("storage.mail_location"))?;
+    let storage_raw = raw
+        .storage
+        .ok_or_else(|| missing("storage.mail_location"))?;
     let mail_location = storage_raw
         .mail_location
         .ok_or_else(|| missing("storage.mail_location"))?;
-    let mail_location = PathTemplate::resolve(OsStr::new(&mail_location.0), &base, origin, "storage.mail_location")?;
+    let mail_location = PathTemplate::resolve(
+        OsStr::new(&mail_location.0),
+        &base,
+        origin,
+        "storage.mail_location",
+    )?;
     let index_root = match storage_raw.index_root {
-        Some(t) => Some(PathTemplate::resolve(OsStr::new(&t.0), &base, origin, "storage.index_root")?),
+        Some(t) => Some(PathTemplate::resolve(
+            OsStr::new(&t.0),
+            &base,
+            origin,
+            "storage.index_root",
+        )?),
         None => None,
     };
-    let size = storage_raw.index_map_size.map_or(DEFAULT_INDEX_MAP_SIZE, |s| s.0);
+    let size = storage_raw
+        .index_map_size
+        .map_or(DEFAULT_INDEX_MAP_SIZE, |s| s.0);
     if !(MIN_INDEX_MAP_SIZE..=MAX_INDEX_MAP_SIZE).contains(&size) {
         return Err(invalid(
             "storage.index_map_size",
@@ -355,7 +370,11 @@ fn check_duplicates(imap: &ImapConfig, lmtp: &LmtpConfig) -> Result<(), (&'stati
         .listen
         .iter()
         .map(|a| ("imap.listen", Listen::Tcp(*a)))
-        .chain(imap.listen_tls.iter().map(|a| ("imap.listen_tls", Listen::Tcp(*a))))
+        .chain(
+            imap.listen_tls
+                .iter()
+                .map(|a| ("imap.listen_tls", Listen::Tcp(*a))),
+        )
         .chain(lmtp.listen.iter().map(|l| ("lmtp.listen", l.clone())));
     for (key, l) in all {
         if matches!(l, Listen::Tcp(a) if a.port() == 0) {

@@ -228,7 +228,10 @@ impl PathTemplate {
         // Defence in depth: the user-name rules already make an escape impossible.
         let escaped = match path.strip_prefix(&self.prefix) {
             Ok(rest) => {
-                rest.as_os_str().is_empty() || rest.components().any(|c| !matches!(c, Component::Normal(_)))
+                rest.as_os_str().is_empty()
+                    || rest
+                        .components()
+                        .any(|c| !matches!(c, Component::Normal(_)))
             }
             Err(_) => true,
         };
@@ -291,17 +294,32 @@ mod tests {
     use super::*;
 
     fn t(s: &str) -> PathTemplate {
-        PathTemplate::resolve(OsStr::new(s), Path::new("/etc/maildex"), Path::new("c.toml"), "k").unwrap()
+        PathTemplate::resolve(
+            OsStr::new(s),
+            Path::new("/etc/maildex"),
+            Path::new("c.toml"),
+            "k",
+        )
+        .unwrap()
     }
 
     #[test]
     fn expands_variables() {
         let tpl = t("/var/mail/%d/%n/Maildir");
         assert_eq!(tpl.fixed_prefix(), Path::new("/var/mail"));
-        assert_eq!(tpl.expand("Alice@Example.ORG").unwrap(), Path::new("/var/mail/example.org/alice/Maildir"));
+        assert_eq!(
+            tpl.expand("Alice@Example.ORG").unwrap(),
+            Path::new("/var/mail/example.org/alice/Maildir")
+        );
         // No domain: %d is empty and the empty component disappears.
-        assert_eq!(tpl.expand("bob").unwrap(), Path::new("/var/mail/bob/Maildir"));
-        assert_eq!(t("/m/%u/x%%y").expand("a@b").unwrap(), Path::new("/m/a@b/x%y"));
+        assert_eq!(
+            tpl.expand("bob").unwrap(),
+            Path::new("/var/mail/bob/Maildir")
+        );
+        assert_eq!(
+            t("/m/%u/x%%y").expand("a@b").unwrap(),
+            Path::new("/m/a@b/x%y")
+        );
         assert_eq!(t("/m/u-%n").fixed_prefix(), Path::new("/m"));
         assert_eq!(t("/m/u-%n").expand("z@q").unwrap(), Path::new("/m/u-z"));
     }
@@ -312,20 +330,50 @@ mod tests {
         assert_eq!(tpl.as_os_str(), "/etc/maildex/mail/%n");
         assert_eq!(tpl.expand("a").unwrap(), Path::new("/etc/maildex/mail/a"));
         // A '%' in the base directory is literal, not a variable.
-        let tpl = PathTemplate::resolve(OsStr::new("%n"), Path::new("/srv/100%dir"), Path::new("c"), "k").unwrap();
+        let tpl = PathTemplate::resolve(
+            OsStr::new("%n"),
+            Path::new("/srv/100%dir"),
+            Path::new("c"),
+            "k",
+        )
+        .unwrap();
         assert_eq!(tpl.expand("a@b").unwrap(), Path::new("/srv/100%dir/a"));
         assert_eq!(tpl.fixed_prefix(), Path::new("/srv/100%dir"));
         assert_eq!(tpl.as_os_str(), "/srv/100%%dir/%n");
         // The base may contain '..' (it is the admin's own directory); templates may not.
-        let tpl = PathTemplate::resolve(OsStr::new("m/%n"), Path::new("/a/../b"), Path::new("c"), "k").unwrap();
+        let tpl = PathTemplate::resolve(
+            OsStr::new("m/%n"),
+            Path::new("/a/../b"),
+            Path::new("c"),
+            "k",
+        )
+        .unwrap();
         assert_eq!(tpl.expand("x").unwrap(), Path::new("/a/../b/m/x"));
     }
 
     #[test]
     fn bad_templates() {
-        for bad in ["", "/m/%x", "/m/%", "/m/%d", "/m/static", "maildir:~/Maildir", "~/Maildir", "/m/../%n", "../%n"] {
-            let r = PathTemplate::resolve(OsStr::new(bad), Path::new("/"), Path::new("c.toml"), "storage.k");
-            assert!(matches!(r, Err(ConfigError::Invalid { ref key, .. }) if key == "storage.k"), "{bad:?}: {r:?}");
+        for bad in [
+            "",
+            "/m/%x",
+            "/m/%",
+            "/m/%d",
+            "/m/static",
+            "maildir:~/Maildir",
+            "~/Maildir",
+            "/m/../%n",
+            "../%n",
+        ] {
+            let r = PathTemplate::resolve(
+                OsStr::new(bad),
+                Path::new("/"),
+                Path::new("c.toml"),
+                "storage.k",
+            );
+            assert!(
+                matches!(r, Err(ConfigError::Invalid { ref key, .. }) if key == "storage.k"),
+                "{bad:?}: {r:?}"
+            );
         }
     }
 
@@ -365,6 +413,9 @@ mod tests {
         // a template whose literal after the prefix walks up.
         let tpl = PathTemplate::from_segs(parse_segs(b"/var/mail/%n/../../etc").unwrap());
         assert_eq!(tpl.fixed_prefix(), Path::new("/var/mail"));
-        assert!(matches!(tpl.expand("x"), Err(ConfigError::PathEscape { .. })));
+        assert!(matches!(
+            tpl.expand("x"),
+            Err(ConfigError::PathEscape { .. })
+        ));
     }
 }

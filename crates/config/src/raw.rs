@@ -66,7 +66,10 @@ pub(crate) struct RawLog {
 
 /// Parses a string value with `parse`, reporting its error through serde (so the
 /// TOML deserializer attaches the value's position).
-fn from_str_with<'de, D, T>(d: D, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<T, D::Error>
+fn from_str_with<'de, D, T>(
+    d: D,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
 {
@@ -126,16 +129,27 @@ impl<'de> Deserialize<'de> for Mode {
             Either::Int(n) => u32::try_from(n)
                 .ok()
                 .filter(|&n| n <= 0o777)
-                .ok_or_else(|| de::Error::custom(format!("mode {n} out of range ({hint}; a decimal 660 is not octal)")))?,
+                .ok_or_else(|| {
+                    de::Error::custom(format!(
+                        "mode {n} out of range ({hint}; a decimal 660 is not octal)"
+                    ))
+                })?,
             Either::Str(s) => {
                 let digits = s.strip_prefix("0o").unwrap_or(&s);
-                if digits.is_empty() || digits.len() > 4 || !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+                if digits.is_empty()
+                    || digits.len() > 4
+                    || !digits.bytes().all(|b| (b'0'..=b'7').contains(&b))
+                {
                     return Err(de::Error::custom(format!("invalid mode {s:?}: {hint}")));
                 }
                 u32::from_str_radix(digits, 8)
                     .ok()
                     .filter(|&n| n <= 0o777)
-                    .ok_or_else(|| de::Error::custom(format!("invalid mode {s:?}: permission bits only ({hint})")))?
+                    .ok_or_else(|| {
+                        de::Error::custom(format!(
+                            "invalid mode {s:?}: permission bits only ({hint})"
+                        ))
+                    })?
             }
         };
         Ok(Mode(mode))
@@ -169,7 +183,8 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let bad = || format!("invalid size {s:?}: expected a number of bytes or e.g. \"64MiB\", \"1GiB\"");
+    let bad =
+        || format!("invalid size {s:?}: expected a number of bytes or e.g. \"64MiB\", \"1GiB\"");
     let n: u64 = num.parse().map_err(|_| bad())?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
@@ -179,7 +194,8 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
         "t" | "tb" | "tib" => 40,
         _ => return Err(bad()),
     };
-    n.checked_mul(1u64 << shift).ok_or_else(|| format!("size {s:?} is too large"))
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("size {s:?} is too large"))
 }
 
 impl<'de> Deserialize<'de> for ByteSize {
@@ -205,7 +221,9 @@ pub(crate) struct RawTemplate(pub String);
 
 impl<'de> Deserialize<'de> for RawTemplate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        from_str_with(d, |s| crate::paths::check_template_syntax(s).map(|()| RawTemplate(s.to_owned())))
+        from_str_with(d, |s| {
+            crate::paths::check_template_syntax(s).map(|()| RawTemplate(s.to_owned()))
+        })
     }
 }
 
@@ -218,7 +236,9 @@ pub(crate) fn check_log_level(s: &str) -> Result<(), String> {
     let ok_level = |l: &str| LEVELS.contains(&l.trim().to_ascii_lowercase().as_str());
     let ok_target = |t: &str| {
         let t = t.trim();
-        !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '-'))
+        !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '-'))
     };
     if s.trim().is_empty() {
         return Err("log level must not be empty".to_owned());
@@ -240,7 +260,9 @@ pub(crate) fn check_log_level(s: &str) -> Result<(), String> {
 
 impl<'de> Deserialize<'de> for LogLevel {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        from_str_with(d, |s| check_log_level(s).map(|()| LogLevel(s.trim().to_owned())))
+        from_str_with(d, |s| {
+            check_log_level(s).map(|()| LogLevel(s.trim().to_owned()))
+        })
     }
 }
 
@@ -264,7 +286,13 @@ mod tests {
 
     #[test]
     fn log_levels() {
-        for ok in ["info", "DEBUG", "warn,maildex_imap=trace", "off", "a::b=error, c=info"] {
+        for ok in [
+            "info",
+            "DEBUG",
+            "warn,maildex_imap=trace",
+            "off",
+            "a::b=error, c=info",
+        ] {
             assert!(check_log_level(ok).is_ok(), "{ok}");
         }
         for bad in ["", "verbose", "x=", "=info", "info;debug", "a b=info"] {

@@ -1,0 +1,431 @@
+//! Loading and validation of the config file.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use maildex_config::{dev, Config, ConfigError, Listen, DEFAULT_INDEX_MAP_SIZE};
+
+const ORIGIN: &str = "/etc/maildex/maildex.toml";
+
+const MINIMAL: &str = "\
+[storage]
+mail_location = \"/var/mail/%d/%n/Maildir\"
+[auth]
+users_file = \"/etc/maildex/users\"
+";
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml_str(text, Path::new(ORIGIN))
+}
+
+fn with(extra: &str) -> Result<Config, ConfigError> {
+    parse(&format!("{MINIMAL}{extra}"))
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// Asserts a TOML-stage error and returns (line, column, key, message).
+fn toml_err(r: Result<Config, ConfigError>) -> (usize, usize, Option<String>, String) {
+    match r {
+        Err(ConfigError::Toml {
+            path,
+            line,
+            column,
+            key,
+            message,
+        }) => {
+            assert_eq!(path, Path::new(ORIGIN));
+            (line.unwrap(), column.unwrap(), key, message)
+        }
+        other => panic!("expected a TOML error, got {other:?}"),
+    }
+}
+
+#[test]
+fn missing_sections_get_defaults() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.imap.listen, [addr("127.0.0.1:143")]);
+    assert!(
+        c.imap.listen_tls.is_empty(),
+        "no [tls] means no implicit TLS listener"
+    );
+    assert!(c.imap.plaintext_auth_on_loopback);
+    assert_eq!(c.lmtp.listen, [Listen::Tcp(addr("127.0.0.1:24"))]);
+    assert_eq!(c.lmtp.socket_mode, 0o660);
+    assert!(c.tls.is_none());
+    assert_eq!(c.storage.index_root, None);
+    assert_eq!(c.storage.index_map_size, DEFAULT_INDEX_MAP_SIZE);
+    assert!(c.storage.fsync);
+    assert_eq!(c.log.level, "info");
+    // With [tls], listen_tls defaults to 993 on loopback.
+    let c = with("[tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\n").unwrap();
+    assert_eq!(c.imap.listen_tls, [addr("127.0.0.1:993")]);
+}
+
+#[test]
+fn empty_lists_disable_listeners() {
+    let c = with("[imap]\nlisten = []\n[lmtp]\nlisten = []\n").unwrap();
+    assert!(c.imap.listen.is_empty());
+    assert!(c.lmtp.listen.is_empty());
+}
+
+#[test]
+fn required_keys() {
+    for (text, key) in [
+        ("[auth]\nusers_file = \"u\"\n", "storage.mail_location"),
+        (
+            "[storage]\nfsync = true\n[auth]\nusers_file = \"u\"\n",
+            "storage.mail_location",
+        ),
+        ("[storage]\nmail_location = \"/m/%u\"\n", "auth.users_file"),
+        (
+            "[storage]\nmail_location = \"/m/%u\"\n[auth]\n",
+            "auth.users_file",
+        ),
+    ] {
+        match parse(text) {
+            Err(ConfigError::Missing { key: k, path }) => {
+                assert_eq!(k, key);
+                assert_eq!(path, Path::new(ORIGIN));
+            }
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+    match with("[tls]\ncert = \"c.pem\"\n") {
+        Err(ConfigError::Missing { key, .. }) => assert_eq!(key, "tls.key"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn unknown_keys_are_named_with_position() {
+    let (line, col, key, msg) = toml_err(with("[imap]\nlisten = []\nlistne_tls = []\n"));
+    assert_eq!((line, col), (7, 1));
+    assert_eq!(key.as_deref(), Some("imap.listne_tls"));
+    assert!(msg.contains("unknown field `listne_tls`"), "{msg}");
+
+    let (line, _, key, _) = toml_err(with("[imapd]\nlisten = []\n"));
+    assert_eq!(line, 5);
+    assert_eq!(key.as_deref(), Some("imapd"));
+
+    let (_, _, key, _) = toml_err(parse(
+        &MINIMAL.replace("[auth]", "[auth]\nuser_file = \"x\""),
+    ));
+    assert_eq!(key.as_deref(), Some("auth.user_file"));
+
+    // The Display form carries it all.
+    let e = with("[storage2]\n").unwrap_err().to_string();
+    assert!(e.starts_with("/etc/maildex/maildex.toml:5:"), "{e}");
+    assert!(e.contains("`storage2`"), "{e}");
+}
+
+#[test]
+fn bad_addresses_are_reported_where_they_are() {
+    let (line, col, key, msg) = toml_err(with(
+        "[imap]\nlisten = [\"127.0.0.1:143\", \"localhost:143\"]\n",
+    ));
+    // toml reports errors inside an array at the array itself.
+    assert_eq!((line, col), (6, 10));
+    assert_eq!(key.as_deref(), Some("imap.listen"));
+    assert!(msg.contains("localhost:143"), "{msg}");
+
+    for bad in [
+        "\"127.0.0.1\"",
+        "\"1.2.3.4:99999\"",
+        "\"::1:143\"",
+        "143",
+        "\"\"",
+    ] {
+        let (_, _, key, _) = toml_err(with(&format!("[imap]\nlisten_tls = [{bad}]\n")));
+        assert_eq!(key.as_deref(), Some("imap.listen_tls"), "{bad}");
+    }
+    // Multi-line array.
+    let (line, _, key, _) = toml_err(with(
+        "[lmtp]\nlisten = [\n  \"127.0.0.1:24\",\n  \"unix:\",\n]\n",
+    ));
+    assert_eq!(line, 6);
+    assert_eq!(key.as_deref(), Some("lmtp.listen"));
+}
+
+#[test]
+fn addresses_and_sockets_parse() {
+    let c = with(
+        "[imap]\nlisten = [\"[::1]:143\", \"0.0.0.0:1143\"]\n\
+         [lmtp]\nlisten = [\"unix:/run/maildex/lmtp\", \"unix:lmtp.sock\", \"[::]:24\"]\n",
+    )
+    .unwrap();
+    assert_eq!(c.imap.listen, [addr("[::1]:143"), addr("0.0.0.0:1143")]);
+    assert_eq!(
+        c.lmtp.listen,
+        [
+            Listen::Unix(PathBuf::from("/run/maildex/lmtp")),
+            // Relative to the config file's directory.
+            Listen::Unix(PathBuf::from("/etc/maildex/lmtp.sock")),
+            Listen::Tcp(addr("[::]:24")),
+        ]
+    );
+}
+
+#[test]
+fn relative_paths_resolve_against_the_config_dir() {
+    let text = "[tls]\ncert = \"tls/cert.pem\"\nkey = \"/abs/key.pem\"\n\
+                [storage]\nmail_location = \"mail/%u\"\nindex_root = \"idx/%d/%n\"\n\
+                [auth]\nusers_file = \"users\"\n";
+    let c = Config::from_toml_str(text, Path::new("/srv/mx/conf/maildex.toml")).unwrap();
+    let tls = c.tls.unwrap();
+    assert_eq!(tls.cert, Path::new("/srv/mx/conf/tls/cert.pem"));
+    assert_eq!(tls.key, Path::new("/abs/key.pem"));
+    assert_eq!(c.auth.users_file, Path::new("/srv/mx/conf/users"));
+    let p = c.storage.paths_for("bob@example.org").unwrap();
+    assert_eq!(p.maildir, Path::new("/srv/mx/conf/mail/bob@example.org"));
+    assert_eq!(p.index_dir, Path::new("/srv/mx/conf/idx/example.org/bob"));
+}
+
+#[test]
+fn index_dir_defaults_into_the_maildir() {
+    let p = parse(MINIMAL)
+        .unwrap()
+        .storage
+        .paths_for("bob@example.org")
+        .unwrap();
+    assert_eq!(p.maildir, Path::new("/var/mail/example.org/bob/Maildir"));
+    assert_eq!(
+        p.index_dir,
+        Path::new("/var/mail/example.org/bob/Maildir/maildex-index")
+    );
+}
+
+#[test]
+fn listen_tls_needs_tls() {
+    match with("[imap]\nlisten_tls = [\"127.0.0.1:993\"]\n") {
+        Err(ConfigError::Invalid { key, .. }) => assert_eq!(key, "imap.listen_tls"),
+        other => panic!("{other:?}"),
+    }
+    // Explicitly empty is fine without [tls].
+    assert!(with("[imap]\nlisten_tls = []\n").is_ok());
+}
+
+#[test]
+fn duplicate_listeners_are_refused() {
+    match with("[imap]\nlisten = [\"127.0.0.1:24\"]\n") {
+        Err(ConfigError::Invalid { key, message, .. }) => {
+            assert_eq!(key, "lmtp.listen");
+            assert!(message.contains("imap.listen"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Port 0 means "any free port" and may repeat.
+    assert!(with(
+        "[imap]\nlisten = [\"127.0.0.1:0\", \"127.0.0.1:0\"]\n[lmtp]\nlisten = [\"127.0.0.1:0\"]\n"
+    )
+    .is_ok());
+}
+
+#[test]
+fn socket_modes() {
+    for (v, want) in [
+        ("\"0660\"", 0o660),
+        ("\"600\"", 0o600),
+        ("0o640", 0o640),
+        ("\"0o777\"", 0o777),
+    ] {
+        assert_eq!(
+            with(&format!("[lmtp]\nsocket_mode = {v}\n"))
+                .unwrap()
+                .lmtp
+                .socket_mode,
+            want,
+            "{v}"
+        );
+    }
+    for v in [
+        "660",
+        "\"0888\"",
+        "\"01777\"",
+        "\"rw-rw----\"",
+        "\"\"",
+        "-1",
+    ] {
+        let (_, _, key, _) = toml_err(with(&format!("[lmtp]\nsocket_mode = {v}\n")));
+        assert_eq!(key.as_deref(), Some("lmtp.socket_mode"), "{v}");
+    }
+    let (_, _, key, _) = toml_err(with("[lmtp]\nsocket_group = \"\"\n"));
+    assert_eq!(key.as_deref(), Some("lmtp.socket_group"));
+}
+
+#[test]
+fn index_map_sizes() {
+    let size =
+        |v: &str| parse(&MINIMAL.replace("[auth]", &format!("index_map_size = {v}\n[auth]")));
+    assert_eq!(size("\"1GiB\"").unwrap().storage.index_map_size, 1 << 30);
+    assert_eq!(size("\"256 M\"").unwrap().storage.index_map_size, 256 << 20);
+    assert_eq!(size("2097152").unwrap().storage.index_map_size, 2 << 20);
+    // Rounded up to whole MiB (a multiple of every page size).
+    assert_eq!(size("\"1500k\"").unwrap().storage.index_map_size, 2 << 20);
+    for bad in ["\"512k\"", "\"2TiB\"", "0"] {
+        match size(bad) {
+            Err(ConfigError::Invalid { key, .. }) => assert_eq!(key, "storage.index_map_size"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    for bad in ["\"lots\"", "-5", "\"1.5G\"", "true"] {
+        let (_, _, key, _) = toml_err(size(bad));
+        assert_eq!(key.as_deref(), Some("storage.index_map_size"), "{bad}");
+    }
+}
+
+#[test]
+fn bad_templates_name_their_key() {
+    for (tpl, key) in [
+        ("mail_location = \"/var/mail/%x\"", "storage.mail_location"),
+        (
+            "mail_location = \"maildir:~/Maildir\"",
+            "storage.mail_location",
+        ),
+        (
+            "mail_location = \"/var/mail/shared\"",
+            "storage.mail_location",
+        ),
+        (
+            "mail_location = \"/m/%n\"\nindex_root = \"/i/%d\"",
+            "storage.index_root",
+        ),
+    ] {
+        let text = format!("[storage]\n{tpl}\n[auth]\nusers_file = \"u\"\n");
+        // Syntax is checked while parsing (with a position), the rest afterwards.
+        match parse(&text) {
+            Err(ConfigError::Toml { key: k, line, .. }) => {
+                assert_eq!(k.as_deref(), Some(key), "{tpl}");
+                assert!(line.is_some());
+            }
+            Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key, "{tpl}"),
+            other => panic!("{tpl}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn log_levels_are_checked() {
+    assert_eq!(
+        with("[log]\nlevel = \"debug,maildex_imap=trace\"\n")
+            .unwrap()
+            .log
+            .level,
+        "debug,maildex_imap=trace"
+    );
+    let (_, _, key, msg) = toml_err(with("[log]\nlevel = \"loud\"\n"));
+    assert_eq!(key.as_deref(), Some("log.level"));
+    assert!(msg.contains("loud"), "{msg}");
+}
+
+#[test]
+fn syntax_errors_have_positions() {
+    let (line, _, _, _) = toml_err(parse("[storage]\nmail_location = \"/m/%n\"\nfsync = yes\n"));
+    assert_eq!(line, 3);
+    let (line, _, key, _) = toml_err(with("[storage]\n"));
+    assert_eq!(line, 5, "duplicate table");
+    assert_eq!(key.as_deref(), Some("storage"));
+}
+
+#[test]
+fn load_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("maildex.toml");
+    match Config::load(&path) {
+        Err(ConfigError::Read { path: p, .. }) => assert_eq!(p, path),
+        other => panic!("{other:?}"),
+    }
+    std::fs::write(&path, format!("{MINIMAL}[imap]\nbogus = 1\n")).unwrap();
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{}:6:1: `imap.bogus`", path.display())),
+        "{e}"
+    );
+    // A relative users_file is relative to the file's directory.
+    std::fs::write(
+        &path,
+        "[storage]\nmail_location = \"m/%n\"\n[auth]\nusers_file = \"users\"\n",
+    )
+    .unwrap();
+    let c = Config::load(&path).unwrap();
+    assert_eq!(c.auth.users_file, dir.path().join("users"));
+}
+
+#[test]
+fn dev_config_lives_under_the_data_dir() {
+    let c = dev(Path::new("/tmp/md dev/100%"));
+    assert_eq!(c.imap.listen, [addr("127.0.0.1:1143")]);
+    assert_eq!(c.imap.listen_tls, [addr("127.0.0.1:1993")]);
+    assert_eq!(c.lmtp.listen, [Listen::Tcp(addr("127.0.0.1:1024"))]);
+    let tls = c.tls.as_ref().unwrap();
+    assert_eq!(tls.cert, Path::new("/tmp/md dev/100%/tls/cert.pem"));
+    assert_eq!(tls.key, Path::new("/tmp/md dev/100%/tls/key.pem"));
+    assert_eq!(c.auth.users_file, Path::new("/tmp/md dev/100%/users"));
+    let p = c.storage.paths_for("demo@example.org").unwrap();
+    // The '%' in the data dir stays literal.
+    assert_eq!(
+        p.maildir,
+        Path::new("/tmp/md dev/100%/mail/example.org/demo/Maildir")
+    );
+    assert_eq!(
+        p.index_dir,
+        Path::new("/tmp/md dev/100%/index/example.org/demo")
+    );
+    assert!(c.storage.fsync);
+    // A relative data dir is made absolute.
+    let c = dev(Path::new("data"));
+    assert!(c.auth.users_file.is_absolute());
+    assert!(c
+        .storage
+        .paths_for("a")
+        .unwrap()
+        .maildir
+        .starts_with(std::env::current_dir().unwrap()));
+}
+
+#[test]
+fn paths_for_refuses_escaping_names() {
+    let c = parse(MINIMAL).unwrap();
+    for user in [
+        "../../etc",
+        "a/b",
+        "x@../../etc",
+        ".",
+        "..x",
+        ".profile",
+        "a\0b",
+        "a\tb",
+        "@x",
+        "a@b@c",
+    ] {
+        assert!(
+            matches!(
+                c.storage.paths_for(user),
+                Err(ConfigError::BadUserName { .. })
+            ),
+            "{user:?}"
+        );
+    }
+    // Every accepted name stays under the template's fixed prefix.
+    for user in [
+        "alice",
+        "Alice@Example.org",
+        "a.b+c@d-e.f",
+        "x@y",
+        "%u",
+        "a..",
+        "weird name@x",
+    ] {
+        match c.storage.paths_for(user) {
+            Ok(p) => assert!(
+                p.maildir.starts_with("/var/mail/"),
+                "{user:?} -> {}",
+                p.maildir.display()
+            ),
+            Err(ConfigError::BadUserName { .. }) => assert!(user.contains("..")),
+            Err(e) => panic!("{user:?}: {e}"),
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! The shipped example config must always parse, and say what it claims.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use maildex_config::{Config, Listen, DEFAULT_INDEX_MAP_SIZE};
+
+fn example_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/maildex.example.toml")
+}
+
+#[test]
+fn example_config_parses() {
+    let c = Config::load(&example_path()).unwrap();
+    let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+    assert_eq!(c.imap.listen, [addr("127.0.0.1:143")]);
+    assert_eq!(c.imap.listen_tls, [addr("127.0.0.1:993")]);
+    assert!(c.imap.plaintext_auth_on_loopback);
+    assert_eq!(c.lmtp.listen, [Listen::Tcp(addr("127.0.0.1:24"))]);
+    assert_eq!(c.lmtp.socket_mode, 0o660);
+    assert_eq!(c.lmtp.socket_owner, None);
+    let tls = c.tls.as_ref().unwrap();
+    assert_eq!(tls.cert, Path::new("/etc/maildex/cert.pem"));
+    assert_eq!(tls.key, Path::new("/etc/maildex/key.pem"));
+    assert_eq!(c.storage.index_map_size, DEFAULT_INDEX_MAP_SIZE);
+    assert!(c.storage.fsync);
+    assert_eq!(c.auth.users_file, Path::new("/etc/maildex/users"));
+    assert_eq!(c.log.level, "info");
+    let p = c.storage.paths_for("Alice@Example.org").unwrap();
+    assert_eq!(p.maildir, Path::new("/var/mail/example.org/alice/Maildir"));
+    assert_eq!(p.index_dir, Path::new("/var/lib/maildex/example.org/alice"));
+}
+
+#[test]
+fn example_config_mentions_every_key() {
+    // Each key the parser accepts appears (set or commented out) in the example.
+    let text = std::fs::read_to_string(example_path()).unwrap();
+    for key in [
+        "[imap]",
+        "listen =",
+        "listen_tls =",
+        "plaintext_auth_on_loopback =",
+        "[lmtp]",
+        "socket_mode =",
+        "socket_owner =",
+        "socket_group =",
+        "[tls]",
+        "cert =",
+        "key =",
+        "[storage]",
+        "mail_location =",
+        "index_root =",
+        "index_map_size =",
+        "fsync =",
+        "[auth]",
+        "users_file =",
+        "[log]",
+        "level =",
+    ] {
+        assert!(text.contains(key), "example config lacks {key}");
+    }
+}
+
+#[test]
+fn commented_out_lines_of_the_example_are_valid_too() {
+    // Uncommenting the optional lines must still give a valid config.
+    let text = std::fs::read_to_string(example_path()).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        let uncommented = t.strip_prefix("# ").filter(|rest| {
+            ["listen = [\"unix:", "socket_owner =", "socket_group ="]
+                .iter()
+                .any(|k| rest.starts_with(k))
+        });
+        match uncommented {
+            // The unix listen line replaces the TCP one.
+            Some(rest) if rest.starts_with("listen") => {
+                out = out.replace("listen = [\"127.0.0.1:24\"]\n", "");
+                out.push_str(rest);
+            }
+            Some(rest) => out.push_str(rest),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    let c = Config::from_toml_str(&out, &example_path()).unwrap();
+    assert_eq!(
+        c.lmtp.listen,
+        [Listen::Unix(PathBuf::from(
+            "/var/spool/postfix/private/maildex"
+        ))]
+    );
+    assert_eq!(c.lmtp.socket_owner.as_deref(), Some("maildex"));
+    assert_eq!(c.lmtp.socket_group.as_deref(), Some("postfix"));
+}
