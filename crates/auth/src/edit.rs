@@ -10,7 +10,8 @@
 //! itself because `PATH` is replaced by every edit (a lock on the old inode would not
 //! exclude the next writer). `flock` locks vanish when the holder dies, so there is
 //! no stale-lock cleanup; the `.lock` file is left in place on purpose and must not be
-//! deleted by hand while an edit runs.
+//! deleted by hand while an edit runs. If `PATH` is a symlink, its target is edited
+//! (and locked) so the link survives.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -151,6 +152,16 @@ fn edit(
     create: bool,
     change: impl FnOnce(&mut Document) -> Result<(), AuthError>,
 ) -> Result<(), AuthError> {
+    // Replacing a symlink would turn it into a plain file: edit what it points to.
+    let target;
+    let path = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            target = std::fs::canonicalize(path)
+                .map_err(|e| AuthError::io("resolve symlink", path, e))?;
+            target.as_path()
+        }
+        _ => path,
+    };
     let _lock = EditLock::acquire(path)?;
     let (doc, meta) = match read_file(path)? {
         Some((bytes, meta)) => (parse_document(path, &bytes)?, Some(meta)),

@@ -265,6 +265,22 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// An Argon2id hash with [`hash_password`]'s parameters (of "x y z"; the result of
+/// checking against it is thrown away, so the password does not matter).
+const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$uelhdeqBpYGXOMZn7CK3Bg$Rzi1lhBatRbZTypbONAr/9Yx5wxbEuNpCZvbsnmiIRc";
+
+/// Spends about the time of a [`verify`] against a freshly hashed password, and
+/// returns false. Call it when the login names no user, so the answer time does
+/// not tell an attacker which user names exist.
+pub fn verify_unknown_user(password: &[u8]) -> bool {
+    let hash = PasswordHash {
+        scheme: "ARGON2ID".to_owned(),
+        data: DUMMY_HASH.to_owned(),
+    };
+    let _ = std::hint::black_box(verify(&hash, password));
+    false
+}
+
 /// Hashes `password` for storage as `{ARGON2ID}$argon2id$v=19$m=19456,t=2,p=1$...`.
 ///
 /// Parameters are the argon2 crate's defaults, which are OWASP's first recommended

@@ -265,3 +265,16 @@ fn an_edit_waits_for_the_lock() {
     });
     assert!(UsersFile::load(&path).unwrap().lookup("late").is_some());
 }
+
+#[test]
+fn a_symlinked_file_stays_a_symlink() {
+    let (dir, real) = setup();
+    let link = dir.path().join("users-link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    add_user(&link, "via-link", &plain("x")).unwrap();
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(UsersFile::load(&real).unwrap().lookup("via-link").is_some());
+}
