@@ -89,6 +89,16 @@ pub enum Listen {
     Unix(PathBuf),
 }
 
+impl std::fmt::Display for Listen {
+    /// The config-file form: `127.0.0.1:24` or `unix:/path`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(a) => write!(f, "{a}"),
+            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
 /// `[lmtp]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LmtpConfig {
@@ -381,11 +391,7 @@ fn check_duplicates(imap: &ImapConfig, lmtp: &LmtpConfig) -> Result<(), (&'stati
             continue; // port 0: the OS picks a free port each time (tests).
         }
         if let Some(first) = seen.insert(l.clone(), key) {
-            let what = match &l {
-                Listen::Tcp(a) => a.to_string(),
-                Listen::Unix(p) => format!("unix:{}", p.display()),
-            };
-            return Err((key, format!("{what} is already used by {first}")));
+            return Err((key, format!("{l} is already used by {first}")));
         }
     }
     Ok(())

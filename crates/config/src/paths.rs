@@ -147,6 +147,13 @@ impl PathTemplate {
         })
     }
 
+    /// Parses a template outside a config file (tests, tools). A relative `template`
+    /// is taken relative to `base`. Errors are [`ConfigError::Invalid`] with `base` as
+    /// the path and `template` as the key.
+    pub fn new(template: impl AsRef<OsStr>, base: &Path) -> Result<PathTemplate, ConfigError> {
+        PathTemplate::resolve(template.as_ref(), base, base, "template")
+    }
+
     /// `segs` (already validated) relative to the literal directory `base`.
     pub(crate) fn under(base: &Path, mut segs: Vec<Seg>) -> PathTemplate {
         let mut lit = base.as_os_str().as_bytes().to_vec();
