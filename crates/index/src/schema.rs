@@ -61,7 +61,7 @@ pub mod flag {
 }
 
 /// Per-mailbox counters kept exact on every change, so STATUS never scans.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Counts {
     /// Messages in the mailbox.
     pub messages: u32,

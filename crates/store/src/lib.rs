@@ -1,1 +1,140 @@
-//! maildex-store
+//! The one place that changes mail. A [`UserStore`] owns one user's Maildir++ tree and LMDB
+//! index and keeps them equal:
+//!
+//! - [`UserStore::sync_mailbox`] / [`UserStore::sync_all`] bring the index up to date with
+//!   whatever other tools did to the Maildir (files added, removed, renamed with new flags),
+//!   looking at directory stamps first so that an unchanged mailbox costs two `stat`s.
+//! - [`UserStore::deliver`] is the write path for LMTP, `maildex deliver` and APPEND: stream
+//!   into `tmp/`, fsync, summarize, rename into `new/`/`cur/`, fsync the directory, record the
+//!   UID in dovecot-uidlist, commit the index.
+//! - [`UserStore::rebuild`] and [`UserStore::check`] serve the admin CLI.
+//!
+//! UIDs live in `dovecot-uidlist` (the authority, shared with Dovecot); the index mirrors them.
+
+mod check;
+mod convert;
+mod deliver;
+mod rebuild;
+mod sync;
+mod uids;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use maildex_index::{Index, IndexError, OpenOptions};
+use maildex_maildir::MaildirError;
+
+pub use check::Difference;
+pub use deliver::{DeliverOptions, DeliveredMessage};
+pub use rebuild::{Progress, RebuildReport};
+pub use sync::SyncReport;
+
+/// What can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The Maildir layer failed (names the file).
+    #[error(transparent)]
+    Maildir(#[from] MaildirError),
+    /// The index failed.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// A file operation outside the Maildir layer failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The mailbox does not exist on disk.
+    #[error("no mailbox {0:?}")]
+    NoMailbox(String),
+    /// dovecot-uidlist cannot be read and nothing else knows the UIDs: refusing to renumber.
+    #[error("{path}: {reason}; refusing to renumber messages: move the file away to start a new UIDVALIDITY, or fix it")]
+    UidlistUnusable {
+        /// The uidlist file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The Maildir kept changing under a sync.
+    #[error("mailbox {0:?} kept changing during sync; try again")]
+    Busy(String),
+}
+
+impl StoreError {
+    pub(crate) fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        StoreError::Io { path: path.as_ref().to_path_buf(), source }
+    }
+}
+
+/// How a store is opened.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// LMDB settings.
+    pub index: OpenOptions,
+    /// How long to wait for another process's dovecot-uidlist lock.
+    pub lock_timeout: Duration,
+    /// fsync message files and directories on delivery (off only in tests/benchmarks).
+    pub fsync: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { index: OpenOptions::default(), lock_timeout: Duration::from_secs(30), fsync: true }
+    }
+}
+
+/// One user's mail: a Maildir++ tree and its index.
+pub struct UserStore {
+    root: PathBuf,
+    index: Arc<Index>,
+    opts: StoreOptions,
+    /// One sync at a time per mailbox within this process (other processes are kept in step
+    /// by the dovecot-uidlist lock and LMDB transactions).
+    mailbox_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+impl UserStore {
+    /// Opens the store of a user whose Maildir is `maildir` (created if missing, as an empty
+    /// INBOX) with the index in `index_dir`.
+    pub fn open(maildir: &Path, index_dir: &Path, opts: StoreOptions) -> Result<UserStore, StoreError> {
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(maildir)
+            .map_err(|e| StoreError::io(maildir, e))?;
+        maildex_maildir::folder::create_mailbox(maildir, false)?;
+        let index = Index::open(index_dir, &opts.index)?;
+        Ok(UserStore { root: maildir.to_path_buf(), index, opts, mailbox_locks: Mutex::default() })
+    }
+
+    /// The Maildir root (INBOX).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The index.
+    pub fn index(&self) -> &Arc<Index> {
+        &self.index
+    }
+
+    /// The folder of mailbox `name` on disk.
+    pub fn mailbox_path(&self, name: &str) -> Result<PathBuf, StoreError> {
+        Ok(maildex_maildir::folder::folder_path(&self.root, name)?)
+    }
+
+    /// Canonical IMAP name: INBOX is case-insensitive (RFC 3501 §5.1).
+    pub(crate) fn canonical(name: &str) -> &str {
+        if name.eq_ignore_ascii_case("INBOX") {
+            "INBOX"
+        } else {
+            name
+        }
+    }
+
+    pub(crate) fn mailbox_lock(&self, name: &str) -> Arc<Mutex<()>> {
+        let mut locks = self.mailbox_locks.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(locks.entry(name.to_string()).or_default())
+    }
+}

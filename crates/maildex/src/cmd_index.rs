@@ -1,0 +1,175 @@
+//! `maildex index dump|rebuild|check|compact`.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use maildex_index::dump;
+use maildex_store::UserStore;
+
+use crate::common::{load_config, open_store, store_options, users};
+use crate::{ConfigArg, UsersArg};
+
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// User whose index to dump.
+    #[arg(long, short = 'u')]
+    pub user: String,
+    /// Only this mailbox.
+    #[arg(long, short = 'm')]
+    pub mailbox: Option<String>,
+    /// Only this UID (also prints the stored header blocks).
+    #[arg(long)]
+    pub uid: Option<u32>,
+}
+
+#[derive(Args, Debug)]
+pub struct UsersCmdArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub users: UsersArg,
+}
+
+pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
+    let config = load_config(&a.config.config)?;
+    let store = open_store(&config, &a.user)?;
+    let index = store.index();
+    let out = index.read(|r| {
+        let mut out = String::new();
+        for (id, m) in r.mailboxes()? {
+            if a.mailbox.as_deref().is_some_and(|want| want != m.name && !(want.eq_ignore_ascii_case("INBOX") && m.name == "INBOX")) {
+                continue;
+            }
+            out.push_str(&dump::mailbox(id, &m));
+            for (uid, rec) in r.messages(id)? {
+                if a.uid.is_some_and(|want| want != uid) {
+                    continue;
+                }
+                out.push_str(&dump::message(uid, &rec, &m.keywords, r.headers_stored_len(id, uid)?));
+                if a.uid.is_some() {
+                    if let Some(h) = r.headers(id, uid)? {
+                        out.push_str("    header blocks (decompressed)\n");
+                        for line in String::from_utf8_lossy(&h).lines() {
+                            out.push_str("      ");
+                            out.push_str(line);
+                            out.push('\n');
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    })?;
+    if out.is_empty() {
+        bail!("nothing in the index matches");
+    }
+    std::io::stdout().write_all(out.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
+    let config = load_config(&a.config.config)?;
+    let tty = std::io::stderr().is_terminal();
+    let (mut messages, mut mailboxes, mut unreadable) = (0, 0, 0);
+    let started = std::time::Instant::now();
+    for user in users(&config, &a.users)? {
+        let paths = config.storage.paths_for(&user).with_context(|| format!("user {user}"))?;
+        let (store, aside) = UserStore::open_for_rebuild(&paths.maildir, &paths.index_dir, store_options(&config))
+            .with_context(|| format!("opening the mail of {user}"))?;
+        if let Some(aside) = aside {
+            eprintln!("{user}: unusable index moved aside to {}", aside.display());
+        }
+        let bar = tty.then(|| {
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} mailboxes, {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar.set_prefix(user.clone());
+            bar
+        });
+        let report = store.rebuild(&mut |p| {
+            if let Some(bar) = &bar {
+                bar.set_length(p.total as u64);
+                bar.set_position(p.done as u64);
+                bar.set_message(format!("{} messages", p.messages));
+            }
+        })?;
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        let rate = report.sync.added as f64 / report.elapsed.as_secs_f64().max(1e-9);
+        println!(
+            "{user}: {} mailboxes, {} messages indexed in {:.2}s ({rate:.0} messages/s), {} unreadable",
+            report.sync.mailboxes,
+            report.sync.added,
+            report.elapsed.as_secs_f64(),
+            report.sync.unreadable.len()
+        );
+        for f in &report.sync.unreadable {
+            println!("  unreadable: {}", f.display());
+        }
+        messages += report.sync.added;
+        mailboxes += report.sync.mailboxes;
+        unreadable += report.sync.unreadable.len();
+    }
+    println!(
+        "total: {mailboxes} mailboxes, {messages} messages, {unreadable} unreadable, {:.2}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(if unreadable > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+pub fn check(a: &UsersCmdArgs) -> Result<ExitCode> {
+    let config = load_config(&a.config.config)?;
+    let mut total = 0;
+    for user in users(&config, &a.users)? {
+        let store = open_store(&config, &user)?;
+        let first = store.check()?;
+        // a delivery or sync in flight shows as a passing difference: report only what is
+        // still there a moment later
+        let diffs = if first.is_empty() {
+            first
+        } else {
+            std::thread::sleep(Duration::from_millis(1500));
+            let second = store.check()?;
+            second.into_iter().filter(|d| first.contains(d)).collect()
+        };
+        for d in &diffs {
+            println!("{user}: {d}");
+        }
+        total += diffs.len();
+    }
+    if total == 0 {
+        println!("index and Maildir agree");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("{total} differences (run `maildex index rebuild` to re-index from the Maildir)");
+        Ok(ExitCode::from(1))
+    }
+}
+
+pub fn compact(a: &UsersCmdArgs) -> Result<ExitCode> {
+    let config = load_config(&a.config.config)?;
+    let mut failed = 0;
+    for user in users(&config, &a.users)? {
+        let paths = config.storage.paths_for(&user).with_context(|| format!("user {user}"))?;
+        if !paths.index_dir.join(maildex_index::DATA_FILE).exists() {
+            println!("{user}: no index yet");
+            continue;
+        }
+        match maildex_index::compact(&paths.index_dir) {
+            Ok((before, after)) => println!("{user}: {before} -> {after} bytes"),
+            Err(e) => {
+                eprintln!("{user}: {e}");
+                failed += 1;
+            }
+        }
+    }
+    Ok(if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}

@@ -1,0 +1,43 @@
+//! What the subcommands share: logging, loading the config, resolving users to stores.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use maildex_config::Config;
+use maildex_store::{StoreOptions, UserStore};
+
+use crate::UsersArg;
+
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MAILDEX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+pub fn load_config(path: &Path) -> Result<Config> {
+    Config::load(path).with_context(|| format!("loading config {}", path.display()))
+}
+
+pub fn store_options(config: &Config) -> StoreOptions {
+    let mut opts = StoreOptions::default();
+    opts.index.map_size = config.storage.index_map_size as usize;
+    opts.fsync = config.storage.fsync;
+    opts.index.durable = config.storage.fsync;
+    opts
+}
+
+/// The login names a command applies to.
+pub fn users(config: &Config, which: &UsersArg) -> Result<Vec<String>> {
+    if let Some(u) = &which.user {
+        return Ok(vec![u.clone()]);
+    }
+    let file = maildex_auth::UsersFile::load(&config.auth.users_file)
+        .with_context(|| format!("reading users file {}", config.auth.users_file.display()))?;
+    Ok(file.list().map(|e| e.name.clone()).collect())
+}
+
+pub fn open_store(config: &Config, user: &str) -> Result<UserStore> {
+    let paths = config.storage.paths_for(user).with_context(|| format!("user {user}"))?;
+    UserStore::open(&paths.maildir, &paths.index_dir, store_options(config))
+        .with_context(|| format!("opening the mail of {user}"))
+}

@@ -1,0 +1,111 @@
+//! The admin CLI run as a real process against a real config, users file, Maildir and index.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn maildex(config: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_maildex"));
+    cmd.args(args).arg("--config").arg(config).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run maildex");
+    if let Some(text) = stdin {
+        child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("maildex output")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn setup() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let config = dir.path().join("maildex.toml");
+    fs::write(
+        &config,
+        format!(
+            "[storage]\nmail_location = \"{d}/mail/%d/%n/Maildir\"\nindex_root = \"{d}/index/%d/%n\"\nfsync = false\n\
+             [auth]\nusers_file = \"{d}/users\"\n"
+        ),
+    )
+    .unwrap();
+    (dir, config)
+}
+
+#[test]
+fn users_can_be_added_listed_and_given_new_passwords() {
+    let (dir, config) = setup();
+    let o = maildex(&config, &["user", "add", "alice@example.org", "--password-stdin"], Some("s3cret\n"));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = maildex(&config, &["user", "add", "alice@example.org", "--password-stdin"], Some("again\n"));
+    assert!(!o.status.success(), "adding twice must fail: {}", text(&o));
+    let o = maildex(&config, &["user", "add", "bob"], None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("bob: password "), "{}", text(&o));
+    let o = maildex(&config, &["user", "passwd", "alice@example.org", "--password-stdin"], Some("n3w\n"));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = maildex(&config, &["user", "list"], None);
+    let listed = text(&o);
+    assert!(listed.contains("alice@example.org\tARGON2ID") && listed.contains("bob\tARGON2ID"), "{listed}");
+    // the file is a Dovecot passwd-file: user:{SCHEME}hash:...
+    let users = fs::read_to_string(dir.path().join("users")).unwrap();
+    let alice = users.lines().find(|l| l.starts_with("alice@example.org:")).unwrap();
+    assert!(alice.starts_with("alice@example.org:{ARGON2ID}$argon2id$"), "{alice}");
+    let hash = maildex_auth::PasswordHash::parse(alice.split(':').nth(1).unwrap());
+    assert!(maildex_auth::verify(&hash, b"n3w").unwrap());
+    assert!(!maildex_auth::verify(&hash, b"s3cret").unwrap());
+}
+
+#[test]
+fn index_dump_check_rebuild_and_compact() {
+    let (dir, config) = setup();
+    let o = maildex(&config, &["user", "add", "carol@example.org", "--password-stdin"], Some("pw\n"));
+    assert!(o.status.success(), "{}", text(&o));
+    let maildir = dir.path().join("mail/example.org/carol/Maildir");
+    let index = dir.path().join("index/example.org/carol");
+    {
+        let store = maildex_store::UserStore::open(&maildir, &index, Default::default()).unwrap();
+        for i in 0..3 {
+            let msg = format!("From: x@example.org\nSubject: note {i}\n\nbody {i}\n");
+            store.deliver("INBOX", &mut msg.as_bytes(), &Default::default()).unwrap();
+        }
+    }
+    let o = maildex(&config, &["index", "check", "--all"], None);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let o = maildex(&config, &["index", "dump", "--user", "carol@example.org", "--mailbox", "inbox", "--uid", "2"], None);
+    let dumped = text(&o);
+    assert!(o.status.success(), "{dumped}");
+    assert!(dumped.contains("mailbox 1 \"INBOX\"") && dumped.contains("uid 2") && dumped.contains("note 1"), "{dumped}");
+    assert!(!dumped.contains("uid 3"), "{dumped}");
+
+    // another tool removes a file: check reports it and exits 1
+    let new = maildir.join("new");
+    let victim = fs::read_dir(&new).unwrap().flatten().next().unwrap().path();
+    fs::remove_file(&victim).unwrap();
+    let o = maildex(&config, &["index", "check", "--user", "carol@example.org"], None);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("is gone"), "{}", text(&o));
+
+    let o = maildex(&config, &["index", "rebuild", "--all"], None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("2 messages indexed"), "{}", text(&o));
+    let o = maildex(&config, &["index", "check", "--all"], None);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let o = maildex(&config, &["index", "compact", "--all"], None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("carol@example.org: "), "{}", text(&o));
+    let o = maildex(&config, &["index", "check", "--all"], None);
+    assert!(o.status.success(), "after compact: {}", text(&o));
+}
+
+#[test]
+fn a_missing_config_is_a_clear_error() {
+    let o = maildex(Path::new("/nonexistent/maildex.toml"), &["index", "check", "--all"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("/nonexistent/maildex.toml"), "{}", text(&o));
+}

@@ -1,0 +1,95 @@
+//! Small conversions between the Maildir layer's types and the index's, and reading one
+//! message file into an index record.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use maildex_index::{flag, record::Meta, Built, Stamp};
+use maildex_maildir::{DirStamp, Flags};
+
+use crate::StoreError;
+
+const FLAG_MAP: [(Flags, u8); 6] = [
+    (Flags::SEEN, flag::SEEN),
+    (Flags::ANSWERED, flag::ANSWERED),
+    (Flags::FLAGGED, flag::FLAGGED),
+    (Flags::DELETED, flag::DELETED),
+    (Flags::DRAFT, flag::DRAFT),
+    (Flags::PASSED, flag::PASSED),
+];
+
+/// Maildir flags to index flag bits.
+pub(crate) fn flag_bits(f: Flags) -> u8 {
+    FLAG_MAP.iter().filter(|(m, _)| f.contains(*m)).fold(0, |acc, (_, b)| acc | b)
+}
+
+pub(crate) fn stamp(d: DirStamp) -> Stamp {
+    Stamp { mtime_ns: d.mtime_ns, ino: d.ino, size: 0 }
+}
+
+/// Stamp of a plain file, or the default stamp if it does not exist.
+pub(crate) fn file_stamp(path: &Path) -> Result<Stamp, StoreError> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Stamp {
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ino: m.ino(),
+            size: m.len(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Stamp::default()),
+        Err(e) => Err(StoreError::io(path, e)),
+    }
+}
+
+pub(crate) fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Files up to this size are read into memory; larger ones are mapped.
+const READ_LIMIT: u64 = 256 * 1024;
+
+/// Reads a message file and builds its index record. INTERNALDATE is the file's mtime, as
+/// Dovecot keeps it for Maildir.
+pub(crate) fn index_file(path: &Path, mut meta: Meta) -> Result<Built, StoreError> {
+    let mut file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let md = file.metadata().map_err(|e| StoreError::io(path, e))?;
+    meta.internal_date = md.mtime();
+    if md.len() <= READ_LIMIT {
+        let mut bytes = Vec::with_capacity(md.len() as usize);
+        file.read_to_end(&mut bytes).map_err(|e| StoreError::io(path, e))?;
+        build(&bytes, meta)
+    } else {
+        // SAFETY: Maildir message files are written once in tmp/ and never modified after
+        // the rename (every Maildir tool, Dovecot included, relies on this); a tool that
+        // truncated one in place while we map it could fault us, as it would Dovecot.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
+        build(&map, meta)
+    }
+}
+
+pub(crate) fn build(bytes: &[u8], meta: Meta) -> Result<Built, StoreError> {
+    let summary = maildex_mime::summarize(bytes);
+    Ok(maildex_index::build(bytes, &summary, meta)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_maildir_flag_has_its_own_index_bit() {
+        let mut all = Flags::EMPTY;
+        let mut bits = 0u8;
+        for (f, b) in FLAG_MAP {
+            assert_eq!(flag_bits(f), b);
+            assert_eq!(bits & b, 0, "bit {b:#x} used twice");
+            bits |= b;
+            all.insert(f);
+        }
+        assert_eq!(flag_bits(all), bits);
+        assert_eq!(flag_bits(Flags::EMPTY), 0);
+    }
+}

@@ -1,0 +1,208 @@
+//! The write path shared by LMTP, `maildex deliver` and IMAP APPEND.
+//!
+//! Order (a crash between any two steps loses no acknowledged message and leaves nothing
+//! half-visible): stream into `tmp/` and fsync it; summarize the file; rename into `new/`
+//! (or `cur/` when flags are set) and fsync the directory; record the UID in
+//! dovecot-uidlist (the UID authority, so it is durable before the index mentions it);
+//! commit the index record. If a step after the rename fails, the file is removed again so
+//! that the sender's retry cannot duplicate it; the UID it got is simply never used.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use maildex_index::record::Meta;
+use maildex_maildir::keywords::KeywordMap;
+use maildex_maildir::{deliver, Delivered, Flags, Keywords, Sub, TmpFile, UidRecord, UidlistLock};
+
+use crate::convert::{self, flag_bits};
+use crate::{StoreError, UserStore};
+
+/// How a message is delivered.
+#[derive(Clone, Debug, Default)]
+pub struct DeliverOptions {
+    /// Flags to set (a message with flags goes to `cur/`, otherwise to `new/`).
+    pub flags: Flags,
+    /// Keyword names to set (mapped to letters through dovecot-keywords).
+    pub keywords: Vec<String>,
+    /// INTERNALDATE (APPEND's date-time); the delivery time when absent.
+    pub internal_date: Option<SystemTime>,
+}
+
+/// A message that is now in the Maildir, in dovecot-uidlist and in the index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveredMessage {
+    /// Index id of the mailbox.
+    pub mailbox_id: u32,
+    /// Its UID.
+    pub uid: u32,
+    /// The mailbox's UIDVALIDITY (for APPENDUID, RFC 4315).
+    pub uidvalidity: u32,
+    /// Modseq of the new record.
+    pub modseq: u64,
+    /// File name in `new/` or `cur/`.
+    pub file_name: String,
+    /// Physical size.
+    pub size: u64,
+    /// RFC822.SIZE.
+    pub vsize: u64,
+}
+
+fn secs(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64),
+    }
+}
+
+impl UserStore {
+    /// Delivers one message read from `src` into mailbox `mailbox` (see the module docs).
+    pub fn deliver(&self, mailbox: &str, src: &mut dyn Read, opts: &DeliverOptions) -> Result<DeliveredMessage, StoreError> {
+        let name = Self::canonical(mailbox);
+        let path = self.mailbox_path(name)?;
+        if !path.join("cur").is_dir() {
+            return Err(StoreError::NoMailbox(name.to_string()));
+        }
+        if self.indexed_mailbox(name)?.is_none() {
+            self.sync_mailbox(name)?;
+        }
+        let mut tmp = TmpFile::create(&path)?;
+        std::io::copy(src, &mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
+        let internal = opts.internal_date.unwrap_or_else(SystemTime::now);
+        tmp.set_mtime(internal);
+        if self.opts.fsync {
+            tmp.sync()?;
+        } else {
+            std::io::Write::flush(&mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
+        }
+        let keywords = if opts.keywords.is_empty() { Keywords::EMPTY } else { self.keyword_bits(name, &path, &opts.keywords)? };
+        let sub = if opts.flags.is_empty() && keywords.is_empty() { Sub::New } else { Sub::Cur };
+        let meta = Meta {
+            file_name: String::new(),
+            in_new: sub == Sub::New,
+            flags: flag_bits(opts.flags),
+            keywords: keywords.0,
+            internal_date: secs(internal),
+            save_date: convert::now_secs(),
+        };
+        let mut built = convert::index_file(tmp.path(), meta)?;
+        built.record.internal_date = secs(internal);
+        let delivered = tmp.commit(sub, opts.flags, keywords)?;
+        built.record.file_name = delivered.file_name.clone();
+        match self.record_delivery(name, &path, &delivered, built) {
+            Ok(d) => Ok(d),
+            Err(e) => {
+                if let Err(rm) = deliver::remove(&path, sub, &delivered.file_name) {
+                    tracing::error!(file = %delivered.path.display(), error = %rm, "could not remove a delivery that failed");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn record_delivery(
+        &self,
+        name: &str,
+        path: &Path,
+        delivered: &Delivered,
+        built: maildex_index::Built,
+    ) -> Result<DeliveredMessage, StoreError> {
+        let (uid, uidvalidity) = match self.append_uid(path, delivered)? {
+            Some(pair) => pair,
+            None => {
+                // no usable uidlist, or the index follows another UIDVALIDITY: a full sync
+                // settles both and indexes this file too
+                self.sync_mailbox(name)?;
+                return self.find_delivered(name, delivered);
+            }
+        };
+        let Some((id, m)) = self.indexed_mailbox(name)? else {
+            return Err(StoreError::NoMailbox(name.to_string()));
+        };
+        if m.uidvalidity != uidvalidity {
+            self.sync_mailbox(name)?;
+            return self.find_delivered(name, delivered);
+        }
+        let record = built.record;
+        let headers = built.headers;
+        let modseq = self.index.write(move |w| w.insert_message(id, uid, record, &headers))?;
+        Ok(DeliveredMessage {
+            mailbox_id: id,
+            uid,
+            uidvalidity,
+            modseq,
+            file_name: delivered.file_name.clone(),
+            size: delivered.size,
+            vsize: delivered.vsize,
+        })
+    }
+
+    /// Gives the delivered file the next UID in dovecot-uidlist. None when the list is
+    /// missing or unreadable (the caller syncs instead).
+    fn append_uid(&self, path: &Path, delivered: &Delivered) -> Result<Option<(u32, u32)>, StoreError> {
+        let mut lock = UidlistLock::acquire(path, self.opts.lock_timeout)?;
+        let Ok(Some(list)) = lock.read() else { return Ok(None) };
+        // a concurrent sync may already have numbered this file
+        if let Some(r) = list.records.iter().find(|r| r.base() == delivered.name.base) {
+            return Ok(Some((r.uid, list.uidvalidity)));
+        }
+        let uid = list.next_uid;
+        let Some(next) = uid.checked_add(1) else { return Ok(None) };
+        lock.append(&[UidRecord { uid, ext: vec![], file_name: delivered.file_name.clone() }], next)?;
+        Ok(Some((uid, list.uidvalidity)))
+    }
+
+    fn find_delivered(&self, name: &str, delivered: &Delivered) -> Result<DeliveredMessage, StoreError> {
+        let found = self.index.read(|r| {
+            let Some(id) = r.mailbox_id(name)? else { return Ok(None) };
+            let m = r.require_mailbox(id)?;
+            let mut hit = None;
+            for (uid, h) in r.heads(id)? {
+                if maildex_maildir::filename::base_of(&h.file_name) == delivered.name.base {
+                    hit = Some((id, uid, m.uidvalidity, h.modseq));
+                }
+            }
+            Ok(hit)
+        })?;
+        let (mailbox_id, uid, uidvalidity, modseq) = found.ok_or_else(|| StoreError::NoMailbox(name.to_string()))?;
+        Ok(DeliveredMessage {
+            mailbox_id,
+            uid,
+            uidvalidity,
+            modseq,
+            file_name: delivered.file_name.clone(),
+            size: delivered.size,
+            vsize: delivered.vsize,
+        })
+    }
+
+    /// Letters for keyword names, adding new names to dovecot-keywords (at most 26, the
+    /// Maildir limit; further keywords are dropped with a warning, as Dovecot does).
+    fn keyword_bits(&self, name: &str, path: &Path, names: &[String]) -> Result<Keywords, StoreError> {
+        let lock = self.mailbox_lock(&format!("{name}\0keywords"));
+        let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = KeywordMap::read(path)?;
+        let mut bits = Keywords::EMPTY;
+        let mut changed = false;
+        for kw in names {
+            let known = map.letter_of(kw);
+            let letter = match known {
+                Some(l) => Some(l),
+                None => {
+                    changed = true;
+                    map.get_or_add(kw)
+                }
+            };
+            match letter.and_then(Keywords::index_of_letter) {
+                Some(i) => {
+                    bits.insert(i);
+                }
+                None => tracing::warn!(mailbox = name, keyword = %kw, "all 26 Maildir keyword letters are in use; keyword not stored"),
+            }
+        }
+        if changed {
+            map.write(path)?;
+        }
+        Ok(bits)
+    }
+}

@@ -1,0 +1,86 @@
+//! `maildex index rebuild`: re-index every message from the files, keeping every UID (they
+//! come from dovecot-uidlist) and never letting a modseq go backwards.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use maildex_index::IndexError;
+use maildex_maildir::folder;
+
+use crate::{StoreError, StoreOptions, SyncReport, UserStore};
+
+/// Progress of a rebuild, reported after each mailbox.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// Mailbox just finished.
+    pub mailbox: String,
+    /// Mailboxes done so far.
+    pub done: usize,
+    /// Mailboxes in all.
+    pub total: usize,
+    /// Messages indexed so far.
+    pub messages: usize,
+}
+
+/// What a rebuild did.
+#[derive(Clone, Debug, Default)]
+pub struct RebuildReport {
+    /// The sync work it did (added = messages indexed).
+    pub sync: SyncReport,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Where an unusable index was moved aside, if it was.
+    pub moved_aside: Option<PathBuf>,
+}
+
+impl UserStore {
+    /// Opens a store for rebuilding: an index that cannot be opened (another schema version,
+    /// a corrupt file) is moved aside and a new one created. Safe because UIDs live in
+    /// dovecot-uidlist, not in the index.
+    pub fn open_for_rebuild(maildir: &Path, index_dir: &Path, opts: StoreOptions) -> Result<(UserStore, Option<PathBuf>), StoreError> {
+        match UserStore::open(maildir, index_dir, opts.clone()) {
+            Ok(s) => Ok((s, None)),
+            Err(StoreError::Index(e @ (IndexError::SchemaMismatch { .. } | IndexError::Lmdb { .. } | IndexError::Corrupt(_)))) => {
+                let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                let aside = index_dir.with_extension(format!("broken-{stamp}"));
+                tracing::warn!(index = %index_dir.display(), error = %e, aside = %aside.display(), "index unusable; moving it aside and rebuilding");
+                std::fs::rename(index_dir, &aside).map_err(|err| StoreError::io(index_dir, err))?;
+                Ok((UserStore::open(maildir, index_dir, opts)?, Some(aside)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Re-indexes every mailbox from its files. UIDs, UIDVALIDITY and the highest modseq are
+    /// kept; counters are recomputed.
+    pub fn rebuild(&self, progress: &mut dyn FnMut(&Progress)) -> Result<RebuildReport, StoreError> {
+        let started = Instant::now();
+        let folders = folder::list_folders(&self.root)?;
+        let mut report = RebuildReport::default();
+        for (i, f) in folders.iter().enumerate() {
+            // first make sure dovecot-uidlist is complete (a lost one is recreated from the
+            // index here, while the index still knows every UID)
+            self.sync_mailbox(&f.name)?;
+            if let Some((id, _)) = self.indexed_mailbox(&f.name)? {
+                // records go, the mailbox record (uidvalidity, uid_next, modseq) stays; the
+                // forced sync below recreates every record from its file with its UID
+                let lock = self.mailbox_lock(&f.name);
+                let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
+                self.index.write(move |w| {
+                    w.clear_messages(id)?;
+                    let mut m = w.reader().require_mailbox(id)?;
+                    m.new_stamp = Default::default();
+                    m.cur_stamp = Default::default();
+                    m.uidlist_stamp = Default::default();
+                    w.put_mailbox(id, &m)
+                })?;
+            }
+            report.sync.merge(self.sync_mailbox_with(&f.name, true)?);
+            progress(&Progress { mailbox: f.name.clone(), done: i + 1, total: folders.len(), messages: report.sync.added });
+        }
+        let all = self.sync_all()?;
+        report.sync.deleted_mailboxes.extend(all.deleted_mailboxes);
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+}

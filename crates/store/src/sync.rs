@@ -1,0 +1,296 @@
+//! Bringing the index up to date with the Maildir.
+//!
+//! An unchanged mailbox costs two directory `stat`s and one of dovecot-uidlist: when the
+//! stamps of `new/`, `cur/` and the uidlist equal those stored at the last sync (and are
+//! more than a second old, so a change within the same timestamp tick cannot hide), nothing
+//! is read. Otherwise the folders are listed and compared with the index: files added by
+//! another tool are parsed and indexed, files gone are removed, files renamed (new flags, or
+//! moved from `new/` to `cur/`) get their flags updated.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use maildex_index::{record::Meta, Built, MailboxRecord, MessageHead};
+use maildex_maildir::keywords::KeywordMap;
+use maildex_maildir::{folder, scan, uidlist, Entry, Sub};
+
+use crate::convert::{self, flag_bits, file_stamp, stamp};
+use crate::uids::{self, Known};
+use crate::{StoreError, UserStore};
+
+/// What a sync did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Mailboxes looked at.
+    pub mailboxes: usize,
+    /// Mailboxes whose stamps showed no change (nothing read).
+    pub unchanged: usize,
+    /// Messages indexed.
+    pub added: usize,
+    /// Messages whose flags or file name changed.
+    pub updated: usize,
+    /// Messages removed from the index (their files are gone).
+    pub removed: usize,
+    /// Files that could not be read (not indexed; their UIDs are kept in dovecot-uidlist).
+    pub unreadable: Vec<PathBuf>,
+    /// Names in `new/`/`cur/` that are not Maildir message names (left alone).
+    pub bad_names: Vec<PathBuf>,
+    /// Mailboxes whose UIDVALIDITY changed (another tool renumbered them).
+    pub uidvalidity_changed: Vec<String>,
+    /// Mailboxes dropped from the index because their folder is gone.
+    pub deleted_mailboxes: Vec<String>,
+}
+
+impl SyncReport {
+    pub(crate) fn merge(&mut self, o: SyncReport) {
+        self.mailboxes += o.mailboxes;
+        self.unchanged += o.unchanged;
+        self.added += o.added;
+        self.updated += o.updated;
+        self.removed += o.removed;
+        self.unreadable.extend(o.unreadable);
+        self.bad_names.extend(o.bad_names);
+        self.uidvalidity_changed.extend(o.uidvalidity_changed);
+        self.deleted_mailboxes.extend(o.deleted_mailboxes);
+    }
+}
+
+/// Messages parsed per write transaction when many are new (first start, rebuild).
+const BATCH: usize = 256;
+/// Full passes before giving up on a Maildir that keeps changing under us.
+const PASSES: usize = 4;
+
+type Update = (u32, String, bool, u8, u32);
+
+impl UserStore {
+    /// Syncs every mailbox on disk, and drops from the index mailboxes whose folder is gone.
+    pub fn sync_all(&self) -> Result<SyncReport, StoreError> {
+        let folders = folder::list_folders(&self.root)?;
+        let mut report = SyncReport::default();
+        for f in &folders {
+            report.merge(self.sync_mailbox(&f.name)?);
+        }
+        let on_disk: HashSet<&str> = folders.iter().map(|f| f.name.as_str()).collect();
+        let gone: Vec<(u32, String)> = self.index.read(|r| {
+            Ok(r.mailboxes()?.into_iter().filter(|(_, m)| !on_disk.contains(m.name.as_str())).map(|(id, m)| (id, m.name)).collect())
+        })?;
+        for (id, name) in gone {
+            tracing::info!(mailbox = %name, "folder gone from the Maildir; dropping it from the index");
+            self.index.write(move |w| w.delete_mailbox(id))?;
+            report.deleted_mailboxes.push(name);
+        }
+        Ok(report)
+    }
+
+    /// Syncs one mailbox (see the module docs).
+    pub fn sync_mailbox(&self, name: &str) -> Result<SyncReport, StoreError> {
+        self.sync_mailbox_with(name, false)
+    }
+
+    /// As [`UserStore::sync_mailbox`]; `force` ignores the stamps and lists the folders.
+    pub(crate) fn sync_mailbox_with(&self, name: &str, force: bool) -> Result<SyncReport, StoreError> {
+        let name = Self::canonical(name).to_string();
+        let path = self.mailbox_path(&name)?;
+        if !path.join("cur").is_dir() {
+            return Err(StoreError::NoMailbox(name));
+        }
+        let lock = self.mailbox_lock(&name);
+        let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut report = SyncReport { mailboxes: 1, ..SyncReport::default() };
+        for _ in 0..PASSES {
+            if self.sync_pass(&name, &path, force, &mut report)? {
+                return Ok(report);
+            }
+        }
+        Err(StoreError::Busy(name))
+    }
+
+    /// The id and record of mailbox `name` in the index, if it is there.
+    pub(crate) fn indexed_mailbox(&self, name: &str) -> Result<Option<(u32, MailboxRecord)>, StoreError> {
+        Ok(self.index.read(|r| match r.mailbox_id(name)? {
+            Some(id) => Ok(r.mailbox(id)?.map(|m| (id, m))),
+            None => Ok(None),
+        })?)
+    }
+
+    /// One pass; false when files vanished while we read them (another pass is needed).
+    fn sync_pass(&self, name: &str, path: &Path, force: bool, report: &mut SyncReport) -> Result<bool, StoreError> {
+        let (new, cur) = scan::stamps(path)?;
+        let uidlist_path = path.join(uidlist::UIDLIST_NAME);
+        let existing = self.indexed_mailbox(name)?;
+        let now = SystemTime::now();
+        if let Some((_, m)) = existing.as_ref().filter(|_| !force) {
+            let same = m.new_stamp == stamp(new) && m.cur_stamp == stamp(cur) && m.uidlist_stamp == file_stamp(&uidlist_path)?;
+            if same && new.is_settled(now) && cur.is_settled(now) {
+                report.unchanged += 1;
+                return Ok(true);
+            }
+        }
+
+        let listing = scan::scan(path)?;
+        for bad in &listing.bad_names {
+            tracing::warn!(file = %bad.display(), "not a Maildir message name; left alone");
+        }
+        report.bad_names.extend(listing.bad_names.iter().cloned());
+        let heads: Vec<(u32, MessageHead)> = match &existing {
+            Some((id, _)) => self.index.read(|r| r.heads(*id))?,
+            None => Vec::new(),
+        };
+        let assigned = uids::assign(
+            path,
+            &listing.entries,
+            || {
+                Ok(existing.as_ref().map(|(_, m)| Known {
+                    uidvalidity: m.uidvalidity,
+                    uid_next: m.uid_next,
+                    files: heads.iter().map(|(u, h)| (*u, h.file_name.clone())).collect(),
+                }))
+            },
+            self.opts.lock_timeout,
+        )?;
+        let uidlist_stamp = file_stamp(&uidlist_path)?;
+        let keywords = keyword_names(path)?;
+
+        let validity_changed = existing.as_ref().is_some_and(|(_, m)| m.uidvalidity != assigned.uidvalidity);
+        if validity_changed {
+            tracing::warn!(mailbox = %name, "UIDVALIDITY changed in dovecot-uidlist; re-indexing the mailbox");
+            report.uidvalidity_changed.push(name.to_string());
+        }
+        let indexed: HashMap<u32, &MessageHead> =
+            if validity_changed { HashMap::new() } else { heads.iter().map(|(u, h)| (*u, h)).collect() };
+
+        let (to_add, to_update, to_remove) = diff(name, &listing.entries, &assigned.by_base, &indexed);
+        report.removed += to_remove.len();
+        report.updated += to_update.len();
+
+        let (owned_name, uidvalidity) = (name.to_string(), assigned.uidvalidity);
+        let id = self.index.write(move |w| {
+            let id = w.create_mailbox(&owned_name, uidvalidity)?;
+            let mut m = w.reader().require_mailbox(id)?;
+            if m.uidvalidity != uidvalidity {
+                w.clear_messages(id)?;
+                m = w.reader().require_mailbox(id)?;
+                m.uidvalidity = uidvalidity;
+                m.uid_next = 1;
+                m.first_recent_uid = 1;
+                w.put_mailbox(id, &m)?;
+            }
+            for uid in to_remove {
+                w.remove_message(id, uid)?;
+            }
+            for (uid, file_name, in_new, flags, kw) in to_update {
+                w.update_message(id, uid, flags, kw, &file_name, in_new)?;
+            }
+            Ok(id)
+        })?;
+
+        let mut complete = true;
+        for chunk in to_add.chunks(BATCH) {
+            let mut built: Vec<(u32, Built)> = Vec::with_capacity(chunk.len());
+            for (uid, e) in chunk {
+                let file = e.sub.path(path).join(&e.file_name);
+                match convert::index_file(&file, entry_meta(e)) {
+                    Ok(b) => built.push((*uid, b)),
+                    Err(StoreError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(&file).is_err() =>
+                    {
+                        // renamed or expunged by another tool since the listing: list again
+                        complete = false;
+                    }
+                    Err(StoreError::Io { path, source }) => {
+                        tracing::warn!(file = %path.display(), error = %source, "cannot read message file; not indexed (its UID is kept)");
+                        report.unreadable.push(path);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            report.added += built.len();
+            self.insert_batch(id, built)?;
+        }
+
+        let next_uid = assigned.next_uid;
+        self.index.write(move |w| {
+            let mut m = w.reader().require_mailbox(id)?;
+            m.uid_next = m.uid_next.max(next_uid);
+            m.keywords = keywords;
+            if complete {
+                m.new_stamp = stamp(listing.new);
+                m.cur_stamp = stamp(listing.cur);
+                m.uidlist_stamp = uidlist_stamp;
+            }
+            w.put_mailbox(id, &m)
+        })?;
+        Ok(complete)
+    }
+
+    /// Inserts built records in one write, retrying once the map has grown.
+    pub(crate) fn insert_batch(&self, id: u32, built: Vec<(u32, Built)>) -> Result<(), StoreError> {
+        let built = std::sync::Arc::new(built);
+        let mut tries = 0;
+        loop {
+            let batch = std::sync::Arc::clone(&built);
+            let r = self.index.write(move |w| {
+                for (uid, b) in batch.iter() {
+                    w.insert_message(id, *uid, b.record.clone(), &b.headers)?;
+                }
+                Ok(())
+            });
+            match r {
+                Err(e) if e.is_retryable() && tries < 3 => tries += 1,
+                other => return Ok(other?),
+            }
+        }
+    }
+}
+
+fn entry_meta(e: &Entry) -> Meta {
+    Meta {
+        file_name: e.file_name.clone(),
+        in_new: e.sub == Sub::New,
+        flags: flag_bits(e.name.flags),
+        keywords: e.name.keywords.0,
+        internal_date: 0,
+        save_date: convert::now_secs(),
+    }
+}
+
+/// Keyword names by letter index, from dovecot-keywords.
+pub(crate) fn keyword_names(path: &Path) -> Result<Vec<String>, StoreError> {
+    let map = KeywordMap::read(path)?;
+    let mut names: Vec<String> = (b'a'..=b'z').map(|l| map.name_of(l).unwrap_or_default().to_string()).collect();
+    while names.last().is_some_and(String::is_empty) {
+        names.pop();
+    }
+    Ok(names)
+}
+
+/// Splits the listing into files to index, renamed files and UIDs whose file is gone.
+fn diff<'a>(
+    mailbox: &str,
+    entries: &'a [Entry],
+    by_base: &HashMap<String, u32>,
+    indexed: &HashMap<u32, &MessageHead>,
+) -> (Vec<(u32, &'a Entry)>, Vec<Update>, Vec<u32>) {
+    let mut add = Vec::new();
+    let mut update = Vec::new();
+    let mut seen = HashSet::with_capacity(entries.len());
+    for e in entries {
+        let Some(&uid) = by_base.get(&e.name.base) else { continue };
+        if !seen.insert(uid) {
+            // the same base name in new/ and cur/ (a tool copied instead of moving)
+            tracing::warn!(mailbox, file = %e.file_name, uid, "duplicate Maildir base name; indexed once");
+            continue;
+        }
+        let in_new = e.sub == Sub::New;
+        match indexed.get(&uid) {
+            None => add.push((uid, e)),
+            Some(h) if h.file_name != e.file_name || h.in_new != in_new => {
+                update.push((uid, e.file_name.clone(), in_new, flag_bits(e.name.flags), e.name.keywords.0));
+            }
+            Some(_) => {}
+        }
+    }
+    let remove = indexed.keys().filter(|u| !seen.contains(u)).copied().collect();
+    (add, update, remove)
+}

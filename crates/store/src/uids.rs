@@ -1,0 +1,119 @@
+//! UID assignment with dovecot-uidlist as the authority.
+//!
+//! Under Dovecot's `dovecot-uidlist.lock` dotlock: read the list (or, when it is missing,
+//! recreate it from the index, from Courier's `courierimapuiddb`, or start a new
+//! UIDVALIDITY, in that order), give every file it does not know the next UID in Maildir
+//! name order (as Dovecot does), and write the list back before anything is indexed, so a
+//! crash after this point can only re-index, never renumber.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+use maildex_maildir::filename::sort_cmp;
+use maildex_maildir::{courier, uidlist, Entry, MaildirError, UidRecord, Uidlist, UidlistLock};
+
+use crate::StoreError;
+
+/// What the index knows of a mailbox's UIDs, used only to recreate a lost uidlist.
+pub(crate) struct Known {
+    pub uidvalidity: u32,
+    pub uid_next: u32,
+    pub files: Vec<(u32, String)>,
+}
+
+/// The outcome of [`assign`].
+pub(crate) struct Assigned {
+    pub uidvalidity: u32,
+    pub next_uid: u32,
+    /// Base file name -> UID, for every present file.
+    pub by_base: HashMap<String, u32>,
+}
+
+/// Where the UIDs came from when dovecot-uidlist had to be (re)created.
+fn recreate(
+    mailbox: &Path,
+    known: Option<Known>,
+    broken: Option<String>,
+) -> Result<Uidlist, StoreError> {
+    let file = mailbox.join(uidlist::UIDLIST_NAME);
+    if let Some(k) = known.filter(|k| k.uidvalidity != 0) {
+        tracing::warn!(file = %file.display(), broken = ?broken, "dovecot-uidlist unusable or missing; recreating it from the index (UIDs kept)");
+        let mut list = Uidlist::new(k.uidvalidity);
+        list.next_uid = k.uid_next.max(1);
+        list.records = k.files.into_iter().map(|(uid, file_name)| UidRecord { uid, ext: vec![], file_name }).collect();
+        if let Some(max) = list.records.iter().map(|r| r.uid).max() {
+            list.next_uid = list.next_uid.max(max + 1);
+        }
+        return Ok(list);
+    }
+    if let Some(reason) = broken {
+        return Err(StoreError::UidlistUnusable { path: file, reason });
+    }
+    if let Some(list) = courier::read_courier_uiddb(mailbox)? {
+        tracing::info!(mailbox = %mailbox.display(), "importing UIDs from courierimapuiddb");
+        return Ok(list);
+    }
+    Ok(Uidlist::new(uidlist::new_uidvalidity()))
+}
+
+/// Assigns UIDs to `entries` (see the module docs). `known` is asked only when the list
+/// has to be recreated.
+pub(crate) fn assign(
+    mailbox: &Path,
+    entries: &[Entry],
+    known: impl FnOnce() -> Result<Option<Known>, StoreError>,
+    timeout: Duration,
+) -> Result<Assigned, StoreError> {
+    let mut lock = UidlistLock::acquire(mailbox, timeout)?;
+    let (mut list, existed) = match lock.read() {
+        Ok(Some(list)) => (list, true),
+        Ok(None) => (recreate(mailbox, known()?, None)?, false),
+        Err(MaildirError::Corrupt { path, line, reason }) => {
+            let broken = format!("{}: line {line}: {reason}", path.display());
+            let list = recreate(mailbox, known()?, Some(broken))?;
+            // keep the unreadable file for the admin to look at
+            let keep = mailbox.join(format!("{}.broken", uidlist::UIDLIST_NAME));
+            if let Err(e) = std::fs::copy(&path, &keep) {
+                tracing::warn!(file = %keep.display(), error = %e, "could not keep a copy of the broken uidlist");
+            }
+            (list, false)
+        }
+        Err(e) => return Err(e.into()),
+    };
+
+    let present: HashSet<&str> = entries.iter().map(|e| e.name.base.as_str()).collect();
+    let mut by_base: HashMap<String, u32> = list
+        .records
+        .iter()
+        .filter(|r| present.contains(r.base()))
+        .map(|r| (r.base().to_string(), r.uid))
+        .collect();
+    let mut fresh: Vec<&Entry> = entries.iter().filter(|e| !by_base.contains_key(e.name.base.as_str())).collect();
+    fresh.sort_by(|a, b| sort_cmp(&a.file_name, &b.file_name));
+    fresh.dedup_by(|a, b| a.name.base == b.name.base);
+    let mut added = Vec::with_capacity(fresh.len());
+    for e in fresh {
+        let uid = list.next_uid;
+        list.next_uid = uid.checked_add(1).ok_or_else(|| StoreError::UidlistUnusable {
+            path: mailbox.join(uidlist::UIDLIST_NAME),
+            reason: "UIDs exhausted (next UID would overflow)".into(),
+        })?;
+        by_base.insert(e.name.base.clone(), uid);
+        added.push(UidRecord { uid, ext: vec![], file_name: e.file_name.clone() });
+    }
+
+    // Records of files that are gone stay in the list until enough accumulate to be worth
+    // a rewrite (they are harmless: base names are never reused), as Dovecot does.
+    let stale = list.records.iter().filter(|r| !present.contains(r.base())).count();
+    let rewrite = !existed || (stale > 32 && stale * 4 > list.records.len());
+    if rewrite {
+        list.records.retain(|r| present.contains(r.base()));
+        list.records.extend(added);
+        list.records.sort_by_key(|r| r.uid);
+        lock.rewrite(&list)?;
+    } else if !added.is_empty() {
+        lock.append(&added, list.next_uid)?;
+    }
+    Ok(Assigned { uidvalidity: list.uidvalidity, next_uid: list.next_uid, by_base })
+}
