@@ -8,6 +8,8 @@
 //! and edits the file atomically while the daemon reads it ([`add_user`],
 //! [`set_password`], [`remove_user`]).
 
+#![warn(missing_docs)]
+
 mod edit;
 mod error;
 mod file;

@@ -17,6 +17,8 @@
 //! - `[auth]`: `users_file` (required).
 //! - `[log]`: `level` (default `"info"`).
 
+#![warn(missing_docs)]
+
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::net::SocketAddr;
