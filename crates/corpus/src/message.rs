@@ -1,0 +1,651 @@
+//! Composing whole messages: who writes to whom, threads (RFC 5322 §3.6.4 In-Reply-To and
+//! References), origin headers in each mailer's order, trace headers for incoming mail, and
+//! a body shaped to the drawn size.
+
+use std::collections::VecDeque;
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::date::{rfc5322, Zone, EPOCH_START, LOCAL_ZONE, ZONES};
+use crate::header::{mailbox, split_reply_prefix, unstructured, HeaderBlock, Mailer};
+use crate::lists::{list_headers, ListDef, LISTS};
+use crate::render::{Content, Quote};
+use crate::shape::{shape_body, Shape};
+use crate::size::sample_size;
+use crate::trace::{trace, Site, Transit};
+use crate::words::{person, subject, Lang, Person};
+
+/// Where a generated message is going to be filed; this decides who wrote it and how it
+/// looks (e.g. `Sent` mail has no trace headers, `Junk` mail is spam).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Incoming mail: personal and business mail, notifications, newsletters, some list mail.
+    Inbox,
+    /// Mail the owner sent (saved by the client; no Received headers).
+    Sent,
+    /// Unfinished mail the owner is writing.
+    Drafts,
+    /// Spam that the filter caught.
+    Junk,
+    /// Meeting invitations (text/calendar) and their replies.
+    Meetings,
+    /// Mail from the mailing list with this index in [`mailing_lists`](crate::mailing_lists).
+    List(usize),
+}
+
+/// One generated message.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// The message: RFC 5322 header block, blank line, body; LF line endings, no CR.
+    pub bytes: Vec<u8>,
+    /// Delivery time in Unix seconds (use as INTERNALDATE / file mtime).
+    pub received: i64,
+    /// The Message-ID, with angle brackets.
+    pub message_id: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Personal,
+    List(usize),
+    Notification,
+    Newsletter,
+    Spam,
+    Invite,
+    Sent,
+    Draft,
+}
+
+/// A conversation the generator can continue.
+struct Thread {
+    base: String,
+    ids: Vec<String>,
+    last_from: Person,
+    last_to: Person,
+    last_date: i64,
+    last_lines: Vec<String>,
+    lang: Lang,
+    list: Option<usize>,
+    last_subject: String,
+}
+
+/// Generator state that survives between messages of one mailbox.
+pub(crate) struct State {
+    owner: Person,
+    site: Site,
+    own_mailer: Mailer,
+    signature: String,
+    contacts: Vec<Person>,
+    posters: Vec<Vec<Person>>,
+    threads: VecDeque<Thread>,
+    clock: i64,
+    mean_gap: f64,
+    scale: f64,
+}
+
+impl State {
+    pub(crate) fn new<R: Rng + ?Sized>(rng: &mut R, owner_addr: &str, scale: f64) -> State {
+        let local = owner_addr.split('@').next().unwrap_or("user");
+        let mut owner = person(rng, Some("example.org"));
+        owner.addr = owner_addr.to_owned();
+        let signature = format!("{}\n{}", owner.name, ["Example Org, Platform team", "Sent from my phone", "+49 30 1234567", local][rng.gen_range(0..4)]);
+        State {
+            site: Site::pick(rng),
+            own_mailer: [Mailer::Thunderbird, Mailer::Webmail, Mailer::AppleMail, Mailer::Mutt, Mailer::Outlook][rng.gen_range(0..5)],
+            signature,
+            contacts: (0..rng.gen_range(25..60)).map(|_| person(rng, None)).collect(),
+            posters: LISTS.iter().map(|_| (0..30).map(|_| person(rng, None)).collect()).collect(),
+            threads: VecDeque::new(),
+            clock: EPOCH_START + rng.gen_range(0..86_400),
+            mean_gap: 3600.0,
+            owner,
+            scale,
+        }
+    }
+
+    pub(crate) fn set_mean_gap(&mut self, secs: f64) {
+        self.mean_gap = secs.max(1.0);
+    }
+
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner.addr
+    }
+
+    /// A frequent correspondent: contacts early in the list write more often.
+    fn contact<R: Rng + ?Sized>(&self, rng: &mut R) -> Person {
+        let u: f64 = rng.gen();
+        let i = ((u * u) * self.contacts.len() as f64) as usize;
+        self.contacts[i.min(self.contacts.len() - 1)].clone()
+    }
+}
+
+fn pick_kind<R: Rng + ?Sized>(rng: &mut R, role: Role) -> Kind {
+    match role {
+        Role::Sent => Kind::Sent,
+        Role::Drafts => Kind::Draft,
+        Role::Junk => Kind::Spam,
+        Role::List(i) => Kind::List(i % LISTS.len()),
+        Role::Meetings => if rng.gen_bool(0.7) { Kind::Invite } else { Kind::Personal },
+        Role::Inbox => match rng.gen_range(0..100) {
+            0..=54 => Kind::Personal,
+            55..=69 => Kind::Notification,
+            70..=79 => Kind::Newsletter,
+            80..=94 => Kind::List(rng.gen_range(0..LISTS.len())),
+            95..=97 => Kind::Invite,
+            _ => Kind::Spam,
+        },
+    }
+}
+
+/// Decisions about one message before rendering.
+struct Draft {
+    kind: Kind,
+    mailer: Mailer,
+    from: Person,
+    to: Vec<Person>,
+    cc: Vec<Person>,
+    group_to: Option<String>,
+    subject: String,
+    lang: Lang,
+    sent: i64,
+    zone: Zone,
+    message_id: String,
+    parent: Option<usize>,
+    references: Vec<String>,
+    quote: Option<Quote>,
+    forward: bool,
+}
+
+fn attribution(mailer: Mailer, from: &Person, date: i64, subject: &str, to: &Person) -> (String, bool, bool) {
+    let d = rfc5322(date, LOCAL_ZONE, true, false);
+    match mailer {
+        Mailer::Outlook => (
+            format!("________________________________\nFrom: {} <{}>\nSent: {d}\nTo: {} <{}>\nSubject: {subject}\n", from.name, from.addr, to.name, to.addr),
+            true,
+            false,
+        ),
+        Mailer::Webmail | Mailer::AppleMail => (format!("On {d}, {} <{}> wrote:", from.name, from.addr), true, true),
+        _ => (format!("On {d}, {} wrote:", from.name), false, true),
+    }
+}
+
+fn reply_prefix(mailer: Mailer, lang: Lang, forward: bool) -> &'static str {
+    match (forward, mailer, lang) {
+        (false, Mailer::Outlook, Lang::De) => "AW: ",
+        (false, Mailer::Outlook, _) => "RE: ",
+        (false, _, _) => "Re: ",
+        (true, Mailer::Outlook, Lang::De) => "WG: ",
+        (true, Mailer::Outlook, _) => "FW: ",
+        (true, _, _) => "Fwd: ",
+    }
+}
+
+/// Composes the next message for `role`, advancing the mailbox clock.
+pub(crate) fn compose<R: Rng + ?Sized>(st: &mut State, rng: &mut R, role: Role) -> Generated {
+    let gap = -(rng.gen_range(f64::EPSILON..1.0f64)).ln() * st.mean_gap;
+    st.clock += (gap as i64).max(1);
+    let kind = pick_kind(rng, role);
+    let target = sample_size(rng, st.scale);
+    let delivered = st.clock;
+    let d = draft(st, rng, kind, delivered);
+    let list = match kind {
+        Kind::List(i) => Some(&LISTS[i]),
+        _ => None,
+    };
+    let incoming = !matches!(kind, Kind::Sent | Kind::Draft);
+    let lean = target < 3_000 || matches!(kind, Kind::Notification) && target < 6_000;
+
+    let mut origin = origin_headers(rng, st, &d, list);
+    if let Some(l) = list {
+        list_headers(rng, &mut origin, l, &d.message_id);
+    }
+    let mut head = String::new();
+    if incoming {
+        let from_domain = d.from.addr.rsplit('@').next().unwrap_or("example.com").to_owned();
+        let envelope_from = match list {
+            Some(l) => format!("{}-bounces+{}@{}", l.local, st.owner.addr.replace('@', "="), l.host),
+            None if matches!(kind, Kind::Newsletter | Kind::Notification) => {
+                format!("bounce-{}-{}@{from_domain}", rng.gen_range(1000..99_999), crate::header::hex(rng, 8))
+            }
+            None => d.from.addr.clone(),
+        };
+        let list_addr = list.map(|l| format!("{}@{}", l.local, l.host));
+        let t = Transit {
+            owner: &st.owner.addr,
+            envelope_from: &envelope_from,
+            from_domain: &from_domain,
+            mailer: d.mailer,
+            sent: d.sent,
+            delivered,
+            sender_zone: d.zone,
+            list: list.map(|l| l.host).zip(list_addr.as_deref()),
+            spam: kind == Kind::Spam,
+            lean,
+        };
+        head.push_str(&trace(rng, &st.site, &t).buf);
+    }
+    head.push_str(&origin.buf);
+
+    let budget = target.saturating_sub(head.len() + 120);
+    let shape = Shape {
+        kind,
+        mailer: d.mailer,
+        lang: d.lang,
+        budget,
+        forward: d.forward,
+        list,
+        from: &d.from,
+        to: d.to.first().unwrap_or(&st.owner),
+        owner: &st.owner,
+        sent: d.sent,
+        subject: &d.subject,
+    };
+    let inner_budget = budget * 4 / 5;
+    let inner = if d.forward && rng.gen_bool(0.5) {
+        Some(inner_message(st, rng, inner_budget, d.sent))
+    } else {
+        None
+    };
+    let own_sig = if incoming { "" } else { st.signature.as_str() };
+    let (part, plain) = shape_body(rng, &shape, d.quote.clone(), inner, own_sig);
+
+    let mut bytes = Vec::with_capacity(head.len() + part.len() + 1);
+    bytes.extend_from_slice(head.as_bytes());
+    bytes.extend_from_slice(part.headers.as_bytes());
+    bytes.push(b'\n');
+    bytes.extend_from_slice(&part.body);
+
+    remember(st, &d, list, plain);
+    Generated { bytes, received: if incoming { delivered } else { d.sent }, message_id: d.message_id }
+}
+
+fn draft<R: Rng + ?Sized>(st: &mut State, rng: &mut R, kind: Kind, delivered: i64) -> Draft {
+    let zone = *ZONES.choose(rng).unwrap_or(&LOCAL_ZONE);
+    let sent = delivered - rng.gen_range(2..180);
+    let owner = st.owner.clone();
+    let (mailer, from, to): (Mailer, Person, Vec<Person>) = match kind {
+        Kind::Personal | Kind::Invite => (Mailer::pick_personal(rng), st.contact(rng), vec![owner.clone()]),
+        Kind::Sent | Kind::Draft => (st.own_mailer, owner.clone(), vec![st.contact(rng)]),
+        Kind::List(i) => {
+            let p = st.posters[i].choose(rng).cloned().unwrap_or_else(|| person(rng, None));
+            let m = [Mailer::Mutt, Mailer::Thunderbird, Mailer::Webmail, Mailer::AppleMail][rng.gen_range(0..4)];
+            (m, p, vec![Person { name: String::new(), addr: format!("{}@{}", LISTS[i].local, LISTS[i].host) }])
+        }
+        Kind::Notification => {
+            let (name, addr) = [("CI Bot", "ci@builds.example.com"), ("Tracker", "notifications@tracker.example"), ("acme/server", "notifications@code.example.com"), ("Calendar", "calendar-notification@example.com")][rng.gen_range(0..4)];
+            (Mailer::Bot, Person { name: name.into(), addr: addr.into() }, vec![owner.clone()])
+        }
+        Kind::Newsletter => {
+            let (name, addr) = [("Shop News", "news@shop.example"), ("The Weekly Digest", "digest@news.example.net"), ("Reisebüro Sonnenschein", "angebote@reisen.example"), ("Tech Events", "hello@events.test")][rng.gen_range(0..4)];
+            (Mailer::Esp, Person { name: name.into(), addr: addr.into() }, vec![owner.clone()])
+        }
+        Kind::Spam => {
+            let domain = ["secure-pay.example", "prize-center.test", "pharma.example.net", "bank-alert.example"][rng.gen_range(0..4)];
+            (Mailer::Spammer, person(rng, Some(domain)), vec![owner.clone()])
+        }
+    };
+    let mut lang = Lang::pick(rng);
+    let mut quote = None;
+    let mut references = Vec::new();
+    let mut parent = None;
+    let mut forward = false;
+    let reply_p = match kind {
+        Kind::Personal => 0.45,
+        Kind::Sent | Kind::Draft => 0.6,
+        Kind::List(_) => 0.65,
+        Kind::Invite => 0.1,
+        _ => 0.0,
+    };
+    let list_idx = match kind {
+        Kind::List(i) => Some(i),
+        _ => None,
+    };
+    let mut from = from;
+    let mut to = to;
+    let mut subj;
+    let candidates: Vec<usize> = st.threads.iter().enumerate().rev().filter(|(_, t)| t.list == list_idx).map(|(i, _)| i).take(12).collect();
+    if rng.gen_bool(reply_p) {
+        forward = matches!(kind, Kind::Personal | Kind::Sent) && rng.gen_bool(0.1);
+        let (base, ids, last_from, last_to, last_date, lines, tl, last_subject) = match candidates.choose(rng) {
+            Some(&i) => {
+                parent = Some(i);
+                let t = &st.threads[i];
+                (t.base.clone(), t.ids.clone(), t.last_from.clone(), t.last_to.clone(), t.last_date, t.last_lines.clone(), t.lang, t.last_subject.clone())
+            }
+            None => {
+                // No earlier message (stateless use): invent a plausible parent.
+                let tl = Lang::pick(rng);
+                let base = subject(rng, tl);
+                let n = rng.gen_range(1..5);
+                let ids = (0..n).map(|_| Mailer::pick_personal(rng).message_id(rng, "example.net", sent)).collect();
+                let p = person(rng, None);
+                let len = rng.gen_range(200..1500);
+                let text = Content::generate(rng, tl, len, None, None, None, true).plain();
+                (base.clone(), ids, p, owner.clone(), sent - rng.gen_range(600..400_000), text.lines().map(str::to_owned).collect(), tl, base)
+            }
+        };
+        lang = tl;
+        // Replies go to whoever wrote last; the owner's replies go back to them.
+        match kind {
+            Kind::Sent | Kind::Draft => to = vec![if last_from.addr == owner.addr { last_to.clone() } else { last_from.clone() }],
+            Kind::Personal | Kind::Invite if last_from.addr != owner.addr => from = last_from.clone(),
+            _ => {}
+        }
+        let (attr, top, prefixed) = if forward {
+            (format!("---------- Forwarded message ---------\nFrom: {} <{}>\nDate: {}\nSubject: {last_subject}\nTo: {} <{}>\n", last_from.name, last_from.addr, rfc5322(last_date, LOCAL_ZONE, true, false), last_to.name, last_to.addr), true, false)
+        } else {
+            attribution(mailer, &last_from, last_date, &last_subject, &last_to)
+        };
+        quote = Some(Quote { attribution: attr, lines: lines.into_iter().take(if kind == Kind::List(0) { 30 } else { 60 }).collect(), top_posted: top, prefixed });
+        subj = format!("{}{base}", reply_prefix(mailer, lang, forward));
+        references = ids;
+        if forward {
+            references.clear();
+            to = vec![st.contact(rng)];
+        }
+    } else {
+        subj = match kind {
+            Kind::Notification => format!("[acme/{}] {} (#{})", ["server", "client", "infra"][rng.gen_range(0..3)], subject(rng, Lang::En), rng.gen_range(100..9999)),
+            Kind::Spam => ["Your account has been suspended!!!", "Félicitations ! Vous avez gagné 1 000 000 €", "URGENT: payment confirmation required", "Ваш заказ готов к отправке", "Limited offer: 90% off today only"][rng.gen_range(0..5)].to_owned(),
+            Kind::Invite => format!("Invitation: {} @ {}", subject(rng, lang), rfc5322(sent + 86_400 * rng.gen_range(1..14), zone, true, false)),
+            Kind::Newsletter => format!("{} – {}", ["Weekly picks", "Our best offers", "Newsletter", "Don't miss this"][rng.gen_range(0..4)], subject(rng, lang)),
+            _ => subject(rng, lang),
+        };
+    }
+    if let Some(l) = list_idx.and_then(|i| LISTS[i].prefix) {
+        let (pre, rest) = split_reply_prefix(&subj);
+        subj = format!("{pre}{l} {rest}");
+    }
+    if forward && kind == Kind::Personal {
+        from = st.contact(rng);
+    }
+    let mut cc = Vec::new();
+    if matches!(kind, Kind::Personal | Kind::Sent | Kind::Invite) && rng.gen_bool(0.25) {
+        cc = (0..rng.gen_range(1..5)).map(|_| st.contact(rng)).collect();
+    }
+    if kind == Kind::Personal && rng.gen_bool(0.15) {
+        to.extend((0..rng.gen_range(1..6)).map(|_| st.contact(rng)));
+    }
+    let group_to = match kind {
+        Kind::Spam if rng.gen_bool(0.4) => Some("undisclosed-recipients:;".to_owned()),
+        Kind::Personal if rng.gen_bool(0.03) => Some(format!("Project Team: {};", to.iter().map(|p| format!("{} <{}>", p.name, p.addr)).filter(|s| s.is_ascii()).collect::<Vec<_>>().join(", "))),
+        _ => None,
+    };
+    let domain = from.addr.rsplit('@').next().unwrap_or("example.com").to_owned();
+    let message_id = mailer.message_id(rng, &domain, sent);
+    let sent_at = if matches!(kind, Kind::Sent | Kind::Draft) { delivered } else { sent };
+    Draft { kind, mailer, from, to, cc, group_to, subject: subj, lang, sent: sent_at, zone, message_id, parent, references, quote, forward }
+}
+
+fn origin_headers<R: Rng + ?Sized>(rng: &mut R, st: &State, d: &Draft, list: Option<&ListDef>) -> HeaderBlock {
+    let mut fields: Vec<(&'static str, String)> = Vec::new();
+    let mut one = |name: &'static str, h: HeaderBlock| fields.push((name, h.buf));
+    let with_day = !matches!(d.mailer, Mailer::Spammer) || rng.gen_bool(0.5);
+    let mut h = HeaderBlock::default();
+    h.raw("Date", &rfc5322(d.sent, d.zone, with_day, d.mailer == Mailer::Mutt && rng.gen_bool(0.3)));
+    one("Date", h);
+    let mut h = HeaderBlock::default();
+    h.raw("From", &mailbox(rng, &d.from));
+    one("From", h);
+    let mut h = HeaderBlock::default();
+    match &d.group_to {
+        Some(g) => h.folded("To", g, " "),
+        None => {
+            let items: Vec<String> = d.to.iter().map(|p| if p.name.is_empty() { p.addr.clone() } else { mailbox(rng, p) }).collect();
+            h.list("To", &items, ",");
+        }
+    }
+    one("To", h);
+    if !d.cc.is_empty() {
+        let items: Vec<String> = d.cc.iter().map(|p| mailbox(rng, p)).collect();
+        let mut h = HeaderBlock::default();
+        h.list(if d.mailer == Mailer::Outlook { "CC" } else { "Cc" }, &items, ",");
+        one("Cc", h);
+    }
+    let mut h = HeaderBlock::default();
+    h.folded("Subject", &unstructured(rng, &d.subject), " ");
+    one("Subject", h);
+    let mut h = HeaderBlock::default();
+    h.raw(if d.mailer == Mailer::AppleMail { "Message-Id" } else { "Message-ID" }, &d.message_id);
+    one("Message-ID", h);
+    if let Some(last) = d.references.last() {
+        let mut h = HeaderBlock::default();
+        h.raw("In-Reply-To", last);
+        one("In-Reply-To", h);
+        // Clients trim long chains to the first id plus the latest ones.
+        let refs: Vec<String> = if d.references.len() > 12 {
+            std::iter::once(d.references[0].clone()).chain(d.references[d.references.len() - 11..].iter().cloned()).collect()
+        } else {
+            d.references.clone()
+        };
+        let mut h = HeaderBlock::default();
+        if matches!(d.mailer, Mailer::Thunderbird | Mailer::Webmail) {
+            h.raw("References", &refs.join("\n "));
+        } else {
+            h.list("References", &refs, "");
+        }
+        one("References", h);
+    }
+    let mut h = HeaderBlock::default();
+    h.raw(if d.mailer == Mailer::AppleMail { "Mime-Version" } else { "MIME-Version" }, if d.mailer == Mailer::AppleMail { "1.0 (Mac OS X Mail 16.0 \\(3774.600.62\\))" } else { "1.0" });
+    one("MIME-Version", h);
+    if let Some((name, value)) = d.mailer.agent_header(rng) {
+        let mut h = HeaderBlock::default();
+        h.raw(name, &value);
+        one("X-Mailer", h);
+    }
+    let mut extra = HeaderBlock::default();
+    match d.mailer {
+        Mailer::Outlook => {
+            extra.folded("Thread-Topic", &unstructured(rng, split_reply_prefix(&d.subject).1), " ");
+            let n = rng.gen_range(26..90);
+            extra.raw("Thread-Index", &format!("AQH{}", crate::header::chars(rng, n, crate::header::B64CHARS)));
+            extra.raw("Accept-Language", "en-US, de-DE");
+            extra.raw("Content-Language", if d.lang == Lang::De { "de-DE" } else { "en-US" });
+            extra.raw("X-MS-Has-Attach", if rng.gen_bool(0.2) { "yes" } else { "" });
+            extra.raw("X-MS-TNEF-Correlator", "");
+            if d.kind != Kind::Sent && d.kind != Kind::Draft {
+                extra.raw("X-MS-Exchange-Organization-SCL", "-1");
+                extra.raw("X-MS-PublicTrafficType", "Email");
+                extra.raw("X-MS-TrafficTypeDiagnostic", &format!("{}:EE_|{}:EE_", crate::header::chars(rng, 14, crate::header::ALNUM), crate::header::chars(rng, 14, crate::header::ALNUM)));
+                extra.raw("X-MS-Office365-Filtering-Correlation-Id", &crate::header::uuid(rng));
+                extra.raw("X-Microsoft-Antispam", &format!("BCL:0;ARA:{}|{}|{};", rng.gen_range(10_000_000..99_999_999), rng.gen_range(1_000_000..9_999_999), rng.gen_range(100_000..999_999)));
+                let mut info = String::new();
+                let n = rng.gen_range(600..1500);
+                for (i, c) in crate::header::chars(rng, n, crate::header::B64CHARS).as_bytes().chunks(76).enumerate() {
+                    if i > 0 {
+                        info.push_str("\n ");
+                    }
+                    info.push_str(&String::from_utf8_lossy(c));
+                }
+                extra.raw("X-Microsoft-Antispam-Message-Info", &info);
+                extra.raw("X-OriginatorOrg", d.from.addr.rsplit('@').next().unwrap_or("example.com"));
+                extra.raw("X-MS-Exchange-CrossTenant-OriginalArrivalTime", &rfc5322(d.sent, Zone { offset_min: 0, comment: Some("UTC") }, false, true));
+                extra.raw("X-MS-Exchange-CrossTenant-Id", &crate::header::uuid(rng));
+                extra.raw("X-MS-Exchange-Transport-CrossTenantHeadersStamped", &format!("{}PR04MB{}", ["AM", "DB", "VI"][rng.gen_range(0..3)], rng.gen_range(1000..9999)));
+            }
+        }
+        Mailer::Thunderbird => {
+            extra.raw("Content-Language", if d.lang == Lang::De { "de-DE" } else { "en-US" });
+            if d.kind == Kind::Draft {
+                extra.raw("X-Mozilla-Draft-Info", "internal/draft; vcard=0; receipt=0; DSN=0; uuencode=0;\n attachmentreminder=0; deliveryformat=1");
+                extra.raw("X-Identity-Key", "id1");
+            }
+        }
+        Mailer::Bot => {
+            extra.raw("Reply-To", &format!("acme/server <reply+{}@code.example.com>", crate::header::hex(rng, 40).to_uppercase()));
+            extra.raw("List-ID", "acme/server <server.acme.code.example.com>");
+            extra.raw("List-Archive", "https://code.example.com/acme/server");
+            extra.raw("List-Unsubscribe", &format!("<mailto:unsub+{}@reply.code.example.com>,\n <https://code.example.com/notifications/unsubscribe/{}>", crate::header::hex(rng, 32), crate::header::hex(rng, 40)));
+            extra.raw("X-Auto-Response-Suppress", "All");
+            extra.raw("Auto-Submitted", "auto-generated");
+            extra.raw("Precedence", "bulk");
+            extra.raw("X-Notification-Reason", ["mention", "review_requested", "author", "subscribed", "ci_activity"][rng.gen_range(0..5)]);
+        }
+        Mailer::Esp => {
+            extra.raw("Reply-To", &d.from.addr);
+            extra.raw("List-Unsubscribe", &format!("<mailto:unsubscribe-{}@{}?subject=unsubscribe>,\n <https://{}/unsubscribe/{}>", crate::header::hex(rng, 20), d.from.addr.rsplit('@').next().unwrap_or("example.com"), d.from.addr.rsplit('@').next().unwrap_or("example.com"), crate::header::hex(rng, 48)));
+            extra.raw("List-Unsubscribe-Post", "List-Unsubscribe=One-Click");
+            extra.raw("Feedback-ID", &format!("{}:{}:campaign:esp", rng.gen_range(10_000..99_999), rng.gen_range(100..999)));
+            extra.raw("X-Campaign-ID", &crate::header::hex(rng, 10));
+            extra.raw("Precedence", "bulk");
+        }
+        Mailer::Spammer => {
+            extra.raw("Reply-To", &format!("claims{}@{}", rng.gen_range(10..99), ["freemail.example", "mail.test"][rng.gen_range(0..2)]));
+            extra.raw("X-Priority", "1 (Highest)");
+        }
+        _ => {}
+    }
+    if matches!(d.kind, Kind::Sent | Kind::Draft) && rng.gen_bool(0.04) {
+        // Saved copies keep the Bcc the owner used.
+        let p = st.contact(rng);
+        extra.raw("Bcc", &mailbox(rng, &p));
+    }
+    fields.push(("Extra", extra.buf));
+    // Each mailer writes its fields in its own order.
+    let order: &[&str] = match d.mailer {
+        Mailer::Webmail => &["MIME-Version", "References", "In-Reply-To", "From", "Date", "Message-ID", "Subject", "To", "Cc", "Extra", "X-Mailer"],
+        Mailer::Outlook => &["From", "To", "Cc", "Subject", "Extra", "Date", "Message-ID", "References", "In-Reply-To", "X-Mailer", "MIME-Version"],
+        Mailer::Thunderbird => &["Message-ID", "Date", "MIME-Version", "X-Mailer", "Subject", "Extra", "To", "Cc", "References", "From", "In-Reply-To"],
+        Mailer::AppleMail => &["From", "MIME-Version", "Subject", "Date", "References", "To", "Cc", "In-Reply-To", "Message-ID", "X-Mailer", "Extra"],
+        _ => &["Date", "From", "To", "Cc", "Subject", "Message-ID", "References", "In-Reply-To", "MIME-Version", "X-Mailer", "Extra"],
+    };
+    let mut out = HeaderBlock::default();
+    for name in order {
+        if let Some((_, v)) = fields.iter().find(|(n, _)| n == name) {
+            out.buf.push_str(v);
+        }
+    }
+    let _ = list;
+    out
+}
+
+/// A complete earlier message for forwarding as message/rfc822: lean trace, origin headers
+/// and a simple body, of about `budget` bytes.
+fn inner_message<R: Rng + ?Sized>(st: &State, rng: &mut R, budget: usize, before: i64) -> Vec<u8> {
+    let mut sub = State {
+        owner: st.owner.clone(),
+        site: st.site.clone(),
+        own_mailer: st.own_mailer,
+        signature: String::new(),
+        contacts: st.contacts.clone(),
+        posters: Vec::new(),
+        threads: VecDeque::new(),
+        clock: before - rng.gen_range(3_600..2_000_000),
+        mean_gap: 1.0,
+        scale: 1.0,
+    };
+    let clock = sub.clock;
+    let d = draft(&mut sub, rng, Kind::Personal, clock);
+    let mut head = String::new();
+    let from_domain = d.from.addr.rsplit('@').next().unwrap_or("example.com").to_owned();
+    let t = Transit { owner: &sub.owner.addr, envelope_from: &d.from.addr, from_domain: &from_domain, mailer: d.mailer, sent: d.sent, delivered: sub.clock, sender_zone: d.zone, list: None, spam: false, lean: true };
+    head.push_str(&trace(rng, &sub.site, &t).buf);
+    head.push_str(&origin_headers(rng, &sub, &d, None).buf);
+    let shape = Shape { kind: Kind::Personal, mailer: d.mailer, lang: d.lang, budget: budget.saturating_sub(head.len()), forward: false, list: None, from: &d.from, to: d.to.first().unwrap_or(&sub.owner), owner: &sub.owner, sent: d.sent, subject: &d.subject };
+    let (part, _) = shape_body(rng, &shape, None, None, "");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(part.headers.as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(&part.body);
+    out
+}
+
+fn remember(st: &mut State, d: &Draft, list: Option<&ListDef>, plain: String) {
+    if matches!(d.kind, Kind::Spam | Kind::Newsletter | Kind::Notification | Kind::Draft) {
+        return;
+    }
+    let lines: Vec<String> = plain.lines().take(40).map(str::to_owned).collect();
+    let list_idx = list.and_then(|l| LISTS.iter().position(|x| x.local == l.local));
+    let base = strip_decorations(&d.subject, list);
+    let last_to = d.to.first().cloned().unwrap_or_else(|| st.owner.clone());
+    match d.parent {
+        Some(i) if i < st.threads.len() && !d.forward => {
+            let t = &mut st.threads[i];
+            t.ids.push(d.message_id.clone());
+            t.last_from = d.from.clone();
+            t.last_to = last_to;
+            t.last_date = d.sent;
+            t.last_lines = lines;
+            t.last_subject = d.subject.clone();
+        }
+        _ => {
+            let mut ids = d.references.clone();
+            ids.push(d.message_id.clone());
+            st.threads.push_back(Thread { base, ids, last_from: d.from.clone(), last_to, last_date: d.sent, last_lines: lines, lang: d.lang, list: list_idx, last_subject: d.subject.clone() });
+            if st.threads.len() > 64 {
+                st.threads.pop_front();
+            }
+        }
+    }
+}
+
+fn strip_decorations(subject: &str, list: Option<&ListDef>) -> String {
+    let mut s = subject;
+    loop {
+        let before = s;
+        for p in ["Re: ", "RE: ", "AW: ", "Fwd: ", "FW: ", "WG: "] {
+            s = s.strip_prefix(p).unwrap_or(s);
+        }
+        if let Some(pre) = list.and_then(|l| l.prefix) {
+            s = s.strip_prefix(pre).map(str::trim_start).unwrap_or(s);
+        }
+        if s == before {
+            return s.to_owned();
+        }
+    }
+}
+
+/// A stateful generator of one mailbox's mail: replies continue earlier threads (real
+/// In-Reply-To/References), correspondents recur, and delivery times increase.
+pub struct Generator<R: Rng = ChaCha8Rng> {
+    rng: R,
+    state: State,
+}
+
+impl Generator<ChaCha8Rng> {
+    /// A generator for the mailbox of user `index` (0-based, see
+    /// [`user_address`](crate::user_address)) seeded from `seed`; each user gets its own
+    /// ChaCha8 stream so users do not depend on one another.
+    pub fn for_user(seed: u64, index: usize, scale: f64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(index as u64 + 1);
+        let owner = crate::user_address(index);
+        Self::with_rng(rng, &owner, scale)
+    }
+}
+
+impl<R: Rng> Generator<R> {
+    /// A generator drawing from `rng`, writing to (and as) `owner`.
+    pub fn with_rng(mut rng: R, owner: &str, scale: f64) -> Self {
+        let state = State::new(&mut rng, owner, scale);
+        Generator { rng, state }
+    }
+
+    /// Sets the mean time between messages in seconds (default one hour).
+    pub fn set_mean_interval(&mut self, secs: f64) {
+        self.state.set_mean_gap(secs);
+    }
+
+    /// The mailbox owner's address.
+    pub fn owner(&self) -> &str {
+        self.state.owner()
+    }
+
+    /// Generates the next message meant for `role`.
+    pub fn next_message(&mut self, role: Role) -> Generated {
+        compose(&mut self.state, &mut self.rng, role)
+    }
+}
+
+/// Generates one incoming message (a [`Role::Inbox`] mix) for `user0001@example.org`,
+/// stateless: replies carry invented References. `i` numbers the message in a stream and
+/// sets its date (one hour apart from 2022-01-03); `scale` as in [`Spec::size_scale`](crate::Spec).
+pub fn message(rng: &mut impl Rng, i: usize, scale: f64) -> Vec<u8> {
+    let mut st = State::new(rng, &crate::user_address(0), scale);
+    st.clock = EPOCH_START + i as i64 * 3600;
+    st.set_mean_gap(60.0);
+    compose(&mut st, rng, Role::Inbox).bytes
+}
