@@ -261,8 +261,8 @@ impl Uidlist {
     /// Errors (naming file and line) on a bad header, a malformed or non-UTF-8
     /// record, a zero UID or UIDs not strictly increasing. A last line without its
     /// newline is an append cut short by a crash: it is ignored with a warning. A
-    /// `next_uid` not above every UID is raised with a warning (Dovecot does the
-    /// same). When two UIDs name the same base, the later one wins, as in Dovecot.
+    /// `next_uid` not above every UID is raised (Dovecot does the same; it is the
+    /// normal state after appends, which do not rewrite the header). When two UIDs name the same base, the later one wins, as in Dovecot.
     pub fn parse(path: &Path, data: &[u8]) -> Result<Uidlist, MaildirError> {
         let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
         // split() yields a final empty piece after a trailing '\n'.
@@ -323,7 +323,8 @@ impl Uidlist {
             tracing::warn!(path = %path.display(), line = lines.len() + 1, bytes = p.len(), "ignoring unterminated last line of uidlist (interrupted append)");
         }
         if prev != 0 && list.next_uid <= prev {
-            tracing::warn!(path = %path.display(), next_uid = list.next_uid, last_uid = prev, "uidlist next_uid not above last UID; raising it");
+            // Normal: Dovecot appends records without updating the header.
+            tracing::debug!(path = %path.display(), next_uid = list.next_uid, last_uid = prev, "uidlist next_uid not above last UID; raising it");
             list.next_uid = prev + 1;
         }
         Ok(list)
