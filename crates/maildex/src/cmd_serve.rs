@@ -31,7 +31,7 @@ fn dev_config_text(data: &Path) -> String {
     let d = data.display();
     format!(
         "# Written by `maildex serve --dev`: the embedded default, all under this folder.\n\
-         [imap]\nlisten = [\"127.0.0.1:1143\"]\nlisten_tls = [\"127.0.0.1:1993\"]\n\n\
+         [imap]\nlisten = [\"127.0.0.1:1143\"]\n\n\
          [lmtp]\nlisten = [\"127.0.0.1:1024\"]\n\n\
          [storage]\nmail_location = \"{d}/mail/%d/%n/Maildir\"\nindex_root = \"{d}/index/%d/%n\"\n\n\
          [auth]\nusers_file = \"{d}/users\"\n"

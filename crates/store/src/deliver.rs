@@ -89,7 +89,9 @@ impl UserStore {
         built.record.internal_date = secs(internal);
         let delivered = tmp.commit(sub, opts.flags, keywords)?;
         built.record.file_name = delivered.file_name.clone();
-        match self.record_delivery(name, &path, &delivered, built) {
+        // the index's keyword table follows dovecot-keywords in the same commit
+        let keyword_table = if opts.keywords.is_empty() { None } else { Some(crate::sync::keyword_names(&path)?) };
+        match self.record_delivery(name, &path, &delivered, built, keyword_table) {
             Ok(d) => Ok(d),
             Err(e) => {
                 if let Err(rm) = deliver::remove(&path, sub, &delivered.file_name) {
@@ -106,6 +108,7 @@ impl UserStore {
         path: &Path,
         delivered: &Delivered,
         built: maildex_index::Built,
+        keyword_table: Option<Vec<String>>,
     ) -> Result<DeliveredMessage, StoreError> {
         let (uid, uidvalidity) = match self.append_uid(path, delivered)? {
             Some(pair) => pair,
@@ -125,7 +128,16 @@ impl UserStore {
         }
         let record = built.record;
         let headers = built.headers;
-        let modseq = self.index.write(move |w| w.insert_message(id, uid, record, &headers))?;
+        let modseq = self.index.write(move |w| {
+            if let Some(table) = keyword_table {
+                let mut m = w.reader().require_mailbox(id)?;
+                if m.keywords != table {
+                    m.keywords = table;
+                    w.put_mailbox(id, &m)?;
+                }
+            }
+            w.insert_message(id, uid, record, &headers)
+        })?;
         Ok(DeliveredMessage {
             mailbox_id: id,
             uid,
@@ -177,31 +189,27 @@ impl UserStore {
     }
 
     /// Letters for keyword names, adding new names to dovecot-keywords (at most 26, the
-    /// Maildir limit; further keywords are dropped with a warning, as Dovecot does).
+    /// Maildir limit; further keywords are dropped with a warning, as Dovecot does). New
+    /// names are written under the dovecot-uidlist lock, which is what guards
+    /// dovecot-keywords in Dovecot too.
     fn keyword_bits(&self, name: &str, path: &Path, names: &[String]) -> Result<Keywords, StoreError> {
-        let lock = self.mailbox_lock(&format!("{name}\0keywords"));
-        let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mut map = KeywordMap::read(path)?;
-        let mut bits = Keywords::EMPTY;
-        let mut changed = false;
-        for kw in names {
-            let known = map.letter_of(kw);
-            let letter = match known {
-                Some(l) => Some(l),
-                None => {
-                    changed = true;
-                    map.get_or_add(kw)
+        let map = KeywordMap::read(path)?;
+        let letters = |map: &KeywordMap| names.iter().map(|kw| map.letter_of(kw)).collect::<Vec<_>>();
+        let mut found = letters(&map);
+        if found.iter().any(Option::is_none) {
+            let _lock = UidlistLock::acquire(path, self.opts.lock_timeout)?;
+            let mut map = KeywordMap::read(path)?;
+            for kw in names {
+                if map.letter_of(kw).is_none() && map.get_or_add(kw).is_none() {
+                    tracing::warn!(mailbox = name, keyword = %kw, "all 26 Maildir keyword letters are in use; keyword not stored");
                 }
-            };
-            match letter.and_then(Keywords::index_of_letter) {
-                Some(i) => {
-                    bits.insert(i);
-                }
-                None => tracing::warn!(mailbox = name, keyword = %kw, "all 26 Maildir keyword letters are in use; keyword not stored"),
             }
-        }
-        if changed {
             map.write(path)?;
+            found = letters(&map);
+        }
+        let mut bits = Keywords::EMPTY;
+        for i in found.into_iter().flatten().filter_map(Keywords::index_of_letter) {
+            bits.insert(i);
         }
         Ok(bits)
     }
