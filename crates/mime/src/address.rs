@@ -323,7 +323,12 @@ mod tests {
             .collect()
     }
 
-    fn a(n: Option<&str>, r: Option<&str>, m: Option<&str>, h: Option<&str>) -> [Option<String>; 4] {
+    fn a(
+        n: Option<&str>,
+        r: Option<&str>,
+        m: Option<&str>,
+        h: Option<&str>,
+    ) -> [Option<String>; 4] {
         [n, r, m, h].map(|x| x.map(str::to_string))
     }
 

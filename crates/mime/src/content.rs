@@ -30,22 +30,30 @@ fn parse_type(lx: &mut Lexer<'_>) -> (Vec<u8>, Option<Vec<u8>>, bool) {
     (ty, Some(sub), ok)
 }
 
+/// Outcome of reading one parameter.
+enum Step {
+    /// A parameter (attribute, value).
+    Param(Vec<u8>, Vec<u8>),
+    /// A broken parameter; the caller skips one byte and tries again.
+    Broken,
+}
+
 /// One `; attribute=value` step (RFC 2045 §5.1). `None` at the end of the
-/// input; `Some(Err(()))` for a broken parameter.
-fn next_param(lx: &mut Lexer<'_>) -> Option<Result<(Vec<u8>, Vec<u8>), ()>> {
+/// input.
+fn next_param(lx: &mut Lexer<'_>) -> Option<Step> {
     if lx.at_end() {
         return None;
     }
     if lx.cur() != b';' {
-        return Some(Err(()));
+        return Some(Step::Broken);
     }
     lx.pos += 1;
     if lx.skip_lwsp().stop() {
-        return Some(Err(()));
+        return Some(Step::Broken);
     }
     let mut key = Vec::new();
     if lx.mime_token(&mut key).stop() || lx.cur() != b'=' {
-        return Some(Err(()));
+        return Some(Step::Broken);
     }
     lx.pos += 1;
     let mut value = Vec::new();
@@ -67,9 +75,9 @@ fn next_param(lx: &mut Lexer<'_>) -> Option<Result<(Vec<u8>, Vec<u8>), ()>> {
         lx.mime_token(&mut value)
     };
     if r == Lex::Fail {
-        Some(Err(()))
+        Some(Step::Broken)
     } else {
-        Some(Ok((key, value)))
+        Some(Step::Param(key, value))
     }
 }
 
@@ -94,8 +102,8 @@ pub(crate) fn parse_params(lx: &mut Lexer<'_>) -> Vec<Param> {
     let mut index = 0u32;
     while let Some(step) = next_param(lx) {
         let (key, value) = match step {
-            Ok(kv) => kv,
-            Err(()) => {
+            Step::Param(k, v) => (k, v),
+            Step::Broken => {
                 if lx.at_end() {
                     break;
                 }

@@ -6,8 +6,6 @@
 //! the wire). Maildir files usually hold LF line ends, so the server converts
 //! while it reads.
 
-use memchr::memmem;
-
 /// Counts of line ends in a byte range.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct LineCounts {
@@ -20,22 +18,18 @@ pub(crate) struct LineCounts {
 /// Counts LFs and bare LFs in `data[start..end]`, looking at `data[start-1]`
 /// for a CR so that counts of adjacent ranges add up exactly.
 pub(crate) fn count_range(data: &[u8], start: usize, end: usize) -> LineCounts {
+    let mut counts = LineCounts::default();
     if start >= end {
-        return LineCounts::default();
+        return counts;
     }
-    let slice = &data[start..end];
-    let lf = memchr::memchr_iter(b'\n', slice).count() as u64;
-    if lf == 0 {
-        return LineCounts::default();
+    for i in memchr::memchr_iter(b'\n', &data[start..end]) {
+        let at = start + i;
+        counts.lf += 1;
+        if at == 0 || data[at - 1] != b'\r' {
+            counts.bare_lf += 1;
+        }
     }
-    let mut crlf = memmem::find_iter(slice, b"\r\n").count() as u64;
-    if slice[0] == b'\n' && start > 0 && data[start - 1] == b'\r' {
-        crlf += 1;
-    }
-    LineCounts {
-        lf,
-        bare_lf: lf - crlf,
-    }
+    counts
 }
 
 /// Size of `bytes` after LF -> CRLF conversion: a LF not preceded by CR

@@ -133,7 +133,8 @@ pub struct ContentInfo {
     pub subtype: Option<Vec<u8>>,
     /// Content-Type parameters in order, RFC 2231 groups joined at the end.
     pub params: Vec<Param>,
-    /// Content-ID value (unfolded with LF kept, see [`Envelope`]).
+    /// Content-ID raw field body (folded lines joined by LF, as in
+    /// [`Envelope`]; rendering unfolds).
     pub id: Option<Vec<u8>>,
     /// Content-Description value.
     pub description: Option<Vec<u8>>,

@@ -183,8 +183,9 @@ fn push_addresses(out: &mut Vec<u8>, list: &[Address]) {
     out.push(b')');
 }
 
-/// Writes the ENVELOPE value (RFC 3501 §7.4.2) without the surrounding
-/// parentheses' caller context: `("date" "subject" (from) ...)`.
+/// Writes the ENVELOPE value (RFC 3501 §7.4.2) with its parentheses:
+/// `("date" "subject" ((from)) ...)`, as the FETCH response carries it
+/// after `ENVELOPE `. Strings that cannot be quoted become literals.
 pub fn write_envelope(env: &Envelope, out: &mut Vec<u8>) {
     out.push(b'(');
     write_envelope_fields(env, out);
@@ -275,7 +276,8 @@ fn push_common_ext(out: &mut Vec<u8>, c: &ContentInfo) {
 
 const EMPTY_BODY: &[u8] = b"(\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 0 0";
 
-/// Writes BODYSTRUCTURE (`extended`) or BODY (RFC 3501 §7.4.2) of `part`.
+/// Writes BODYSTRUCTURE (`extended`) or BODY (RFC 3501 §7.4.2) of `part`
+/// with its parentheses, as the FETCH response carries it.
 pub fn write_body_structure(part: &Part, extended: bool, out: &mut Vec<u8>) {
     out.push(b'(');
     write_part(part, extended, out);

@@ -49,7 +49,13 @@ fn push_crlf(out: &mut Vec<u8>, bytes: &[u8]) {
 /// (`not` = true) in `names`, compared case-insensitively, each with its
 /// continuation lines, in CRLF. The result ends with the blank line when
 /// `header_block` has one, or always when `add_missing_blank`.
-fn filter(header_block: &[u8], names: &[&[u8]], not: bool, add_missing_blank: bool, out: &mut Vec<u8>) {
+fn filter(
+    header_block: &[u8],
+    names: &[&[u8]],
+    not: bool,
+    add_missing_blank: bool,
+    out: &mut Vec<u8>,
+) {
     let mut pos = 0;
     let mut blank = false;
     while pos < header_block.len() {

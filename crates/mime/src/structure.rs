@@ -60,7 +60,13 @@ struct Builder<'a> {
     /// Set when the part limit is reached: from then on no boundary is
     /// recognised and everything runs to the end of the file.
     opaque: bool,
-    finder: memmem::Finder<'static>,
+    finder: &'static memmem::Finder<'static>,
+}
+
+/// Searcher for the start of a possible delimiter line, built once.
+fn delimiter_finder() -> &'static memmem::Finder<'static> {
+    static FINDER: std::sync::OnceLock<memmem::Finder<'static>> = std::sync::OnceLock::new();
+    FINDER.get_or_init(|| memmem::Finder::new(b"\n--"))
 }
 
 /// A finished part with the line counts of its whole range.
@@ -95,7 +101,7 @@ pub(crate) fn build(data: &[u8]) -> (Part, Envelope) {
         boundaries: Vec::new(),
         parts: 0,
         opaque: false,
-        finder: memmem::Finder::new(b"\n--").into_owned(),
+        finder: delimiter_finder(),
     };
     let built = b.parse_part(0, 0, false, false, true);
     (built.part, built.envelope.unwrap_or_default())
@@ -353,10 +359,14 @@ impl Builder<'_> {
             }
             TypeClass::Multipart { digest } => {
                 let mut children = Vec::new();
-                let boundary = info.boundary.take().filter(|_| has_eoh && header_hit.is_none());
+                let boundary = info
+                    .boundary
+                    .take()
+                    .filter(|_| has_eoh && header_hit.is_none());
                 if let Some(mut b) = boundary {
                     b.truncate(BOUNDARY_MAX);
-                    let (e, s, c) = self.multipart_body(body_start, b, depth, digest, &mut children);
+                    let (e, s, c) =
+                        self.multipart_body(body_start, b, depth, digest, &mut children);
                     end = e;
                     stop = s;
                     body_counts = c;
@@ -460,7 +470,8 @@ impl Builder<'_> {
             };
             // One of ours: forget boundaries of inner multiparts left open
             // and, for the close delimiter, ours too.
-            self.boundaries.truncate(if h.close { mine } else { mine + 1 });
+            self.boundaries
+                .truncate(if h.close { mine } else { mine + 1 });
             let line = line_at(data, h.line);
             if !line.has_lf {
                 let end = data.len();

@@ -30,7 +30,11 @@ fn parse_expected(data: &[u8]) -> Vec<Record> {
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < data.len() {
-        let nl = pos + data[pos..].iter().position(|&c| c == b'\n').expect("header line");
+        let nl = pos
+            + data[pos..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .expect("header line");
         let head = std::str::from_utf8(&data[pos..nl]).expect("ascii header");
         let head = head.strip_prefix("== ").expect("record marker");
         let (key, len) = head.rsplit_once(' ').expect("length");
@@ -164,7 +168,12 @@ fn split_spec(spec: &str) -> (Vec<u32>, &str) {
 fn show(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
     if s.len() > 600 {
-        format!("{}...[{} bytes]...{}", &s[..300], s.len(), &s[s.len() - 200..])
+        format!(
+            "{}...[{} bytes]...{}",
+            &s[..300],
+            s.len(),
+            &s[s.len() - 200..]
+        )
     } else {
         s.into_owned()
     }
