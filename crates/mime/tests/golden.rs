@@ -61,12 +61,21 @@ fn deviation(name: &str, key: &str, records: &[Record]) -> Option<Vec<u8>> {
             .expect("record named by a deviation")
     };
     match (name, key) {
-        // Dovecot's header filter reads past the end of part 2 into the
-        // close delimiter; we stop at the end of the header: the whole
-        // header (no field is named Subject), which is 2.HEADER.
-        ("message_rfc822_base64", "SECTION 2.HEADER.FIELDS.NOT (Subject)") => {
-            Some(record("SECTION 2.HEADER"))
-        }
+        // Deviation 1: Dovecot's header filter reads past the end of the
+        // encapsulated header of part 2 into the close delimiter; we stop
+        // at the end of the header: the whole header (no field is named
+        // Subject), which is what 2.HEADER holds.
+        (
+            "message_rfc822_base64" | "message_rfc822_base64_crlf",
+            "SECTION 2.HEADER.FIELDS.NOT (Subject)",
+        ) => Some(record("SECTION 2.HEADER")),
+        // Deviation 1 again: the encapsulated message of part 1 is empty
+        // (1.HEADER is empty); Dovecot reads the line break after it and
+        // answers a blank line.
+        (
+            "digest_inner_boundary_header",
+            "SECTION 1.HEADER.FIELDS (Subject From)" | "SECTION 1.HEADER.FIELDS.NOT (Subject)",
+        ) => Some(Vec::new()),
         _ => None,
     }
 }
