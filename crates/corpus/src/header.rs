@@ -68,10 +68,6 @@ impl HeaderBlock {
         }
         self.buf.push('\n');
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.buf.len()
-    }
 }
 
 /// Encodes an unstructured header text (Subject) the way mailers do: plain when ASCII,
@@ -81,8 +77,16 @@ pub(crate) fn unstructured<R: Rng + ?Sized>(rng: &mut R, text: &str) -> String {
     if text.is_ascii() {
         return text.to_owned();
     }
-    let enc = if rng.gen_bool(0.5) { WordEncoding::B } else { WordEncoding::Q };
-    let charset = if rng.gen_ratio(1, 4) { "utf-8" } else { "UTF-8" };
+    let enc = if rng.gen_bool(0.5) {
+        WordEncoding::B
+    } else {
+        WordEncoding::Q
+    };
+    let charset = if rng.gen_ratio(1, 4) {
+        "utf-8"
+    } else {
+        "UTF-8"
+    };
     // Keep an ASCII "Re: " prefix outside the encoded word, as most clients do.
     let (prefix, rest) = split_reply_prefix(text);
     format!("{prefix}{}", encoded_words(rest, enc, charset, " "))
@@ -111,7 +115,11 @@ pub(crate) fn mailbox<R: Rng + ?Sized>(rng: &mut R, p: &Person) -> String {
         return p.addr.clone();
     }
     if !p.name.is_ascii() {
-        let enc = if rng.gen_bool(0.5) { WordEncoding::B } else { WordEncoding::Q };
+        let enc = if rng.gen_bool(0.5) {
+            WordEncoding::B
+        } else {
+            WordEncoding::Q
+        };
         // RFC 2047 §5 (3): encoded-words may replace a whole phrase.
         return format!("{} <{}>", encoded_words(&p.name, enc, "UTF-8", " "), p.addr);
     }
@@ -125,12 +133,16 @@ pub(crate) fn mailbox<R: Rng + ?Sized>(rng: &mut R, p: &Person) -> String {
 /// Random lowercase hex of `n` digits.
 pub(crate) fn hex<R: Rng + ?Sized>(rng: &mut R, n: usize) -> String {
     const H: &[u8; 16] = b"0123456789abcdef";
-    (0..n).map(|_| char::from(H[rng.gen_range(0..16)])).collect()
+    (0..n)
+        .map(|_| char::from(H[rng.gen_range(0..16)]))
+        .collect()
 }
 
 /// Random characters from `alphabet`.
 pub(crate) fn chars<R: Rng + ?Sized>(rng: &mut R, n: usize, alphabet: &[u8]) -> String {
-    (0..n).map(|_| char::from(*alphabet.choose(rng).unwrap_or(&b'x'))).collect()
+    (0..n)
+        .map(|_| char::from(*alphabet.choose(rng).unwrap_or(&b'x')))
+        .collect()
 }
 
 pub(crate) const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -139,7 +151,15 @@ pub(crate) const B64CHARS: &[u8] =
 
 /// An upper-case UUID (8-4-4-4-12), as Apple Mail and Exchange use in ids and boundaries.
 pub(crate) fn uuid<R: Rng + ?Sized>(rng: &mut R) -> String {
-    format!("{}-{}-4{}-{}{}-{}", hex(rng, 8), hex(rng, 4), hex(rng, 3), ["8", "9", "a", "b"][rng.gen_range(0..4)], hex(rng, 3), hex(rng, 12))
+    format!(
+        "{}-{}-4{}-{}{}-{}",
+        hex(rng, 8),
+        hex(rng, 4),
+        hex(rng, 3),
+        ["8", "9", "a", "b"][rng.gen_range(0..4)],
+        hex(rng, 3),
+        hex(rng, 12)
+    )
 }
 
 /// The styles of MIME-producing software, which decide ids, boundaries and extra headers.
@@ -176,12 +196,24 @@ impl Mailer {
                 format!(
                     "<CA{}{}@mail.{domain}>",
                     chars(rng, 1, b"BCDEFGHJKLMN"),
-                    chars(rng, n, b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+_-=")
+                    chars(
+                        rng,
+                        n,
+                        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+_-="
+                    )
                 )
             }
             Mailer::Outlook => {
-                let host = format!("{}PR{:02}MB{}", ["AM", "DB", "VI", "PA", "DU"][rng.gen_range(0..5)], rng.gen_range(1..10), rng.gen_range(1000..9999));
-                format!("<{host}{}@{host}.eurprd04.prod.outlook.example>", hex(rng, 24).to_uppercase())
+                let host = format!(
+                    "{}PR{:02}MB{}",
+                    ["AM", "DB", "VI", "PA", "DU"][rng.gen_range(0..5)],
+                    rng.gen_range(1..10),
+                    rng.gen_range(1000..9999)
+                );
+                format!(
+                    "<{host}{}@{host}.eurprd04.prod.outlook.example>",
+                    hex(rng, 24).to_uppercase()
+                )
             }
             Mailer::Thunderbird => format!("<{}@{domain}>", uuid(rng)),
             Mailer::AppleMail => format!("<{}@{domain}>", uuid(rng).to_uppercase()),
@@ -206,7 +238,9 @@ impl Mailer {
                 hex(rng, 4),
                 hex(rng, 12)
             ),
-            Mailer::Spammer => format!("<{}${}@{domain}>", hex(rng, 16).to_uppercase(), hex(rng, 6)),
+            Mailer::Spammer => {
+                format!("<{}${}@{domain}>", hex(rng, 16).to_uppercase(), hex(rng, 6))
+            }
         }
     }
 
@@ -215,36 +249,87 @@ impl Mailer {
     pub(crate) fn boundary<R: Rng + ?Sized>(self, rng: &mut R) -> String {
         match self {
             Mailer::Webmail => format!("0000000000{}", hex(rng, 18)),
-            Mailer::Outlook => format!("_{:03}_{}_", rng.gen_range(0..10), hex(rng, 40).to_uppercase()),
+            Mailer::Outlook => format!(
+                "_{:03}_{}_",
+                rng.gen_range(0..10),
+                hex(rng, 40).to_uppercase()
+            ),
             Mailer::Thunderbird => format!("------------{}", chars(rng, 24, ALNUM)),
             Mailer::AppleMail => format!("Apple-Mail={}", uuid(rng).to_uppercase()),
             Mailer::Mutt => chars(rng, 16, ALNUM),
-            Mailer::Bot => format!("--==_mimepart_{}_{}", hex(rng, 13), rng.gen_range(100..99_999)),
-            Mailer::Esp => format!("_----------=_MCPart_{}", rng.gen_range(100_000_000u64..999_999_999_999)),
-            Mailer::Spammer => format!("----=_NextPart_{}_{}", hex(rng, 3).to_uppercase(), hex(rng, 16).to_uppercase()),
+            Mailer::Bot => format!(
+                "--==_mimepart_{}_{}",
+                hex(rng, 13),
+                rng.gen_range(100..99_999)
+            ),
+            Mailer::Esp => format!(
+                "_----------=_MCPart_{}",
+                rng.gen_range(100_000_000u64..999_999_999_999)
+            ),
+            Mailer::Spammer => format!(
+                "----=_NextPart_{}_{}",
+                hex(rng, 3).to_uppercase(),
+                hex(rng, 16).to_uppercase()
+            ),
         }
     }
 
     /// The X-Mailer or User-Agent header this mailer adds, if any.
-    pub(crate) fn agent_header<R: Rng + ?Sized>(self, rng: &mut R) -> Option<(&'static str, String)> {
+    pub(crate) fn agent_header<R: Rng + ?Sized>(
+        self,
+        rng: &mut R,
+    ) -> Option<(&'static str, String)> {
         match self {
             Mailer::Webmail => None,
-            Mailer::Outlook => Some(("X-Mailer", format!("Microsoft Outlook 16.0.{}.{}", rng.gen_range(10000..17999), rng.gen_range(20000..21999)))),
+            Mailer::Outlook => Some((
+                "X-Mailer",
+                format!(
+                    "Microsoft Outlook 16.0.{}.{}",
+                    rng.gen_range(10000..17999),
+                    rng.gen_range(20000..21999)
+                ),
+            )),
             Mailer::Thunderbird => Some((
                 "User-Agent",
                 format!(
                     "Mozilla/5.0 ({}; rv:{v}.0) Gecko/20100101 Thunderbird/{v}.{}.{}",
-                    ["X11; Linux x86_64", "Windows NT 10.0; Win64; x64", "Macintosh; Intel Mac OS X 10.15"][rng.gen_range(0..3)],
+                    [
+                        "X11; Linux x86_64",
+                        "Windows NT 10.0; Win64; x64",
+                        "Macintosh; Intel Mac OS X 10.15"
+                    ][rng.gen_range(0..3)],
                     rng.gen_range(0..9),
                     rng.gen_range(0..3),
                     v = [102, 115, 128][rng.gen_range(0..3)]
                 ),
             )),
-            Mailer::AppleMail => Some(("X-Mailer", format!("Apple Mail (2.{}.{}.{})", [3731, 3774, 3826][rng.gen_range(0..3)], rng.gen_range(100..700), rng.gen_range(1..12)))),
-            Mailer::Mutt => Some(("User-Agent", format!("NeoMutt/2023{:02}{:02}", rng.gen_range(1..13), rng.gen_range(1..29)))),
+            Mailer::AppleMail => Some((
+                "X-Mailer",
+                format!(
+                    "Apple Mail (2.{}.{}.{})",
+                    [3731, 3774, 3826][rng.gen_range(0..3)],
+                    rng.gen_range(100..700),
+                    rng.gen_range(1..12)
+                ),
+            )),
+            Mailer::Mutt => Some((
+                "User-Agent",
+                format!(
+                    "NeoMutt/2023{:02}{:02}",
+                    rng.gen_range(1..13),
+                    rng.gen_range(1..29)
+                ),
+            )),
             Mailer::Bot => None,
             Mailer::Esp => Some(("X-Mailer", "MailChimp Mailer - **CID1a2b3c**".to_owned())),
-            Mailer::Spammer => Some(("X-Mailer", format!("PHPMailer 6.{}.{} (https://github.example/PHPMailer/PHPMailer)", rng.gen_range(0..9), rng.gen_range(0..9)))),
+            Mailer::Spammer => Some((
+                "X-Mailer",
+                format!(
+                    "PHPMailer 6.{}.{} (https://github.example/PHPMailer/PHPMailer)",
+                    rng.gen_range(0..9),
+                    rng.gen_range(0..9)
+                ),
+            )),
         }
     }
 }
@@ -268,10 +353,15 @@ mod tests {
     #[test]
     fn list_folds_between_items() {
         let mut h = HeaderBlock::default();
-        let items: Vec<String> = (0..12).map(|i| format!("Person {i} <p{i}@example.com>")).collect();
+        let items: Vec<String> = (0..12)
+            .map(|i| format!("Person {i} <p{i}@example.com>"))
+            .collect();
         h.list("To", &items, ",");
         assert!(h.buf.lines().all(|l| l.len() <= 78), "{}", h.buf);
-        assert_eq!(h.buf.replace("\n ", " "), format!("To: {}\n", items.join(", ")));
+        assert_eq!(
+            h.buf.replace("\n ", " "),
+            format!("To: {}\n", items.join(", "))
+        );
     }
 
     #[test]

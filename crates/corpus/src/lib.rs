@@ -85,7 +85,13 @@ pub struct Spec {
 impl Default for Spec {
     /// 10 users × 1,000 messages, with folders, real sizes, seed 1.
     fn default() -> Self {
-        Spec { seed: 1, users: 10, messages_per_user: 1_000, folders: true, size_scale: 1.0 }
+        Spec {
+            seed: 1,
+            users: 10,
+            messages_per_user: 1_000,
+            folders: true,
+            size_scale: 1.0,
+        }
     }
 }
 
@@ -136,6 +142,9 @@ pub enum CorpusError {
     },
 }
 
+/// One user's result, filled by a worker thread.
+type UserSlot = Option<Result<stats::UserStats, CorpusError>>;
+
 /// The address of user `index` (0-based): `user0001@example.org` for index 0.
 pub fn user_address(index: usize) -> String {
     format!("user{:04}@{DOMAIN}", index + 1)
@@ -143,7 +152,9 @@ pub fn user_address(index: usize) -> String {
 
 /// The Maildir of user `index` under `root`: `root/example.org/user0001/Maildir`.
 pub fn user_maildir(root: &Path, index: usize) -> PathBuf {
-    root.join(DOMAIN).join(format!("user{:04}", index + 1)).join("Maildir")
+    root.join(DOMAIN)
+        .join(format!("user{:04}", index + 1))
+        .join("Maildir")
 }
 
 /// Generates the corpus described by `spec` under `root` (see the crate docs for the
@@ -151,7 +162,9 @@ pub fn user_maildir(root: &Path, index: usize) -> PathBuf {
 /// does not depend on the number of threads.
 pub fn generate(spec: &Spec, root: &Path) -> Result<Stats, CorpusError> {
     if !(spec.size_scale.is_finite() && spec.size_scale > 0.0) {
-        return Err(CorpusError::InvalidSpec { reason: format!("size_scale must be finite and > 0, got {}", spec.size_scale) });
+        return Err(CorpusError::InvalidSpec {
+            reason: format!("size_scale must be finite and > 0, got {}", spec.size_scale),
+        });
     }
     for i in 0..spec.users {
         let dir = user_maildir(root, i);
@@ -160,12 +173,18 @@ pub fn generate(spec: &Spec, root: &Path) -> Result<Stats, CorpusError> {
         }
     }
     let folders: &[Folder] = if spec.folders { FOLDERS } else { &FOLDERS[..1] };
-    let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, spec.users.max(1));
-    let mut results: Vec<Option<Result<stats::UserStats, CorpusError>>> = (0..spec.users).map(|_| None).collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, spec.users.max(1));
+    let mut results: Vec<UserSlot> = (0..spec.users).map(|_| None).collect();
     std::thread::scope(|scope| {
-        let chunks: Vec<(usize, &mut [Option<Result<stats::UserStats, CorpusError>>])> = {
+        let chunks: Vec<(usize, &mut [UserSlot])> = {
             let per = spec.users.div_ceil(threads).max(1);
-            results.chunks_mut(per).enumerate().map(|(c, s)| (c * per, s)).collect()
+            results
+                .chunks_mut(per)
+                .enumerate()
+                .map(|(c, s)| (c * per, s))
+                .collect()
         };
         let handles: Vec<_> = chunks
             .into_iter()
@@ -186,18 +205,31 @@ pub fn generate(spec: &Spec, root: &Path) -> Result<Stats, CorpusError> {
     for (i, r) in results.into_iter().enumerate() {
         match r {
             Some(r) => users.push(r?),
-            None => return Err(CorpusError::Worker { path: user_maildir(root, i) }),
+            None => {
+                return Err(CorpusError::Worker {
+                    path: user_maildir(root, i),
+                })
+            }
         }
     }
     Ok(stats::merge(users))
 }
 
-fn generate_user(spec: &Spec, root: &Path, index: usize, folders: &[Folder]) -> Result<stats::UserStats, CorpusError> {
+fn generate_user(
+    spec: &Spec,
+    root: &Path,
+    index: usize,
+    folders: &[Folder],
+) -> Result<stats::UserStats, CorpusError> {
     let mut gen = Generator::for_user(spec.seed, index, spec.size_scale);
     // A second stream for folder picks, flags and file names, so message content does not
     // depend on the layout choices.
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     rng.set_stream((1u64 << 40) + index as u64);
-    let writer = maildir::UserWriter { maildir: user_maildir(root, index), folders, messages: spec.messages_per_user };
+    let writer = maildir::UserWriter {
+        maildir: user_maildir(root, index),
+        folders,
+        messages: spec.messages_per_user,
+    };
     writer.run(&mut gen, &mut rng)
 }

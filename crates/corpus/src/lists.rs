@@ -53,7 +53,12 @@ pub const MAILING_LISTS: &[MailingList] = &[
 pub(crate) const LISTS: &[MailingList] = MAILING_LISTS;
 
 /// Appends the header fields the list server adds.
-pub(crate) fn list_headers<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, l: &MailingList, message_id: &str) {
+pub(crate) fn list_headers<R: Rng + ?Sized>(
+    rng: &mut R,
+    h: &mut HeaderBlock,
+    l: &MailingList,
+    message_id: &str,
+) {
     let (local, host) = (l.local, l.host);
     if l.mailman2 {
         h.raw("X-BeenThere", &format!("{local}@{host}"));
@@ -61,9 +66,15 @@ pub(crate) fn list_headers<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, l:
         h.raw("Precedence", "list");
         h.raw("List-Id", &format!("{} <{local}.{host}>", l.description));
         h.raw("List-Unsubscribe", &format!("<https://{host}/mailman/options/{local}>,\n <mailto:{local}-request@{host}?subject=unsubscribe>"));
-        h.raw("List-Archive", &format!("<https://{host}/pipermail/{local}/>"));
+        h.raw(
+            "List-Archive",
+            &format!("<https://{host}/pipermail/{local}/>"),
+        );
         h.raw("List-Post", &format!("<mailto:{local}@{host}>"));
-        h.raw("List-Help", &format!("<mailto:{local}-request@{host}?subject=help>"));
+        h.raw(
+            "List-Help",
+            &format!("<mailto:{local}-request@{host}?subject=help>"),
+        );
         h.raw("List-Subscribe", &format!("<https://{host}/mailman/listinfo/{local}>,\n <mailto:{local}-request@{host}?subject=subscribe>"));
         h.raw("Errors-To", &format!("{local}-bounces@{host}"));
         h.raw("Sender", &format!("\"{local}\" <{local}-bounces@{host}>"));
@@ -79,14 +90,29 @@ pub(crate) fn list_headers<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, l:
         );
         h.raw("X-Mailman-Version", "3.3.9");
         h.raw("Precedence", "list");
-        h.raw("List-Id", &format!("\"{}\" <{local}.{host}>", l.description));
-        h.raw("Archived-At", &format!("<https://{host}/archives/list/{local}@{host}/message/{hash}/>"));
-        h.raw("List-Archive", &format!("<https://{host}/archives/list/{local}@{host}/>"));
-        h.raw("List-Help", &format!("<mailto:{local}-request@{host}?subject=help>"));
+        h.raw(
+            "List-Id",
+            &format!("\"{}\" <{local}.{host}>", l.description),
+        );
+        h.raw(
+            "Archived-At",
+            &format!("<https://{host}/archives/list/{local}@{host}/message/{hash}/>"),
+        );
+        h.raw(
+            "List-Archive",
+            &format!("<https://{host}/archives/list/{local}@{host}/>"),
+        );
+        h.raw(
+            "List-Help",
+            &format!("<mailto:{local}-request@{host}?subject=help>"),
+        );
         h.raw("List-Owner", &format!("<mailto:{local}-owner@{host}>"));
         h.raw("List-Post", &format!("<mailto:{local}@{host}>"));
         h.raw("List-Subscribe", &format!("<mailto:{local}-join@{host}>"));
-        h.raw("List-Unsubscribe", &format!("<mailto:{local}-leave@{host}>"));
+        h.raw(
+            "List-Unsubscribe",
+            &format!("<mailto:{local}-leave@{host}>"),
+        );
         let _ = message_id;
     }
 }

@@ -35,16 +35,56 @@ pub struct Folder {
 /// (without it everything goes to INBOX). "Réunions" is the non-ASCII name; on disk it is
 /// `.R&AOk-unions`.
 pub const FOLDERS: &[Folder] = &[
-    Folder { name: "INBOX", role: Role::Inbox, weight: 50 },
-    Folder { name: "Sent", role: Role::Sent, weight: 12 },
-    Folder { name: "Drafts", role: Role::Drafts, weight: 1 },
-    Folder { name: "Trash", role: Role::Inbox, weight: 3 },
-    Folder { name: "Junk", role: Role::Junk, weight: 2 },
-    Folder { name: "Archive", role: Role::Inbox, weight: 7 },
-    Folder { name: "Archive.2022", role: Role::Inbox, weight: 5 },
-    Folder { name: "Lists.rust", role: Role::List(0), weight: 8 },
-    Folder { name: "Lists.dovecot", role: Role::List(1), weight: 8 },
-    Folder { name: "Réunions", role: Role::Meetings, weight: 4 },
+    Folder {
+        name: "INBOX",
+        role: Role::Inbox,
+        weight: 50,
+    },
+    Folder {
+        name: "Sent",
+        role: Role::Sent,
+        weight: 12,
+    },
+    Folder {
+        name: "Drafts",
+        role: Role::Drafts,
+        weight: 1,
+    },
+    Folder {
+        name: "Trash",
+        role: Role::Inbox,
+        weight: 3,
+    },
+    Folder {
+        name: "Junk",
+        role: Role::Junk,
+        weight: 2,
+    },
+    Folder {
+        name: "Archive",
+        role: Role::Inbox,
+        weight: 7,
+    },
+    Folder {
+        name: "Archive.2022",
+        role: Role::Inbox,
+        weight: 5,
+    },
+    Folder {
+        name: "Lists.rust",
+        role: Role::List(0),
+        weight: 8,
+    },
+    Folder {
+        name: "Lists.dovecot",
+        role: Role::List(1),
+        weight: 8,
+    },
+    Folder {
+        name: "Réunions",
+        role: Role::Meetings,
+        weight: 4,
+    },
 ];
 
 /// The on-disk directory name of an IMAP mailbox name under Maildir++: INBOX is the root,
@@ -58,7 +98,10 @@ pub fn folder_dir_name(name: &str) -> String {
 }
 
 fn create_dir(path: &Path) -> Result<(), CorpusError> {
-    fs::create_dir_all(path).map_err(|source| CorpusError::CreateDir { path: path.to_owned(), source })
+    fs::create_dir_all(path).map_err(|source| CorpusError::CreateDir {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Creates `cur/ new/ tmp/` (and `maildirfolder` for a subfolder) under `dir`.
@@ -122,10 +165,17 @@ pub(crate) struct UserWriter<'a> {
 
 impl UserWriter<'_> {
     /// Generates and writes all messages of one user; returns their statistics.
-    pub(crate) fn run<R: Rng>(&self, gen: &mut Generator<R>, rng: &mut R) -> Result<UserStats, CorpusError> {
+    pub(crate) fn run<R: Rng>(
+        &self,
+        gen: &mut Generator<R>,
+        rng: &mut R,
+    ) -> Result<UserStats, CorpusError> {
         let subfolders = self.folders.len() > 1;
         for f in self.folders {
-            make_maildir(&self.maildir.join(folder_dir_name(f.name)), f.name != "INBOX")?;
+            make_maildir(
+                &self.maildir.join(folder_dir_name(f.name)),
+                f.name != "INBOX",
+            )?;
         }
         // Pick every message's folder first so each folder knows its newest messages.
         let total_weight: u32 = self.folders.iter().map(|f| f.weight).sum::<u32>().max(1);
@@ -162,7 +212,12 @@ impl UserWriter<'_> {
             seen_in[fi] += 1;
             let n = counts[fi];
             // RFC 3501 §2.3.2 \Recent: the newest ~2% of INBOX and list mail is still in new/.
-            let in_new = matches!(folder.role, Role::Inbox | Role::List(_)) && folder.name != "Trash" && folder.name != "Archive" && folder.name != "Archive.2022" && idx + (n / 50).max(1) >= n && n >= 5;
+            let in_new = matches!(folder.role, Role::Inbox | Role::List(_))
+                && folder.name != "Trash"
+                && folder.name != "Archive"
+                && folder.name != "Archive.2022"
+                && idx + (n / 50).max(1) >= n
+                && n >= 5;
             let recent = idx * 10 >= n * 9;
             if rng.gen_bool(0.05) {
                 pid = rng.gen_range(1_000..60_000);
@@ -170,7 +225,12 @@ impl UserWriter<'_> {
             let size = msg.bytes.len();
             // Dovecot's W= is the size with CRLF line endings; the corpus has only LF.
             let vsize = size + msg.bytes.iter().filter(|&&b| b == b'\n').count();
-            let base = format!("{}.M{}P{pid}Q{}.{FILENAME_HOST},S={size},W={vsize}", msg.received, rng.gen_range(0..1_000_000), q + 1);
+            let base = format!(
+                "{}.M{}P{pid}Q{}.{FILENAME_HOST},S={size},W={vsize}",
+                msg.received,
+                rng.gen_range(0..1_000_000),
+                q + 1
+            );
             let dir = self.maildir.join(folder_dir_name(folder.name));
             let (path, flag_str) = if in_new {
                 (dir.join("new").join(&base), String::new())
@@ -188,12 +248,18 @@ impl UserWriter<'_> {
 /// Writes a file and sets its modification and access time to `received`
 /// (Dovecot takes a Maildir message's INTERNALDATE from its mtime).
 fn write_message(path: &Path, bytes: &[u8], received: i64) -> Result<(), CorpusError> {
-    let err = |source| CorpusError::WriteFile { path: path.to_owned(), source };
+    let err = |source| CorpusError::WriteFile {
+        path: path.to_owned(),
+        source,
+    };
     let mut f = File::create(path).map_err(err)?;
     f.write_all(bytes).map_err(err)?;
     let t = UNIX_EPOCH + Duration::from_secs(received.max(0) as u64);
     f.set_times(FileTimes::new().set_modified(t).set_accessed(t))
-        .map_err(|source| CorpusError::SetTime { path: path.to_owned(), source })?;
+        .map_err(|source| CorpusError::SetTime {
+            path: path.to_owned(),
+            source,
+        })?;
     Ok(())
 }
 

@@ -90,13 +90,33 @@ impl State {
         let local = owner_addr.split('@').next().unwrap_or("user");
         let mut owner = person(rng, Some("example.org"));
         owner.addr = owner_addr.to_owned();
-        let signature = format!("{}\n{}", owner.name, ["Example Org, Platform team", "Sent from my phone", "+49 30 1234567", local][rng.gen_range(0..4)]);
+        let signature = format!(
+            "{}\n{}",
+            owner.name,
+            [
+                "Example Org, Platform team",
+                "Sent from my phone",
+                "+49 30 1234567",
+                local
+            ][rng.gen_range(0..4)]
+        );
         State {
             site: Site::pick(rng),
-            own_mailer: [Mailer::Thunderbird, Mailer::Webmail, Mailer::AppleMail, Mailer::Mutt, Mailer::Outlook][rng.gen_range(0..5)],
+            own_mailer: [
+                Mailer::Thunderbird,
+                Mailer::Webmail,
+                Mailer::AppleMail,
+                Mailer::Mutt,
+                Mailer::Outlook,
+            ][rng.gen_range(0..5)],
             signature,
-            contacts: (0..rng.gen_range(25..60)).map(|_| person(rng, None)).collect(),
-            posters: LISTS.iter().map(|_| (0..30).map(|_| person(rng, None)).collect()).collect(),
+            contacts: (0..rng.gen_range(25..60))
+                .map(|_| person(rng, None))
+                .collect(),
+            posters: LISTS
+                .iter()
+                .map(|_| (0..30).map(|_| person(rng, None)).collect())
+                .collect(),
             threads: VecDeque::new(),
             clock: EPOCH_START + rng.gen_range(0..86_400),
             mean_gap: 3600.0,
@@ -127,7 +147,13 @@ fn pick_kind<R: Rng + ?Sized>(rng: &mut R, role: Role) -> Kind {
         Role::Drafts => Kind::Draft,
         Role::Junk => Kind::Spam,
         Role::List(i) => Kind::List(i % LISTS.len()),
-        Role::Meetings => if rng.gen_bool(0.7) { Kind::Invite } else { Kind::Personal },
+        Role::Meetings => {
+            if rng.gen_bool(0.7) {
+                Kind::Invite
+            } else {
+                Kind::Personal
+            }
+        }
         Role::Inbox => match rng.gen_range(0..100) {
             0..=54 => Kind::Personal,
             55..=69 => Kind::Notification,
@@ -158,7 +184,13 @@ struct Draft {
     forward: bool,
 }
 
-fn attribution(mailer: Mailer, from: &Person, date: i64, subject: &str, to: &Person) -> (String, bool, bool) {
+fn attribution(
+    mailer: Mailer,
+    from: &Person,
+    date: i64,
+    subject: &str,
+    to: &Person,
+) -> (String, bool, bool) {
     let d = rfc5322(date, LOCAL_ZONE, true, false);
     match mailer {
         Mailer::Outlook => (
@@ -195,7 +227,8 @@ pub(crate) fn compose<R: Rng + ?Sized>(st: &mut State, rng: &mut R, role: Role) 
         _ => None,
     };
     let incoming = !matches!(kind, Kind::Sent | Kind::Draft);
-    let lean = target < 3_000 || matches!(kind, Kind::Notification) && target < 6_000;
+    // Small mail comes with lean headers (fewer hops, no ARC), as notifications do.
+    let lean = target < 5_000 || matches!(kind, Kind::Notification) && target < 8_000;
 
     let mut origin = origin_headers(rng, st, &d, list);
     if let Some(l) = list {
@@ -203,11 +236,26 @@ pub(crate) fn compose<R: Rng + ?Sized>(st: &mut State, rng: &mut R, role: Role) 
     }
     let mut head = String::new();
     if incoming {
-        let from_domain = d.from.addr.rsplit('@').next().unwrap_or("example.com").to_owned();
+        let from_domain = d
+            .from
+            .addr
+            .rsplit('@')
+            .next()
+            .unwrap_or("example.com")
+            .to_owned();
         let envelope_from = match list {
-            Some(l) => format!("{}-bounces+{}@{}", l.local, st.owner.addr.replace('@', "="), l.host),
+            Some(l) => format!(
+                "{}-bounces+{}@{}",
+                l.local,
+                st.owner.addr.replace('@', "="),
+                l.host
+            ),
             None if matches!(kind, Kind::Newsletter | Kind::Notification) => {
-                format!("bounce-{}-{}@{from_domain}", rng.gen_range(1000..99_999), crate::header::hex(rng, 8))
+                format!(
+                    "bounce-{}-{}@{from_domain}",
+                    rng.gen_range(1000..99_999),
+                    crate::header::hex(rng, 8)
+                )
             }
             None => d.from.addr.clone(),
         };
@@ -234,7 +282,6 @@ pub(crate) fn compose<R: Rng + ?Sized>(st: &mut State, rng: &mut R, role: Role) 
         mailer: d.mailer,
         lang: d.lang,
         budget,
-        forward: d.forward,
         list,
         from: &d.from,
         to: d.to.first().unwrap_or(&st.owner),
@@ -244,7 +291,13 @@ pub(crate) fn compose<R: Rng + ?Sized>(st: &mut State, rng: &mut R, role: Role) 
     };
     let inner_budget = budget * 4 / 5;
     let inner = if d.forward && rng.gen_bool(0.5) {
-        Some(inner_message(st, rng, inner_budget, d.sent))
+        Some(inner_message(
+            st,
+            rng,
+            inner_budget,
+            d.sent,
+            split_reply_prefix(&d.subject).1,
+        ))
     } else {
         None
     };
@@ -258,7 +311,11 @@ pub(crate) fn compose<R: Rng + ?Sized>(st: &mut State, rng: &mut R, role: Role) 
     bytes.extend_from_slice(&part.body);
 
     remember(st, &d, list, plain);
-    Generated { bytes, received: if incoming { delivered } else { d.sent }, message_id: d.message_id }
+    Generated {
+        bytes,
+        received: if incoming { delivered } else { d.sent },
+        message_id: d.message_id,
+    }
 }
 
 fn draft<R: Rng + ?Sized>(st: &mut State, rng: &mut R, kind: Kind, delivered: i64) -> Draft {
@@ -266,24 +323,76 @@ fn draft<R: Rng + ?Sized>(st: &mut State, rng: &mut R, kind: Kind, delivered: i6
     let sent = delivered - rng.gen_range(2..180);
     let owner = st.owner.clone();
     let (mailer, from, to): (Mailer, Person, Vec<Person>) = match kind {
-        Kind::Personal | Kind::Invite => (Mailer::pick_personal(rng), st.contact(rng), vec![owner.clone()]),
+        Kind::Personal | Kind::Invite => (
+            Mailer::pick_personal(rng),
+            st.contact(rng),
+            vec![owner.clone()],
+        ),
         Kind::Sent | Kind::Draft => (st.own_mailer, owner.clone(), vec![st.contact(rng)]),
         Kind::List(i) => {
-            let p = st.posters[i].choose(rng).cloned().unwrap_or_else(|| person(rng, None));
-            let m = [Mailer::Mutt, Mailer::Thunderbird, Mailer::Webmail, Mailer::AppleMail][rng.gen_range(0..4)];
-            (m, p, vec![Person { name: String::new(), addr: format!("{}@{}", LISTS[i].local, LISTS[i].host) }])
+            let p = st.posters[i]
+                .choose(rng)
+                .cloned()
+                .unwrap_or_else(|| person(rng, None));
+            let m = [
+                Mailer::Mutt,
+                Mailer::Thunderbird,
+                Mailer::Webmail,
+                Mailer::AppleMail,
+            ][rng.gen_range(0..4)];
+            (
+                m,
+                p,
+                vec![Person {
+                    name: String::new(),
+                    addr: format!("{}@{}", LISTS[i].local, LISTS[i].host),
+                }],
+            )
         }
         Kind::Notification => {
-            let (name, addr) = [("CI Bot", "ci@builds.example.com"), ("Tracker", "notifications@tracker.example"), ("acme/server", "notifications@code.example.com"), ("Calendar", "calendar-notification@example.com")][rng.gen_range(0..4)];
-            (Mailer::Bot, Person { name: name.into(), addr: addr.into() }, vec![owner.clone()])
+            let (name, addr) = [
+                ("CI Bot", "ci@builds.example.com"),
+                ("Tracker", "notifications@tracker.example"),
+                ("acme/server", "notifications@code.example.com"),
+                ("Calendar", "calendar-notification@example.com"),
+            ][rng.gen_range(0..4)];
+            (
+                Mailer::Bot,
+                Person {
+                    name: name.into(),
+                    addr: addr.into(),
+                },
+                vec![owner.clone()],
+            )
         }
         Kind::Newsletter => {
-            let (name, addr) = [("Shop News", "news@shop.example"), ("The Weekly Digest", "digest@news.example.net"), ("Reisebüro Sonnenschein", "angebote@reisen.example"), ("Tech Events", "hello@events.test")][rng.gen_range(0..4)];
-            (Mailer::Esp, Person { name: name.into(), addr: addr.into() }, vec![owner.clone()])
+            let (name, addr) = [
+                ("Shop News", "news@shop.example"),
+                ("The Weekly Digest", "digest@news.example.net"),
+                ("Reisebüro Sonnenschein", "angebote@reisen.example"),
+                ("Tech Events", "hello@events.test"),
+            ][rng.gen_range(0..4)];
+            (
+                Mailer::Esp,
+                Person {
+                    name: name.into(),
+                    addr: addr.into(),
+                },
+                vec![owner.clone()],
+            )
         }
         Kind::Spam => {
-            let domain = ["secure-pay.example", "prize-center.test", "pharma.example.net", "bank-alert.example"][rng.gen_range(0..4)];
-            (Mailer::Spammer, person(rng, Some(domain)), vec![owner.clone()])
+            let domain = [
+                "secure-pay.example",
+                "prize-center.test",
+                "pharma.example.net",
+                "bank-alert.example",
+            ][rng.gen_range(0..4)];
+            (
+                Mailer::Spammer,
+                person(rng, Some(domain)),
+                vec![owner.clone()],
+            )
         }
     };
     let mut lang = Lang::pick(rng);
@@ -305,32 +414,74 @@ fn draft<R: Rng + ?Sized>(st: &mut State, rng: &mut R, kind: Kind, delivered: i6
     let mut from = from;
     let mut to = to;
     let mut subj;
-    let candidates: Vec<usize> = st.threads.iter().enumerate().rev().filter(|(_, t)| t.list == list_idx).map(|(i, _)| i).take(12).collect();
+    let candidates: Vec<usize> = st
+        .threads
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, t)| t.list == list_idx)
+        .map(|(i, _)| i)
+        .take(12)
+        .collect();
     if rng.gen_bool(reply_p) {
         forward = matches!(kind, Kind::Personal | Kind::Sent) && rng.gen_bool(0.1);
-        let (base, ids, last_from, last_to, last_date, lines, tl, last_subject) = match candidates.choose(rng) {
-            Some(&i) => {
-                parent = Some(i);
-                let t = &st.threads[i];
-                (t.base.clone(), t.ids.clone(), t.last_from.clone(), t.last_to.clone(), t.last_date, t.last_lines.clone(), t.lang, t.last_subject.clone())
-            }
-            None => {
-                // No earlier message (stateless use): invent a plausible parent.
-                let tl = Lang::pick(rng);
-                let base = subject(rng, tl);
-                let n = rng.gen_range(1..5);
-                let ids = (0..n).map(|_| Mailer::pick_personal(rng).message_id(rng, "example.net", sent)).collect();
-                let p = person(rng, None);
-                let len = rng.gen_range(200..1500);
-                let text = Content::generate(rng, tl, len, None, None, None, true).plain();
-                (base.clone(), ids, p, owner.clone(), sent - rng.gen_range(600..400_000), text.lines().map(str::to_owned).collect(), tl, base)
-            }
-        };
+        let (base, ids, last_from, last_to, last_date, lines, tl, last_subject) =
+            match candidates.choose(rng) {
+                Some(&i) => {
+                    parent = Some(i);
+                    let t = &st.threads[i];
+                    (
+                        t.base.clone(),
+                        t.ids.clone(),
+                        t.last_from.clone(),
+                        t.last_to.clone(),
+                        t.last_date,
+                        t.last_lines.clone(),
+                        t.lang,
+                        t.last_subject.clone(),
+                    )
+                }
+                None => {
+                    // No earlier message (stateless use): invent a plausible parent.
+                    let tl = Lang::pick(rng);
+                    let base = subject(rng, tl);
+                    let n = rng.gen_range(1..5);
+                    let ids = (0..n)
+                        .map(|_| Mailer::pick_personal(rng).message_id(rng, "example.net", sent))
+                        .collect();
+                    let p = person(rng, None);
+                    let len = rng.gen_range(200..1500);
+                    let text = Content::generate(rng, tl, len, None, None, None, true).plain();
+                    (
+                        base.clone(),
+                        ids,
+                        p,
+                        owner.clone(),
+                        sent - rng.gen_range(600..400_000),
+                        text.lines().map(str::to_owned).collect(),
+                        tl,
+                        base,
+                    )
+                }
+            };
         lang = tl;
         // Replies go to whoever wrote last; the owner's replies go back to them.
         match kind {
-            Kind::Sent | Kind::Draft => to = vec![if last_from.addr == owner.addr { last_to.clone() } else { last_from.clone() }],
-            Kind::Personal | Kind::Invite if last_from.addr != owner.addr => from = last_from.clone(),
+            Kind::Sent | Kind::Draft => {
+                to = vec![if last_from.addr == owner.addr {
+                    last_to.clone()
+                } else {
+                    last_from.clone()
+                }]
+            }
+            // The counterpart answers the owner; otherwise someone else on the thread chimes in.
+            Kind::Personal | Kind::Invite if last_from.addr == owner.addr => from = last_to.clone(),
+            Kind::Personal | Kind::Invite => {
+                let other = st.contact(rng);
+                if other.addr != last_from.addr {
+                    from = other;
+                }
+            }
             _ => {}
         }
         let (attr, top, prefixed) = if forward {
@@ -338,7 +489,15 @@ fn draft<R: Rng + ?Sized>(st: &mut State, rng: &mut R, kind: Kind, delivered: i6
         } else {
             attribution(mailer, &last_from, last_date, &last_subject, &last_to)
         };
-        quote = Some(Quote { attribution: attr, lines: lines.into_iter().take(if kind == Kind::List(0) { 30 } else { 60 }).collect(), top_posted: top, prefixed });
+        quote = Some(Quote {
+            attribution: attr,
+            lines: lines
+                .into_iter()
+                .take(if kind == Kind::List(0) { 30 } else { 60 })
+                .collect(),
+            top_posted: top,
+            prefixed,
+        });
         subj = format!("{}{base}", reply_prefix(mailer, lang, forward));
         references = ids;
         if forward {
@@ -347,10 +506,35 @@ fn draft<R: Rng + ?Sized>(st: &mut State, rng: &mut R, kind: Kind, delivered: i6
         }
     } else {
         subj = match kind {
-            Kind::Notification => format!("[acme/{}] {} (#{})", ["server", "client", "infra"][rng.gen_range(0..3)], subject(rng, Lang::En), rng.gen_range(100..9999)),
-            Kind::Spam => ["Your account has been suspended!!!", "Félicitations ! Vous avez gagné 1 000 000 €", "URGENT: payment confirmation required", "Ваш заказ готов к отправке", "Limited offer: 90% off today only"][rng.gen_range(0..5)].to_owned(),
-            Kind::Invite => format!("Invitation: {} @ {}", subject(rng, lang), rfc5322(sent + 86_400 * rng.gen_range(1..14), zone, true, false)),
-            Kind::Newsletter => format!("{} – {}", ["Weekly picks", "Our best offers", "Newsletter", "Don't miss this"][rng.gen_range(0..4)], subject(rng, lang)),
+            Kind::Notification => format!(
+                "[acme/{}] {} (#{})",
+                ["server", "client", "infra"][rng.gen_range(0..3)],
+                subject(rng, Lang::En),
+                rng.gen_range(100..9999)
+            ),
+            Kind::Spam => [
+                "Your account has been suspended!!!",
+                "Félicitations ! Vous avez gagné 1 000 000 €",
+                "URGENT: payment confirmation required",
+                "Ваш заказ готов к отправке",
+                "Limited offer: 90% off today only",
+            ][rng.gen_range(0..5)]
+            .to_owned(),
+            Kind::Invite => format!(
+                "Invitation: {} @ {}",
+                subject(rng, lang),
+                rfc5322(sent + 86_400 * rng.gen_range(1..14), zone, true, false)
+            ),
+            Kind::Newsletter => format!(
+                "{} – {}",
+                [
+                    "Weekly picks",
+                    "Our best offers",
+                    "Newsletter",
+                    "Don't miss this"
+                ][rng.gen_range(0..4)],
+                subject(rng, lang)
+            ),
             _ => subject(rng, lang),
         };
     }
@@ -370,21 +554,66 @@ fn draft<R: Rng + ?Sized>(st: &mut State, rng: &mut R, kind: Kind, delivered: i6
     }
     let group_to = match kind {
         Kind::Spam if rng.gen_bool(0.4) => Some("undisclosed-recipients:;".to_owned()),
-        Kind::Personal if rng.gen_bool(0.03) => Some(format!("Project Team: {};", to.iter().map(|p| format!("{} <{}>", p.name, p.addr)).filter(|s| s.is_ascii()).collect::<Vec<_>>().join(", "))),
+        Kind::Personal if rng.gen_bool(0.03) => Some(format!(
+            "Project Team: {};",
+            to.iter()
+                .map(|p| format!("{} <{}>", p.name, p.addr))
+                .filter(|s| s.is_ascii())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
         _ => None,
     };
-    let domain = from.addr.rsplit('@').next().unwrap_or("example.com").to_owned();
+    let domain = from
+        .addr
+        .rsplit('@')
+        .next()
+        .unwrap_or("example.com")
+        .to_owned();
     let message_id = mailer.message_id(rng, &domain, sent);
-    let sent_at = if matches!(kind, Kind::Sent | Kind::Draft) { delivered } else { sent };
-    Draft { kind, mailer, from, to, cc, group_to, subject: subj, lang, sent: sent_at, zone, message_id, parent, references, quote, forward }
+    let sent_at = if matches!(kind, Kind::Sent | Kind::Draft) {
+        delivered
+    } else {
+        sent
+    };
+    Draft {
+        kind,
+        mailer,
+        from,
+        to,
+        cc,
+        group_to,
+        subject: subj,
+        lang,
+        sent: sent_at,
+        zone,
+        message_id,
+        parent,
+        references,
+        quote,
+        forward,
+    }
 }
 
-fn origin_headers<R: Rng + ?Sized>(rng: &mut R, st: &State, d: &Draft, list: Option<&ListDef>) -> HeaderBlock {
+fn origin_headers<R: Rng + ?Sized>(
+    rng: &mut R,
+    st: &State,
+    d: &Draft,
+    list: Option<&ListDef>,
+) -> HeaderBlock {
     let mut fields: Vec<(&'static str, String)> = Vec::new();
     let mut one = |name: &'static str, h: HeaderBlock| fields.push((name, h.buf));
     let with_day = !matches!(d.mailer, Mailer::Spammer) || rng.gen_bool(0.5);
     let mut h = HeaderBlock::default();
-    h.raw("Date", &rfc5322(d.sent, d.zone, with_day, d.mailer == Mailer::Mutt && rng.gen_bool(0.3)));
+    h.raw(
+        "Date",
+        &rfc5322(
+            d.sent,
+            d.zone,
+            with_day,
+            d.mailer == Mailer::Mutt && rng.gen_bool(0.3),
+        ),
+    );
     one("Date", h);
     let mut h = HeaderBlock::default();
     h.raw("From", &mailbox(rng, &d.from));
@@ -393,7 +622,16 @@ fn origin_headers<R: Rng + ?Sized>(rng: &mut R, st: &State, d: &Draft, list: Opt
     match &d.group_to {
         Some(g) => h.folded("To", g, " "),
         None => {
-            let items: Vec<String> = d.to.iter().map(|p| if p.name.is_empty() { p.addr.clone() } else { mailbox(rng, p) }).collect();
+            let items: Vec<String> =
+                d.to.iter()
+                    .map(|p| {
+                        if p.name.is_empty() {
+                            p.addr.clone()
+                        } else {
+                            mailbox(rng, p)
+                        }
+                    })
+                    .collect();
             h.list("To", &items, ",");
         }
     }
@@ -401,14 +639,29 @@ fn origin_headers<R: Rng + ?Sized>(rng: &mut R, st: &State, d: &Draft, list: Opt
     if !d.cc.is_empty() {
         let items: Vec<String> = d.cc.iter().map(|p| mailbox(rng, p)).collect();
         let mut h = HeaderBlock::default();
-        h.list(if d.mailer == Mailer::Outlook { "CC" } else { "Cc" }, &items, ",");
+        h.list(
+            if d.mailer == Mailer::Outlook {
+                "CC"
+            } else {
+                "Cc"
+            },
+            &items,
+            ",",
+        );
         one("Cc", h);
     }
     let mut h = HeaderBlock::default();
     h.folded("Subject", &unstructured(rng, &d.subject), " ");
     one("Subject", h);
     let mut h = HeaderBlock::default();
-    h.raw(if d.mailer == Mailer::AppleMail { "Message-Id" } else { "Message-ID" }, &d.message_id);
+    h.raw(
+        if d.mailer == Mailer::AppleMail {
+            "Message-Id"
+        } else {
+            "Message-ID"
+        },
+        &d.message_id,
+    );
     one("Message-ID", h);
     if let Some(last) = d.references.last() {
         let mut h = HeaderBlock::default();
@@ -416,7 +669,9 @@ fn origin_headers<R: Rng + ?Sized>(rng: &mut R, st: &State, d: &Draft, list: Opt
         one("In-Reply-To", h);
         // Clients trim long chains to the first id plus the latest ones.
         let refs: Vec<String> = if d.references.len() > 12 {
-            std::iter::once(d.references[0].clone()).chain(d.references[d.references.len() - 11..].iter().cloned()).collect()
+            std::iter::once(d.references[0].clone())
+                .chain(d.references[d.references.len() - 11..].iter().cloned())
+                .collect()
         } else {
             d.references.clone()
         };
@@ -429,7 +684,18 @@ fn origin_headers<R: Rng + ?Sized>(rng: &mut R, st: &State, d: &Draft, list: Opt
         one("References", h);
     }
     let mut h = HeaderBlock::default();
-    h.raw(if d.mailer == Mailer::AppleMail { "Mime-Version" } else { "MIME-Version" }, if d.mailer == Mailer::AppleMail { "1.0 (Mac OS X Mail 16.0 \\(3774.600.62\\))" } else { "1.0" });
+    h.raw(
+        if d.mailer == Mailer::AppleMail {
+            "Mime-Version"
+        } else {
+            "MIME-Version"
+        },
+        if d.mailer == Mailer::AppleMail {
+            "1.0 (Mac OS X Mail 16.0 \\(3774.600.62\\))"
+        } else {
+            "1.0"
+        },
+    );
     one("MIME-Version", h);
     if let Some((name, value)) = d.mailer.agent_header(rng) {
         let mut h = HeaderBlock::default();
@@ -439,61 +705,161 @@ fn origin_headers<R: Rng + ?Sized>(rng: &mut R, st: &State, d: &Draft, list: Opt
     let mut extra = HeaderBlock::default();
     match d.mailer {
         Mailer::Outlook => {
-            extra.folded("Thread-Topic", &unstructured(rng, split_reply_prefix(&d.subject).1), " ");
+            extra.folded(
+                "Thread-Topic",
+                &unstructured(rng, split_reply_prefix(&d.subject).1),
+                " ",
+            );
             let n = rng.gen_range(26..90);
-            extra.raw("Thread-Index", &format!("AQH{}", crate::header::chars(rng, n, crate::header::B64CHARS)));
+            extra.raw(
+                "Thread-Index",
+                &format!(
+                    "AQH{}",
+                    crate::header::chars(rng, n, crate::header::B64CHARS)
+                ),
+            );
             extra.raw("Accept-Language", "en-US, de-DE");
-            extra.raw("Content-Language", if d.lang == Lang::De { "de-DE" } else { "en-US" });
-            extra.raw("X-MS-Has-Attach", if rng.gen_bool(0.2) { "yes" } else { "" });
+            extra.raw(
+                "Content-Language",
+                if d.lang == Lang::De { "de-DE" } else { "en-US" },
+            );
+            extra.raw(
+                "X-MS-Has-Attach",
+                if rng.gen_bool(0.2) { "yes" } else { "" },
+            );
             extra.raw("X-MS-TNEF-Correlator", "");
             if d.kind != Kind::Sent && d.kind != Kind::Draft {
                 extra.raw("X-MS-Exchange-Organization-SCL", "-1");
                 extra.raw("X-MS-PublicTrafficType", "Email");
-                extra.raw("X-MS-TrafficTypeDiagnostic", &format!("{}:EE_|{}:EE_", crate::header::chars(rng, 14, crate::header::ALNUM), crate::header::chars(rng, 14, crate::header::ALNUM)));
-                extra.raw("X-MS-Office365-Filtering-Correlation-Id", &crate::header::uuid(rng));
-                extra.raw("X-Microsoft-Antispam", &format!("BCL:0;ARA:{}|{}|{};", rng.gen_range(10_000_000..99_999_999), rng.gen_range(1_000_000..9_999_999), rng.gen_range(100_000..999_999)));
+                extra.raw(
+                    "X-MS-TrafficTypeDiagnostic",
+                    &format!(
+                        "{}:EE_|{}:EE_",
+                        crate::header::chars(rng, 14, crate::header::ALNUM),
+                        crate::header::chars(rng, 14, crate::header::ALNUM)
+                    ),
+                );
+                extra.raw(
+                    "X-MS-Office365-Filtering-Correlation-Id",
+                    &crate::header::uuid(rng),
+                );
+                extra.raw(
+                    "X-Microsoft-Antispam",
+                    &format!(
+                        "BCL:0;ARA:{}|{}|{};",
+                        rng.gen_range(10_000_000..99_999_999),
+                        rng.gen_range(1_000_000..9_999_999),
+                        rng.gen_range(100_000..999_999)
+                    ),
+                );
                 let mut info = String::new();
-                let n = rng.gen_range(600..1500);
-                for (i, c) in crate::header::chars(rng, n, crate::header::B64CHARS).as_bytes().chunks(76).enumerate() {
+                let n = rng.gen_range(300..900);
+                for (i, c) in crate::header::chars(rng, n, crate::header::B64CHARS)
+                    .as_bytes()
+                    .chunks(76)
+                    .enumerate()
+                {
                     if i > 0 {
                         info.push_str("\n ");
                     }
                     info.push_str(&String::from_utf8_lossy(c));
                 }
                 extra.raw("X-Microsoft-Antispam-Message-Info", &info);
-                extra.raw("X-OriginatorOrg", d.from.addr.rsplit('@').next().unwrap_or("example.com"));
-                extra.raw("X-MS-Exchange-CrossTenant-OriginalArrivalTime", &rfc5322(d.sent, Zone { offset_min: 0, comment: Some("UTC") }, false, true));
+                extra.raw(
+                    "X-OriginatorOrg",
+                    d.from.addr.rsplit('@').next().unwrap_or("example.com"),
+                );
+                extra.raw(
+                    "X-MS-Exchange-CrossTenant-OriginalArrivalTime",
+                    &rfc5322(
+                        d.sent,
+                        Zone {
+                            offset_min: 0,
+                            comment: Some("UTC"),
+                        },
+                        false,
+                        true,
+                    ),
+                );
                 extra.raw("X-MS-Exchange-CrossTenant-Id", &crate::header::uuid(rng));
-                extra.raw("X-MS-Exchange-Transport-CrossTenantHeadersStamped", &format!("{}PR04MB{}", ["AM", "DB", "VI"][rng.gen_range(0..3)], rng.gen_range(1000..9999)));
+                extra.raw(
+                    "X-MS-Exchange-Transport-CrossTenantHeadersStamped",
+                    &format!(
+                        "{}PR04MB{}",
+                        ["AM", "DB", "VI"][rng.gen_range(0..3)],
+                        rng.gen_range(1000..9999)
+                    ),
+                );
             }
         }
         Mailer::Thunderbird => {
-            extra.raw("Content-Language", if d.lang == Lang::De { "de-DE" } else { "en-US" });
+            extra.raw(
+                "Content-Language",
+                if d.lang == Lang::De { "de-DE" } else { "en-US" },
+            );
             if d.kind == Kind::Draft {
                 extra.raw("X-Mozilla-Draft-Info", "internal/draft; vcard=0; receipt=0; DSN=0; uuencode=0;\n attachmentreminder=0; deliveryformat=1");
                 extra.raw("X-Identity-Key", "id1");
             }
         }
         Mailer::Bot => {
-            extra.raw("Reply-To", &format!("acme/server <reply+{}@code.example.com>", crate::header::hex(rng, 40).to_uppercase()));
+            extra.raw(
+                "Reply-To",
+                &format!(
+                    "acme/server <reply+{}@code.example.com>",
+                    crate::header::hex(rng, 40).to_uppercase()
+                ),
+            );
             extra.raw("List-ID", "acme/server <server.acme.code.example.com>");
             extra.raw("List-Archive", "https://code.example.com/acme/server");
             extra.raw("List-Unsubscribe", &format!("<mailto:unsub+{}@reply.code.example.com>,\n <https://code.example.com/notifications/unsubscribe/{}>", crate::header::hex(rng, 32), crate::header::hex(rng, 40)));
             extra.raw("X-Auto-Response-Suppress", "All");
             extra.raw("Auto-Submitted", "auto-generated");
             extra.raw("Precedence", "bulk");
-            extra.raw("X-Notification-Reason", ["mention", "review_requested", "author", "subscribed", "ci_activity"][rng.gen_range(0..5)]);
+            extra.raw(
+                "X-Notification-Reason",
+                [
+                    "mention",
+                    "review_requested",
+                    "author",
+                    "subscribed",
+                    "ci_activity",
+                ][rng.gen_range(0..5)],
+            );
         }
         Mailer::Esp => {
             extra.raw("Reply-To", &d.from.addr);
-            extra.raw("List-Unsubscribe", &format!("<mailto:unsubscribe-{}@{}?subject=unsubscribe>,\n <https://{}/unsubscribe/{}>", crate::header::hex(rng, 20), d.from.addr.rsplit('@').next().unwrap_or("example.com"), d.from.addr.rsplit('@').next().unwrap_or("example.com"), crate::header::hex(rng, 48)));
+            extra.raw(
+                "List-Unsubscribe",
+                &format!(
+                    "<mailto:unsubscribe-{}@{}?subject=unsubscribe>,\n <https://{}/unsubscribe/{}>",
+                    crate::header::hex(rng, 20),
+                    d.from.addr.rsplit('@').next().unwrap_or("example.com"),
+                    d.from.addr.rsplit('@').next().unwrap_or("example.com"),
+                    crate::header::hex(rng, 48)
+                ),
+            );
             extra.raw("List-Unsubscribe-Post", "List-Unsubscribe=One-Click");
-            extra.raw("Feedback-ID", &format!("{}:{}:campaign:esp", rng.gen_range(10_000..99_999), rng.gen_range(100..999)));
+            extra.raw(
+                "Feedback-ID",
+                &format!(
+                    "{}:{}:campaign:esp",
+                    rng.gen_range(10_000..99_999),
+                    rng.gen_range(100..999)
+                ),
+            );
             extra.raw("X-Campaign-ID", &crate::header::hex(rng, 10));
             extra.raw("Precedence", "bulk");
         }
         Mailer::Spammer => {
-            extra.raw("Reply-To", &format!("claims{}@{}", rng.gen_range(10..99), ["freemail.example", "mail.test"][rng.gen_range(0..2)]));
+            extra.raw(
+                "Reply-To",
+                &format!(
+                    "claims{}@{}",
+                    rng.gen_range(10..99),
+                    ["freemail.example", "mail.test"][rng.gen_range(0..2)]
+                ),
+            );
             extra.raw("X-Priority", "1 (Highest)");
         }
         _ => {}
@@ -506,11 +872,71 @@ fn origin_headers<R: Rng + ?Sized>(rng: &mut R, st: &State, d: &Draft, list: Opt
     fields.push(("Extra", extra.buf));
     // Each mailer writes its fields in its own order.
     let order: &[&str] = match d.mailer {
-        Mailer::Webmail => &["MIME-Version", "References", "In-Reply-To", "From", "Date", "Message-ID", "Subject", "To", "Cc", "Extra", "X-Mailer"],
-        Mailer::Outlook => &["From", "To", "Cc", "Subject", "Extra", "Date", "Message-ID", "References", "In-Reply-To", "X-Mailer", "MIME-Version"],
-        Mailer::Thunderbird => &["Message-ID", "Date", "MIME-Version", "X-Mailer", "Subject", "Extra", "To", "Cc", "References", "From", "In-Reply-To"],
-        Mailer::AppleMail => &["From", "MIME-Version", "Subject", "Date", "References", "To", "Cc", "In-Reply-To", "Message-ID", "X-Mailer", "Extra"],
-        _ => &["Date", "From", "To", "Cc", "Subject", "Message-ID", "References", "In-Reply-To", "MIME-Version", "X-Mailer", "Extra"],
+        Mailer::Webmail => &[
+            "MIME-Version",
+            "References",
+            "In-Reply-To",
+            "From",
+            "Date",
+            "Message-ID",
+            "Subject",
+            "To",
+            "Cc",
+            "Extra",
+            "X-Mailer",
+        ],
+        Mailer::Outlook => &[
+            "From",
+            "To",
+            "Cc",
+            "Subject",
+            "Extra",
+            "Date",
+            "Message-ID",
+            "References",
+            "In-Reply-To",
+            "X-Mailer",
+            "MIME-Version",
+        ],
+        Mailer::Thunderbird => &[
+            "Message-ID",
+            "Date",
+            "MIME-Version",
+            "X-Mailer",
+            "Subject",
+            "Extra",
+            "To",
+            "Cc",
+            "References",
+            "From",
+            "In-Reply-To",
+        ],
+        Mailer::AppleMail => &[
+            "From",
+            "MIME-Version",
+            "Subject",
+            "Date",
+            "References",
+            "To",
+            "Cc",
+            "In-Reply-To",
+            "Message-ID",
+            "X-Mailer",
+            "Extra",
+        ],
+        _ => &[
+            "Date",
+            "From",
+            "To",
+            "Cc",
+            "Subject",
+            "Message-ID",
+            "References",
+            "In-Reply-To",
+            "MIME-Version",
+            "X-Mailer",
+            "Extra",
+        ],
     };
     let mut out = HeaderBlock::default();
     for name in order {
@@ -524,7 +950,13 @@ fn origin_headers<R: Rng + ?Sized>(rng: &mut R, st: &State, d: &Draft, list: Opt
 
 /// A complete earlier message for forwarding as message/rfc822: lean trace, origin headers
 /// and a simple body, of about `budget` bytes.
-fn inner_message<R: Rng + ?Sized>(st: &State, rng: &mut R, budget: usize, before: i64) -> Vec<u8> {
+fn inner_message<R: Rng + ?Sized>(
+    st: &State,
+    rng: &mut R,
+    budget: usize,
+    before: i64,
+    subject: &str,
+) -> Vec<u8> {
     let mut sub = State {
         owner: st.owner.clone(),
         site: st.site.clone(),
@@ -538,13 +970,42 @@ fn inner_message<R: Rng + ?Sized>(st: &State, rng: &mut R, budget: usize, before
         scale: 1.0,
     };
     let clock = sub.clock;
-    let d = draft(&mut sub, rng, Kind::Personal, clock);
+    let mut d = draft(&mut sub, rng, Kind::Personal, clock);
+    d.subject = subject.to_owned();
     let mut head = String::new();
-    let from_domain = d.from.addr.rsplit('@').next().unwrap_or("example.com").to_owned();
-    let t = Transit { owner: &sub.owner.addr, envelope_from: &d.from.addr, from_domain: &from_domain, mailer: d.mailer, sent: d.sent, delivered: sub.clock, sender_zone: d.zone, list: None, spam: false, lean: true };
+    let from_domain = d
+        .from
+        .addr
+        .rsplit('@')
+        .next()
+        .unwrap_or("example.com")
+        .to_owned();
+    let t = Transit {
+        owner: &sub.owner.addr,
+        envelope_from: &d.from.addr,
+        from_domain: &from_domain,
+        mailer: d.mailer,
+        sent: d.sent,
+        delivered: sub.clock,
+        sender_zone: d.zone,
+        list: None,
+        spam: false,
+        lean: true,
+    };
     head.push_str(&trace(rng, &sub.site, &t).buf);
     head.push_str(&origin_headers(rng, &sub, &d, None).buf);
-    let shape = Shape { kind: Kind::Personal, mailer: d.mailer, lang: d.lang, budget: budget.saturating_sub(head.len()), forward: false, list: None, from: &d.from, to: d.to.first().unwrap_or(&sub.owner), owner: &sub.owner, sent: d.sent, subject: &d.subject };
+    let shape = Shape {
+        kind: Kind::Personal,
+        mailer: d.mailer,
+        lang: d.lang,
+        budget: budget.saturating_sub(head.len()),
+        list: None,
+        from: &d.from,
+        to: d.to.first().unwrap_or(&sub.owner),
+        owner: &sub.owner,
+        sent: d.sent,
+        subject: &d.subject,
+    };
     let (part, _) = shape_body(rng, &shape, None, None, "");
     let mut out = head.into_bytes();
     out.extend_from_slice(part.headers.as_bytes());
@@ -554,7 +1015,10 @@ fn inner_message<R: Rng + ?Sized>(st: &State, rng: &mut R, budget: usize, before
 }
 
 fn remember(st: &mut State, d: &Draft, list: Option<&ListDef>, plain: String) {
-    if matches!(d.kind, Kind::Spam | Kind::Newsletter | Kind::Notification | Kind::Draft) {
+    if matches!(
+        d.kind,
+        Kind::Spam | Kind::Newsletter | Kind::Notification | Kind::Draft
+    ) {
         return;
     }
     let lines: Vec<String> = plain.lines().take(40).map(str::to_owned).collect();
@@ -574,7 +1038,17 @@ fn remember(st: &mut State, d: &Draft, list: Option<&ListDef>, plain: String) {
         _ => {
             let mut ids = d.references.clone();
             ids.push(d.message_id.clone());
-            st.threads.push_back(Thread { base, ids, last_from: d.from.clone(), last_to, last_date: d.sent, last_lines: lines, lang: d.lang, list: list_idx, last_subject: d.subject.clone() });
+            st.threads.push_back(Thread {
+                base,
+                ids,
+                last_from: d.from.clone(),
+                last_to,
+                last_date: d.sent,
+                last_lines: lines,
+                lang: d.lang,
+                list: list_idx,
+                last_subject: d.subject.clone(),
+            });
             if st.threads.len() > 64 {
                 st.threads.pop_front();
             }

@@ -71,10 +71,6 @@ impl BinKind {
         }
     }
 
-    pub(crate) fn is_image(self) -> bool {
-        matches!(self, BinKind::Png | BinKind::Jpeg)
-    }
-
     /// Picks a kind with rough real-world frequencies (PDFs and images dominate).
     pub(crate) fn pick<R: Rng + ?Sized>(rng: &mut R) -> Self {
         match rng.gen_range(0..100) {
@@ -133,7 +129,10 @@ mod tests {
     fn stream_is_deterministic_and_sized() {
         let mut a = FastStream::from_rng(&mut rand_chacha::ChaCha8Rng::seed_from_u64(1));
         let mut b = FastStream::from_rng(&mut rand_chacha::ChaCha8Rng::seed_from_u64(1));
-        let (x, y) = (binary(BinKind::Pdf, 1001, &mut a), binary(BinKind::Pdf, 1001, &mut b));
+        let (x, y) = (
+            binary(BinKind::Pdf, 1001, &mut a),
+            binary(BinKind::Pdf, 1001, &mut b),
+        );
         assert_eq!(x, y);
         assert_eq!(x.len(), 1001);
         assert!(x.starts_with(b"%PDF-1.7"));

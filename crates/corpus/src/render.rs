@@ -22,7 +22,6 @@ pub(crate) struct Quote {
 /// The text of one message, independent of its MIME rendering.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Content {
-    pub lang: Option<Lang>,
     pub greeting: Option<String>,
     pub paragraphs: Vec<String>,
     pub closing: Option<String>,
@@ -43,15 +42,30 @@ impl Content {
         budget: usize,
         greeting: Option<String>,
         closing: Option<String>,
-        quote: Option<Quote>,
+        mut quote: Option<Quote>,
         wrapped: bool,
     ) -> Content {
+        // Quoted history takes at most ~70% of the budget: clients quote the whole previous
+        // message, but the size distribution is what benchmarks depend on.
+        if let Some(q) = quote.as_mut() {
+            let mut room = budget * 7 / 10;
+            let keep = q.lines.iter().take_while(|l| {
+                let fits = l.len() + 3 <= room;
+                room = room.saturating_sub(l.len() + 3);
+                fits
+            });
+            let n = keep.count().max(3).min(q.lines.len());
+            q.lines.truncate(n);
+        }
         let fixed = greeting.as_ref().map_or(0, String::len)
             + closing.as_ref().map_or(0, String::len)
-            + quote.as_ref().map_or(0, |q| q.attribution.len() + q.lines.iter().map(|l| l.len() + 3).sum::<usize>());
-        let own = budget.saturating_sub(fixed).max(if quote.is_some() { 60 } else { 120 });
+            + quote.as_ref().map_or(0, |q| {
+                q.attribution.len() + q.lines.iter().map(|l| l.len() + 3).sum::<usize>()
+            });
+        let own = budget
+            .saturating_sub(fixed)
+            .max(if quote.is_some() { 60 } else { 120 });
         Content {
-            lang: Some(lang),
             greeting,
             paragraphs: paragraphs(rng, lang, own),
             closing,
@@ -144,7 +158,11 @@ impl Content {
         } else {
             "<div>"
         };
-        let p_close = if heavy { "</span></p>\n<p class=\"MsoNormal\">&nbsp;</p>\n" } else { "</div>\n<div><br></div>\n" };
+        let p_close = if heavy {
+            "</span></p>\n<p class=\"MsoNormal\">&nbsp;</p>\n"
+        } else {
+            "</div>\n<div><br></div>\n"
+        };
         if let Some(g) = &self.greeting {
             out.push_str(p_open);
             escape_into(g, &mut out);
@@ -183,7 +201,8 @@ impl Content {
     }
 }
 
-const OUTLOOK_STYLE: &str = "<meta name=\"Generator\" content=\"Microsoft Word 15 (filtered medium)\">
+const OUTLOOK_STYLE: &str =
+    "<meta name=\"Generator\" content=\"Microsoft Word 15 (filtered medium)\">
 <style><!--
 /* Font Definitions */
 @font-face
@@ -243,7 +262,12 @@ pub(crate) fn escape_into(s: &str, out: &mut String) {
 
 /// A newsletter HTML body of about `budget` bytes: table layout, inline CSS, tracking
 /// images and an unsubscribe footer, as bulk senders produce.
-pub(crate) fn newsletter_html<R: Rng + ?Sized>(rng: &mut R, lang: Lang, budget: usize, brand: &str) -> String {
+pub(crate) fn newsletter_html<R: Rng + ?Sized>(
+    rng: &mut R,
+    lang: Lang,
+    budget: usize,
+    brand: &str,
+) -> String {
     let mut out = String::with_capacity(budget + 2048);
     out.push_str("<!DOCTYPE html PUBLIC \"-//W3C//DTD XHTML 1.0 Transitional//EN\" \"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd\">\n<html xmlns=\"http://www.w3.org/1999/xhtml\">\n<head>\n<meta http-equiv=\"Content-Type\" content=\"text/html; charset=UTF-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1.0\">\n<title>");
     escape_into(brand, &mut out);
@@ -274,12 +298,23 @@ pub(crate) fn newsletter_html<R: Rng + ?Sized>(rng: &mut R, lang: Lang, budget: 
 }
 
 /// The plain-text alternative of a newsletter: a short summary with links.
-pub(crate) fn newsletter_text<R: Rng + ?Sized>(rng: &mut R, lang: Lang, budget: usize, brand: &str) -> String {
+pub(crate) fn newsletter_text<R: Rng + ?Sized>(
+    rng: &mut R,
+    lang: Lang,
+    budget: usize,
+    brand: &str,
+) -> String {
     let mut out = String::new();
     for p in paragraphs(rng, lang, budget) {
         wrap_into(&p, 72, "", &mut out);
-        out.push_str(&format!("\nRead more: https://{brand}/c/{}\n\n", crate::header::hex(rng, 24)));
+        out.push_str(&format!(
+            "\nRead more: https://{brand}/c/{}\n\n",
+            crate::header::hex(rng, 24)
+        ));
     }
-    out.push_str(&format!("Unsubscribe: https://{brand}/unsubscribe?u={}\n", crate::header::hex(rng, 32)));
+    out.push_str(&format!(
+        "Unsubscribe: https://{brand}/unsubscribe?u={}\n",
+        crate::header::hex(rng, 32)
+    ));
     out
 }

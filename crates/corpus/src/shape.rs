@@ -24,7 +24,6 @@ pub(crate) struct Shape<'a> {
     pub lang: Lang,
     /// Bytes left for the body (content headers included) after the header block.
     pub budget: usize,
-    pub forward: bool,
     pub list: Option<&'a ListDef>,
     pub from: &'a Person,
     /// The first recipient (greetings address them).
@@ -51,7 +50,11 @@ fn html_factor(heavy: bool) -> f64 {
 }
 
 fn first_name(p: &Person) -> &str {
-    p.name.split([' ', ',']).next().filter(|s| !s.is_empty()).unwrap_or("there")
+    p.name
+        .split([' ', ','])
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or("there")
 }
 
 fn greeting<R: Rng + ?Sized>(rng: &mut R, lang: Lang, to: &Person) -> Option<String> {
@@ -60,7 +63,8 @@ fn greeting<R: Rng + ?Sized>(rng: &mut R, lang: Lang, to: &Person) -> Option<Str
     }
     let n = first_name(to);
     Some(match lang {
-        Lang::En => ["Hi {},", "Hello {},", "Dear {},", "Hey {}!", "{},"][rng.gen_range(0..5)].replace("{}", n),
+        Lang::En => ["Hi {},", "Hello {},", "Dear {},", "Hey {}!", "{},"][rng.gen_range(0..5)]
+            .replace("{}", n),
         Lang::De => format!("Hallo {n},"),
         Lang::Fr => format!("Bonjour {n},"),
         Lang::Es => format!("Hola {n}:"),
@@ -75,7 +79,16 @@ fn closing<R: Rng + ?Sized>(rng: &mut R, lang: Lang, from: &Person) -> Option<St
     }
     let n = first_name(from);
     Some(match lang {
-        Lang::En => format!("{}\n{n}", ["Best regards,", "Thanks,", "Cheers,", "Best,", "Kind regards,"][rng.gen_range(0..5)]),
+        Lang::En => format!(
+            "{}\n{n}",
+            [
+                "Best regards,",
+                "Thanks,",
+                "Cheers,",
+                "Best,",
+                "Kind regards,"
+            ][rng.gen_range(0..5)]
+        ),
         Lang::De => format!("Viele Grüße\n{n}"),
         Lang::Fr => format!("Cordialement,\n{n}"),
         Lang::Es => format!("Saludos,\n{n}"),
@@ -107,10 +120,19 @@ struct TextCtx<'a> {
 
 /// Generates content for about `budget` bytes and renders it in `style`. Returns the part
 /// and the plain rendering (kept to be quoted by later replies).
-fn text_part<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx, budget: usize, style: Style) -> (Part, String, Content) {
+fn text_part<R: Rng + ?Sized>(
+    rng: &mut R,
+    mime: &mut Mime,
+    cx: &mut TextCtx,
+    budget: usize,
+    style: Style,
+) -> (Part, String, Content) {
     let s = cx.s;
     let to = s.to;
-    let wrapped = matches!(s.mailer, Mailer::Thunderbird | Mailer::Mutt | Mailer::AppleMail);
+    let wrapped = matches!(
+        s.mailer,
+        Mailer::Thunderbird | Mailer::Mutt | Mailer::AppleMail
+    );
     let plain_budget = match style {
         Style::Plain => budget.saturating_sub(PART_OVERHEAD),
         Style::Alternative { heavy } => {
@@ -118,9 +140,21 @@ fn text_part<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx, bu
             (budget.saturating_sub(fixed) as f64 / (1.0 + html_factor(heavy))) as usize
         }
     };
-    let greet = if matches!(s.kind, Kind::List(_)) { None } else { greeting(rng, s.lang, to) };
+    let greet = if matches!(s.kind, Kind::List(_)) {
+        None
+    } else {
+        greeting(rng, s.lang, to)
+    };
     let close = closing(rng, s.lang, s.from);
-    let mut content = Content::generate(rng, s.lang, plain_budget, greet, close, cx.quote.take(), wrapped);
+    let mut content = Content::generate(
+        rng,
+        s.lang,
+        plain_budget,
+        greet,
+        close,
+        cx.quote.take(),
+        wrapped,
+    );
     content.flowed = s.mailer == Mailer::Thunderbird && style == Style::Plain;
     content.signature = cx.signature.take();
     content.footer = cx.footer.take();
@@ -140,7 +174,9 @@ fn text_part<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx, bu
 fn split<R: Rng + ?Sized>(rng: &mut R, total: usize, n: usize, min: usize) -> Vec<usize> {
     let w: Vec<f64> = (0..n).map(|_| rng.gen_range(0.2..1.0)).collect();
     let sum: f64 = w.iter().sum();
-    w.iter().map(|x| ((total as f64 * x / sum) as usize).max(min)).collect()
+    w.iter()
+        .map(|x| ((total as f64 * x / sum) as usize).max(min))
+        .collect()
 }
 
 /// Raw bytes whose base64 (76-char lines + LF) fills about `encoded` bytes.
@@ -148,7 +184,12 @@ fn raw_for_encoded(encoded: usize) -> usize {
     encoded.saturating_sub(PART_OVERHEAD) * 57 / 77
 }
 
-fn attachments<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, budget: usize, images_only: bool) -> Vec<Part> {
+fn attachments<R: Rng + ?Sized>(
+    rng: &mut R,
+    mime: &mut Mime,
+    budget: usize,
+    images_only: bool,
+) -> Vec<Part> {
     let n = match rng.gen_range(0..100) {
         0..=69 => 1,
         70..=89 => 2,
@@ -157,7 +198,11 @@ fn attachments<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, budget: usize, ima
     split(rng, budget, n, 400)
         .into_iter()
         .map(|share| {
-            let kind = if images_only { [BinKind::Jpeg, BinKind::Png][rng.gen_range(0..2)] } else { BinKind::pick(rng) };
+            let kind = if images_only {
+                [BinKind::Jpeg, BinKind::Png][rng.gen_range(0..2)]
+            } else {
+                BinKind::pick(rng)
+            };
             let name = filename(rng, kind);
             mime.binary(rng, kind, raw_for_encoded(share), &name, None)
         })
@@ -165,20 +210,39 @@ fn attachments<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, budget: usize, ima
 }
 
 /// Inline images for multipart/related, with the `<img>` tags that reference them.
-fn inline_images<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, budget: usize) -> (Vec<Part>, String) {
+fn inline_images<R: Rng + ?Sized>(
+    rng: &mut R,
+    mime: &mut Mime,
+    budget: usize,
+) -> (Vec<Part>, String) {
     let n = rng.gen_range(1..=3);
     let mut tags = String::new();
     let parts = split(rng, budget, n, 300)
         .into_iter()
         .enumerate()
         .map(|(i, share)| {
-            let kind = if rng.gen_bool(0.5) { BinKind::Png } else { BinKind::Jpeg };
+            let kind = if rng.gen_bool(0.5) {
+                BinKind::Png
+            } else {
+                BinKind::Jpeg
+            };
             let cid = match mime.mailer {
-                Mailer::Outlook => format!("image{:03}.{}@01DA{}.{}", i + 1, kind.extension(), hex(rng, 4).to_uppercase(), hex(rng, 8).to_uppercase()),
+                Mailer::Outlook => format!(
+                    "image{:03}.{}@01DA{}.{}",
+                    i + 1,
+                    kind.extension(),
+                    hex(rng, 4).to_uppercase(),
+                    hex(rng, 8).to_uppercase()
+                ),
                 Mailer::Webmail => format!("ii_{}{}", hex(rng, 8), i),
                 _ => format!("{}@example.com", crate::header::uuid(rng).to_uppercase()),
             };
-            tags.push_str(&format!("<img src=\"cid:{cid}\" width=\"{}\" height=\"{}\" alt=\"image{}\">\n", rng.gen_range(80..640), rng.gen_range(40..480), i + 1));
+            tags.push_str(&format!(
+                "<img src=\"cid:{cid}\" width=\"{}\" height=\"{}\" alt=\"image{}\">\n",
+                rng.gen_range(80..640),
+                rng.gen_range(40..480),
+                i + 1
+            ));
             let name = format!("image{:03}.{}", i + 1, kind.extension());
             mime.binary(rng, kind, raw_for_encoded(share), &name, Some(&cid))
         })
@@ -187,23 +251,49 @@ fn inline_images<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, budget: usize) -
 }
 
 /// Builds the body of a message. Returns the top-level entity and its plain text.
-pub(crate) fn shape_body<R: Rng + ?Sized>(rng: &mut R, s: &Shape, quote: Option<Quote>, inner: Option<Vec<u8>>, signature: &str) -> (Part, String) {
+pub(crate) fn shape_body<R: Rng + ?Sized>(
+    rng: &mut R,
+    s: &Shape,
+    quote: Option<Quote>,
+    inner: Option<Vec<u8>>,
+    signature: &str,
+) -> (Part, String) {
     let mut mime = Mime::new(rng, s.mailer);
     let sig = if !signature.is_empty() {
         Some(signature.to_owned())
     } else if rng.gen_bool(0.4) && matches!(s.kind, Kind::Personal | Kind::List(_)) {
-        Some(format!("{}\n{}", s.from.name, ["Senior Engineer | Example Corp", "https://blog.example.net", "Sent from my phone", "PGP: 0x1234ABCD5678EF90"][rng.gen_range(0..4)]))
+        Some(format!(
+            "{}\n{}",
+            s.from.name,
+            [
+                "Senior Engineer | Example Corp",
+                "https://blog.example.net",
+                "Sent from my phone",
+                "PGP: 0x1234ABCD5678EF90"
+            ][rng.gen_range(0..4)]
+        ))
     } else {
         None
     };
-    let mut cx = TextCtx { s, quote, signature: sig, footer: None };
+    let mut cx = TextCtx {
+        s,
+        quote,
+        signature: sig,
+        footer: None,
+    };
     let b = s.budget;
     match s.kind {
         Kind::Newsletter => newsletter(rng, &mut mime, s),
         Kind::Spam => spam(rng, &mut mime, &mut cx),
         Kind::Invite => invite(rng, &mut mime, &mut cx),
         Kind::Notification => {
-            let (p, plain, _) = text_part(rng, &mut mime, &mut cx, b, Style::Alternative { heavy: false });
+            let (p, plain, _) = text_part(
+                rng,
+                &mut mime,
+                &mut cx,
+                b,
+                Style::Alternative { heavy: false },
+            );
             (p, plain)
         }
         Kind::List(_) => list_mail(rng, &mut mime, &mut cx),
@@ -211,7 +301,12 @@ pub(crate) fn shape_body<R: Rng + ?Sized>(rng: &mut R, s: &Shape, quote: Option<
     }
 }
 
-fn personal<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx, inner: Option<Vec<u8>>) -> (Part, String) {
+fn personal<R: Rng + ?Sized>(
+    rng: &mut R,
+    mime: &mut Mime,
+    cx: &mut TextCtx,
+    inner: Option<Vec<u8>>,
+) -> (Part, String) {
     let s = cx.s;
     let b = s.budget;
     let style = style_for(rng, s.mailer);
@@ -220,7 +315,12 @@ fn personal<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx, inn
         cx.quote = None;
         let note = rng.gen_range(150..1200).min(b / 3 + 150);
         let (text, plain, _) = text_part(rng, mime, cx, note, style);
-        let name: String = s.subject.chars().filter(|c| c.is_ascii_alphanumeric() || *c == ' ').take(40).collect();
+        let name: String = s
+            .subject
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == ' ')
+            .take(40)
+            .collect();
         let msg = mime.rfc822(inner, name.trim());
         return (mime.multipart(rng, "mixed", "", vec![text, msg]), plain);
     }
@@ -253,11 +353,25 @@ fn personal<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx, inn
         } else {
             " micalg=pgp-sha256;\n\tprotocol=\"application/pgp-signature\";"
         };
-        return (mime.multipart(rng, "signed", params, vec![text, sig]), plain);
+        return (
+            mime.multipart(rng, "signed", params, vec![text, sig]),
+            plain,
+        );
     }
-    let related = b > 12_000 && matches!(s.mailer, Mailer::Outlook | Mailer::AppleMail | Mailer::Webmail) && rng.gen_bool(0.15);
+    let related = b > 12_000
+        && matches!(
+            s.mailer,
+            Mailer::Outlook | Mailer::AppleMail | Mailer::Webmail
+        )
+        && rng.gen_bool(0.15);
     if related {
-        return related_mail(rng, mime, cx, b, style == Style::Alternative { heavy: true });
+        return related_mail(
+            rng,
+            mime,
+            cx,
+            b,
+            style == Style::Alternative { heavy: true },
+        );
     }
     let (p, plain, _) = text_part(rng, mime, cx, b, style);
     (p, plain)
@@ -265,7 +379,13 @@ fn personal<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx, inn
 
 /// HTML with inline images: Outlook nests alternative inside related (RFC 2387 `type=`),
 /// Apple Mail and webmail put related inside alternative.
-fn related_mail<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx, b: usize, heavy: bool) -> (Part, String) {
+fn related_mail<R: Rng + ?Sized>(
+    rng: &mut R,
+    mime: &mut Mime,
+    cx: &mut TextCtx,
+    b: usize,
+    heavy: bool,
+) -> (Part, String) {
     let s = cx.s;
     let text_b = (b / 3).min(rng.gen_range(1_500..12_000));
     let fixed = if heavy { 2_000 } else { 350 };
@@ -277,7 +397,9 @@ fn related_mail<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx,
     };
     let plain = content.plain();
     let (images, tags) = inline_images(rng, mime, b.saturating_sub(text_b + 3 * PART_OVERHEAD));
-    let html_src = content.html(heavy).replacen("</body>", &format!("{tags}</body>"), 1);
+    let html_src = content
+        .html(heavy)
+        .replacen("</body>", &format!("{tags}</body>"), 1);
     let text = mime.text(rng, "plain", &plain, s.lang, false);
     let html = mime.text(rng, "html", &html_src, s.lang, false);
     let part = if s.mailer == Mailer::Outlook {
@@ -316,7 +438,15 @@ fn list_mail<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx) ->
         let (text, plain, _) = text_part(rng, mime, cx, text_b, style);
         let rest = b.saturating_sub(text.len() + PART_OVERHEAD);
         let extra = if patch && rest < 400_000 {
-            mime.text_attachment("text/x-patch", &format!("0001-{}.patch", ["fix-index-rebuild", "add-option", "speed-up-sync"][rng.gen_range(0..3)]), patch_text(rng, rest), true)
+            mime.text_attachment(
+                "text/x-patch",
+                &format!(
+                    "0001-{}.patch",
+                    ["fix-index-rebuild", "add-option", "speed-up-sync"][rng.gen_range(0..3)]
+                ),
+                patch_text(rng, rest),
+                true,
+            )
         } else {
             let kind = [BinKind::Png, BinKind::Zip][rng.gen_range(0..2)];
             let name = filename(rng, kind);
@@ -330,7 +460,13 @@ fn list_mail<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx) ->
     if l.mailman2 && !single {
         // Mailman 2 adds its footer as a separate part when it cannot append to the text.
         let f = mime.text_attachment("text/plain", "footer.txt", footer(l), true);
-        let f = Part { headers: f.headers.replace("; name=\"footer.txt\"", "").replace("Content-Disposition: inline; filename=\"footer.txt\"\n", "Content-Disposition: inline\n"), body: f.body };
+        let f = Part {
+            headers: f.headers.replace("; name=\"footer.txt\"", "").replace(
+                "Content-Disposition: inline; filename=\"footer.txt\"\n",
+                "Content-Disposition: inline\n",
+            ),
+            body: f.body,
+        };
         return (mime.multipart(rng, "mixed", "", vec![part, f]), plain);
     }
     (part, plain)
@@ -338,23 +474,53 @@ fn list_mail<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx) ->
 
 fn newsletter<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, s: &Shape) -> (Part, String) {
     let b = s.budget;
-    let brand = s.from.addr.rsplit('@').next().unwrap_or("shop.example").to_owned();
+    let brand = s
+        .from
+        .addr
+        .rsplit('@')
+        .next()
+        .unwrap_or("shop.example")
+        .to_owned();
     let with_images = b > 40_000 && rng.gen_bool(0.6);
-    let text_b = if with_images { (b / 10).min(8_000) } else { b / 6 };
+    let text_b = if with_images {
+        (b / 10).min(8_000)
+    } else {
+        b / 6
+    };
     let plain = newsletter_text(rng, s.lang, text_b, &brand);
-    let html_b = if with_images { (b / 4).min(60_000) } else { b.saturating_sub(plain.len() + 3 * PART_OVERHEAD) };
+    let html_b = if with_images {
+        (b / 4).min(60_000)
+    } else {
+        b.saturating_sub(plain.len() + 3 * PART_OVERHEAD)
+    };
     let html_src = newsletter_html(rng, s.lang, html_b * 9 / 10, &brand);
     let text = mime.text(rng, "plain", &plain, s.lang, false);
     if with_images {
-        let (images, tags) = inline_images(rng, mime, b.saturating_sub(text.len() + html_b + 4 * PART_OVERHEAD));
-        let html = mime.text(rng, "html", &html_src.replacen("</center>", &format!("{tags}</center>"), 1), s.lang, false);
+        let (images, tags) = inline_images(
+            rng,
+            mime,
+            b.saturating_sub(text.len() + html_b + 4 * PART_OVERHEAD),
+        );
+        let html = mime.text(
+            rng,
+            "html",
+            &html_src.replacen("</center>", &format!("{tags}</center>"), 1),
+            s.lang,
+            false,
+        );
         let mut parts = vec![html];
         parts.extend(images);
         let rel = mime.multipart(rng, "related", " type=\"text/html\";", parts);
-        return (mime.multipart(rng, "alternative", "", vec![text, rel]), plain);
+        return (
+            mime.multipart(rng, "alternative", "", vec![text, rel]),
+            plain,
+        );
     }
     let html = mime.text(rng, "html", &html_src, s.lang, false);
-    (mime.multipart(rng, "alternative", "", vec![text, html]), plain)
+    (
+        mime.multipart(rng, "alternative", "", vec![text, html]),
+        plain,
+    )
 }
 
 fn spam<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx) -> (Part, String) {
@@ -362,9 +528,15 @@ fn spam<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx) -> (Par
     let b = s.budget;
     cx.signature = None;
     if rng.gen_bool(0.2) && b > 8_000 {
-        let (text, plain, _) = text_part(rng, mime, cx, 1_500.min(b / 3), Style::Alternative { heavy: true });
+        let (text, plain, _) = text_part(
+            rng,
+            mime,
+            cx,
+            1_500.min(b / 3),
+            Style::Alternative { heavy: true },
+        );
         let rest = b.saturating_sub(text.len() + PART_OVERHEAD);
-            let name = ["Invoice_0932.zip", "DHL_Delivery.zip", "Rechnung.zip"][rng.gen_range(0..3)];
+        let name = ["Invoice_0932.zip", "DHL_Delivery.zip", "Rechnung.zip"][rng.gen_range(0..3)];
         let zip = mime.binary(rng, BinKind::Zip, raw_for_encoded(rest), name, None);
         return (mime.multipart(rng, "mixed", "", vec![text, zip]), plain);
     }
@@ -372,12 +544,18 @@ fn spam<R: Rng + ?Sized>(rng: &mut R, mime: &mut Mime, cx: &mut TextCtx) -> (Par
     if rng.gen_bool(0.5) {
         // HTML only, as much spam is.
         let html = content.html(true);
-        (mime.text(rng, "html", &html, s.lang, false), content.plain())
+        (
+            mime.text(rng, "html", &html, s.lang, false),
+            content.plain(),
+        )
     } else {
         let plain = content.plain();
         let text = mime.text(rng, "plain", &plain, s.lang, false);
         let html = mime.text(rng, "html", &content.html(true), s.lang, false);
-        (mime.multipart(rng, "alternative", "", vec![text, html]), plain)
+        (
+            mime.multipart(rng, "alternative", "", vec![text, html]),
+            plain,
+        )
     }
 }
 

@@ -32,9 +32,18 @@ fn normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
 /// Draws a target total message size in bytes for `scale` (see the module docs for the
 /// distribution). The generator aims each message at this size.
 pub fn sample_size<R: Rng + ?Sized>(rng: &mut R, scale: f64) -> usize {
-    let (median, sigma) = if rng.gen_bool(0.035) { (250_000.0, 1.2) } else { (9_500.0, 1.0) };
+    let (median, sigma) = if rng.gen_bool(0.035) {
+        (250_000.0, 1.2)
+    } else {
+        (9_500.0, 1.0)
+    };
     let raw = (median * (sigma * normal(rng)).exp()).clamp(MIN_SIZE as f64, MAX_SIZE as f64);
-    let scaled = raw * if scale.is_finite() && scale > 0.0 { scale } else { 1.0 };
+    let scaled = raw
+        * if scale.is_finite() && scale > 0.0 {
+            scale
+        } else {
+            1.0
+        };
     (scaled as usize).max(MIN_SIZE)
 }
 
@@ -53,8 +62,15 @@ mod tests {
         assert!((25_000..=60_000).contains(&q(0.9)), "p90 {}", q(0.9));
         assert!(q(0.99) > 100_000, "p99 {}", q(0.99));
         assert!(*v.last().unwrap() > 2_000_000, "max {}", v.last().unwrap());
-        let small = v.iter().filter(|&&s| (1_000..=100_000).contains(&s)).count();
-        assert!(small * 100 / v.len() >= 90, "only {small} of {} within 1-100 kB", v.len());
+        let small = v
+            .iter()
+            .filter(|&&s| (1_000..=100_000).contains(&s))
+            .count();
+        assert!(
+            small * 100 / v.len() >= 90,
+            "only {small} of {} within 1-100 kB",
+            v.len()
+        );
     }
 
     #[test]

@@ -26,7 +26,12 @@ pub fn size_quantiles(sizes: &mut [u64]) -> SizeQuantiles {
         let r = (p * sizes.len() as f64).ceil() as usize;
         sizes[r.clamp(1, sizes.len()) - 1]
     };
-    SizeQuantiles { p50: rank(0.50), p90: rank(0.90), p99: rank(0.99), max: sizes[sizes.len() - 1] }
+    SizeQuantiles {
+        p50: rank(0.50),
+        p90: rank(0.90),
+        p99: rank(0.99),
+        max: sizes[sizes.len() - 1],
+    }
 }
 
 /// What [`generate`](crate::generate) wrote.
@@ -62,7 +67,13 @@ impl UserStats {
     pub(crate) fn new<'a>(folders: impl Iterator<Item = &'a str>) -> Self {
         let folders: Vec<String> = folders.map(str::to_owned).collect();
         let counts = vec![0; folders.len()];
-        UserStats { folders, counts, sizes: Vec::new(), in_new: 0, unseen: 0 }
+        UserStats {
+            folders,
+            counts,
+            sizes: Vec::new(),
+            in_new: 0,
+            unseen: 0,
+        }
     }
 
     pub(crate) fn add(&mut self, folder: usize, size: u64, in_new: bool, unseen: bool) {
@@ -75,7 +86,10 @@ impl UserStats {
 
 /// Merges per-user statistics (in user order) into corpus statistics.
 pub(crate) fn merge(users: Vec<UserStats>) -> Stats {
-    let mut stats = Stats { users: users.len(), ..Stats::default() };
+    let mut stats = Stats {
+        users: users.len(),
+        ..Stats::default()
+    };
     let mut sizes = Vec::new();
     for u in users {
         for (name, n) in u.folders.iter().zip(&u.counts) {
@@ -94,8 +108,17 @@ pub(crate) fn merge(users: Vec<UserStats>) -> Stats {
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "users:     {}", self.users)?;
-        writeln!(f, "messages:  {} ({} in new/, {} unseen)", self.messages, self.in_new, self.unseen)?;
-        writeln!(f, "bytes:     {} ({:.1} MiB)", self.bytes, self.bytes as f64 / 1_048_576.0)?;
+        writeln!(
+            f,
+            "messages:  {} ({} in new/, {} unseen)",
+            self.messages, self.in_new, self.unseen
+        )?;
+        writeln!(
+            f,
+            "bytes:     {} ({:.1} MiB)",
+            self.bytes,
+            self.bytes as f64 / 1_048_576.0
+        )?;
         writeln!(
             f,
             "sizes:     p50 {} B, p90 {} B, p99 {} B, max {} B",
@@ -117,7 +140,15 @@ mod tests {
     fn nearest_rank_quantiles() {
         let mut v: Vec<u64> = (1..=100).rev().collect();
         let q = size_quantiles(&mut v);
-        assert_eq!(q, SizeQuantiles { p50: 50, p90: 90, p99: 99, max: 100 });
+        assert_eq!(
+            q,
+            SizeQuantiles {
+                p50: 50,
+                p90: 90,
+                p99: 99,
+                max: 100
+            }
+        );
         assert_eq!(size_quantiles(&mut []), SizeQuantiles::default());
         assert_eq!(size_quantiles(&mut [7]).p50, 7);
     }

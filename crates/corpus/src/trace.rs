@@ -35,19 +35,34 @@ impl Site {
 
 /// An IPv4 address from the three RFC 5737 documentation ranges.
 pub(crate) fn ipv4<R: Rng + ?Sized>(rng: &mut R) -> String {
-    let net = ["192.0.2", "198.51.100", "203.0.113"].choose(rng).copied().unwrap_or("192.0.2");
+    let net = ["192.0.2", "198.51.100", "203.0.113"]
+        .choose(rng)
+        .copied()
+        .unwrap_or("192.0.2");
     format!("{net}.{}", rng.gen_range(1..255))
 }
 
 /// An IPv6 address in 2001:db8::/32 (RFC 3849).
 pub(crate) fn ipv6<R: Rng + ?Sized>(rng: &mut R) -> String {
-    format!("2001:db8:{:x}:{:x}::{:x}", rng.gen_range(1..0xffffu32), rng.gen_range(0..0x100u32), rng.gen_range(1..0x1000u32))
+    format!(
+        "2001:db8:{:x}:{:x}::{:x}",
+        rng.gen_range(1..0xffffu32),
+        rng.gen_range(0..0x100u32),
+        rng.gen_range(1..0x1000u32)
+    )
 }
 
 fn postfix_queue_id<R: Rng + ?Sized>(rng: &mut R) -> String {
     if rng.gen_bool(0.6) {
         // Long queue ids (enable_long_queue_ids = yes).
-        format!("4{}", chars(rng, 14, b"BCDFGHJKLMNPQRSTVWXYZbcdfghjklmnpqrstvwxyz0123456789"))
+        format!(
+            "4{}",
+            chars(
+                rng,
+                14,
+                b"BCDFGHJKLMNPQRSTVWXYZbcdfghjklmnpqrstvwxyz0123456789"
+            )
+        )
     } else {
         hex(rng, 10).to_uppercase()
     }
@@ -85,12 +100,21 @@ fn tls_clause<R: Rng + ?Sized>(rng: &mut R) -> &'static str {
 }
 
 /// The sender-side hops, newest first, in the style of the sending software.
-fn sender_hops<R: Rng + ?Sized>(rng: &mut R, t: &Transit, times: &mut impl Iterator<Item = i64>) -> (String, String, Vec<Hop>) {
+fn sender_hops<R: Rng + ?Sized>(
+    rng: &mut R,
+    t: &Transit,
+    times: &mut impl Iterator<Item = i64>,
+) -> (String, String, Vec<Hop>) {
     let d = t.from_domain;
     let mut hops = Vec::new();
     let (host, ip) = match t.mailer {
         Mailer::Webmail => {
-            let host = format!("mail-{}{}-f{}.{d}", ["ed1", "ej1", "wm1", "lf1", "pj1", "yw1"][rng.gen_range(0..6)], "", rng.gen_range(41..199));
+            let host = format!(
+                "mail-{}{}-f{}.{d}",
+                ["ed1", "ej1", "wm1", "lf1", "pj1", "yw1"][rng.gen_range(0..6)],
+                "",
+                rng.gen_range(41..199)
+            );
             hops.push(Hop {
                 value: format!(
                     "by {host} with SMTP id {}-{}so{}{}.{}\n        for <{}>; {}",
@@ -107,9 +131,22 @@ fn sender_hops<R: Rng + ?Sized>(rng: &mut R, t: &Transit, times: &mut impl Itera
             (host, ip)
         }
         Mailer::Outlook => {
-            let a = format!("{}PR{:02}MB{}", ["AM", "DB", "VI", "PA"][rng.gen_range(0..4)], rng.gen_range(1..10), rng.gen_range(1000..9999));
-            let b = format!("{}PR{:02}MB{}", ["AM", "DB", "VI", "PA"][rng.gen_range(0..4)], rng.gen_range(1..10), rng.gen_range(1000..9999));
-            let utc = Zone { offset_min: 0, comment: None };
+            let a = format!(
+                "{}PR{:02}MB{}",
+                ["AM", "DB", "VI", "PA"][rng.gen_range(0..4)],
+                rng.gen_range(1..10),
+                rng.gen_range(1000..9999)
+            );
+            let b = format!(
+                "{}PR{:02}MB{}",
+                ["AM", "DB", "VI", "PA"][rng.gen_range(0..4)],
+                rng.gen_range(1..10),
+                rng.gen_range(1000..9999)
+            );
+            let utc = Zone {
+                offset_min: 0,
+                comment: None,
+            };
             // Exchange folds anywhere, even inside the date.
             let date = rfc5322(times.next().unwrap_or(t.sent), utc, true, false);
             let (d1, d2) = date.split_at(date.len().min(17));
@@ -131,16 +168,32 @@ fn sender_hops<R: Rng + ?Sized>(rng: &mut R, t: &Transit, times: &mut impl Itera
                     rfc5322(times.next().unwrap_or(t.sent), utc, true, false)
                 ),
             });
-            (format!("mail-{}.outbound.protection.outlook.example", rng.gen_range(100..999)), ipv4(rng))
+            (
+                format!(
+                    "mail-{}.outbound.protection.outlook.example",
+                    rng.gen_range(100..999)
+                ),
+                ipv4(rng),
+            )
         }
         Mailer::Bot | Mailer::Esp => {
-            let host = format!("{}.{d}", ["out-7", "smtp-out", "o1", "mta-04"][rng.gen_range(0..4)]);
+            let host = format!(
+                "{}.{d}",
+                ["out-7", "smtp-out", "o1", "mta-04"][rng.gen_range(0..4)]
+            );
             (host, ipv4(rng))
         }
-        Mailer::Spammer => (format!("{}.dynamic.isp.example", ipv4(rng).replace('.', "-")), ipv4(rng)),
+        Mailer::Spammer => (
+            format!("{}.dynamic.isp.example", ipv4(rng).replace('.', "-")),
+            ipv4(rng),
+        ),
         Mailer::Thunderbird | Mailer::AppleMail | Mailer::Mutt => {
             let host = format!("smtp.{d}");
-            let client = if rng.gen_bool(0.5) { format!("[IPv6:{}]", ipv6(rng)) } else { format!("[{}]", ipv4(rng)) };
+            let client = if rng.gen_bool(0.5) {
+                format!("[IPv6:{}]", ipv6(rng))
+            } else {
+                format!("[{}]", ipv4(rng))
+            };
             hops.push(Hop {
                 value: format!(
                     "from {} (unknown {client})\n\t(Authenticated sender: {})\n\tby {host} (Postfix) with ESMTPSA id {};\n\t{}",
@@ -159,13 +212,33 @@ fn sender_hops<R: Rng + ?Sized>(rng: &mut R, t: &Transit, times: &mut impl Itera
 /// Appends a DKIM-Signature (RFC 6376 §3.5) with realistic tag order and folding; the
 /// `bh=` is a base64 SHA-256 (44 chars) and `b=` a base64 RSA-2048 (344 chars) or Ed25519
 /// (88 chars) signature. Returns the first 8 chars of b= (for header.b= in results).
-pub(crate) fn dkim<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, name: &str, domain: &str, ts: i64, ed25519: bool, bulk: bool) -> String {
+pub(crate) fn dkim<R: Rng + ?Sized>(
+    rng: &mut R,
+    h: &mut HeaderBlock,
+    name: &str,
+    domain: &str,
+    ts: i64,
+    ed25519: bool,
+    bulk: bool,
+) -> String {
     let mut bh = [0u8; 32];
     rng.fill(&mut bh[..]);
     let mut sig = vec![0u8; if ed25519 { 64 } else { 256 }];
     rng.fill(&mut sig[..]);
     let b = base64(&sig);
-    let selector = ["20230601", "google", "selector1", "s1", "mail", "dkim", "k1", "default"].choose(rng).copied().unwrap_or("s1");
+    let selector = [
+        "20230601",
+        "google",
+        "selector1",
+        "s1",
+        "mail",
+        "dkim",
+        "k1",
+        "default",
+    ]
+    .choose(rng)
+    .copied()
+    .unwrap_or("s1");
     let signed = if bulk {
         "From:Date:Subject:Message-Id:To:MIME-Version:Content-Type:List-Unsubscribe:\n\t List-Unsubscribe-Post:Feedback-ID"
     } else {
@@ -180,7 +253,11 @@ pub(crate) fn dkim<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, name: &str
     };
     let mut v = format!(
         "v=1; a={}; c=relaxed/relaxed;\n\td={domain}; s={selector}; t={ts};",
-        if ed25519 { "ed25519-sha256" } else { "rsa-sha256" }
+        if ed25519 {
+            "ed25519-sha256"
+        } else {
+            "rsa-sha256"
+        }
     );
     if rng.gen_bool(0.4) {
         v.push_str(&format!(" x={};", ts + 604_800));
@@ -198,12 +275,24 @@ pub(crate) fn dkim<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, name: &str
 
 /// Appends one ARC set (RFC 8617 §4.1: ARC-Seal, ARC-Message-Signature,
 /// ARC-Authentication-Results with the same instance `i`), in the order sealers write it.
-fn arc_set<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, i: u32, sealer: &str, t: &Transit, ts: i64, ip: &str) {
+fn arc_set<R: Rng + ?Sized>(
+    rng: &mut R,
+    h: &mut HeaderBlock,
+    i: u32,
+    sealer: &str,
+    t: &Transit,
+    ts: i64,
+    ip: &str,
+) {
     let mut seal = [0u8; 256];
     rng.fill(&mut seal[..]);
     let cv = if i == 1 { "none" } else { "pass" };
     let fold = |s: &str| {
-        s.as_bytes().chunks(70).map(|c| String::from_utf8_lossy(c).into_owned()).collect::<Vec<_>>().join("\n        ")
+        s.as_bytes()
+            .chunks(70)
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n        ")
     };
     h.raw(
         "ARC-Seal",
@@ -232,45 +321,129 @@ fn arc_set<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, i: u32, sealer: &s
     );
 }
 
-fn spam_headers<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, site: &Site, t: &Transit, qid: &str) {
-    let score: f64 = if t.spam { rng.gen_range(5.5..24.0) } else { rng.gen_range(-6.0..2.5) };
+fn spam_headers<R: Rng + ?Sized>(
+    rng: &mut R,
+    h: &mut HeaderBlock,
+    site: &Site,
+    t: &Transit,
+    qid: &str,
+) {
+    let score: f64 = if t.spam {
+        rng.gen_range(5.5..24.0)
+    } else {
+        rng.gen_range(-6.0..2.5)
+    };
     if site.rspamd {
         h.raw("X-Rspamd-Queue-Id", qid);
-        h.raw("X-Rspamd-Server", site.mx.split('.').next().unwrap_or("mx1"));
+        h.raw(
+            "X-Rspamd-Server",
+            site.mx.split('.').next().unwrap_or("mx1"),
+        );
         let mut symbols: Vec<String> = vec![
-            format!("BAYES_{}({:.2})[{:.2}%]", if t.spam { "SPAM" } else { "HAM" }, if t.spam { 5.1 } else { -3.0 }, rng.gen_range(90.0..100.0)),
-            format!("DMARC_POLICY_{}({})[{},none]", if t.spam { "SOFTFAIL" } else { "ALLOW" }, if t.spam { "0.10" } else { "-0.50" }, t.from_domain),
-            format!("R_DKIM_{}(-0.20)[{}:s=s1]", if t.spam { "NA" } else { "ALLOW" }, t.from_domain),
+            format!(
+                "BAYES_{}({:.2})[{:.2}%]",
+                if t.spam { "SPAM" } else { "HAM" },
+                if t.spam { 5.1 } else { -3.0 },
+                rng.gen_range(90.0..100.0)
+            ),
+            format!(
+                "DMARC_POLICY_{}({})[{},none]",
+                if t.spam { "SOFTFAIL" } else { "ALLOW" },
+                if t.spam { "0.10" } else { "-0.50" },
+                t.from_domain
+            ),
+            format!(
+                "R_DKIM_{}(-0.20)[{}:s=s1]",
+                if t.spam { "NA" } else { "ALLOW" },
+                t.from_domain
+            ),
             format!("R_SPF_ALLOW(-0.20)[+ip4:{}]", ipv4(rng)),
             "MIME_GOOD(-0.10)[multipart/alternative,text/plain]".to_owned(),
-            format!("RCVD_COUNT_{}(0.00)[{}]", ["TWO", "THREE", "FIVE"][rng.gen_range(0..3)], rng.gen_range(2..6)),
+            [
+                "RCVD_COUNT_TWO(0.00)[2]",
+                "RCVD_COUNT_THREE(0.00)[3]",
+                "RCVD_COUNT_FIVE(0.00)[5]",
+            ][rng.gen_range(0..3)]
+            .to_owned(),
             format!("FROM_HAS_DN(0.00)[]"),
             format!("TO_DN_NONE(0.00)[]"),
             format!("RCPT_COUNT_ONE(0.00)[1]"),
-            format!("ASN(0.00)[asn:{}, ipnet:{}/24, country:{}]", rng.gen_range(1000..65000), ipv4(rng), ["DE", "US", "FR", "NL", "JP"][rng.gen_range(0..5)]),
+            format!(
+                "ASN(0.00)[asn:{}, ipnet:{}/24, country:{}]",
+                rng.gen_range(1000..65000),
+                ipv4(rng),
+                ["DE", "US", "FR", "NL", "JP"][rng.gen_range(0..5)]
+            ),
             "MID_RHS_MATCH_FROM(0.00)[]".to_owned(),
             "ARC_NA(0.00)[]".to_owned(),
         ];
         symbols.truncate(rng.gen_range(6..=symbols.len()));
         let body = symbols.join(";\n\t ");
-        h.raw("X-Spamd-Result", &format!("default: {} [{score:.2} / 15.00];\n\t {body}", if t.spam { "True" } else { "False" }));
-        let bar = if score < 0.0 { "-".repeat((-score) as usize + 1) } else { "+".repeat(score as usize + 1) };
+        h.raw(
+            "X-Spamd-Result",
+            &format!(
+                "default: {} [{score:.2} / 15.00];\n\t {body}",
+                if t.spam { "True" } else { "False" }
+            ),
+        );
+        let bar = if score < 0.0 {
+            "-".repeat((-score) as usize + 1)
+        } else {
+            "+".repeat(score as usize + 1)
+        };
         h.raw("X-Spamd-Bar", &bar);
-        h.raw("X-Rspamd-Action", if t.spam { "add header" } else { "no action" });
+        h.raw(
+            "X-Rspamd-Action",
+            if t.spam { "add header" } else { "no action" },
+        );
         if t.spam {
             h.raw("X-Spam", "Yes");
         }
     } else {
-        let tests_ham = ["BAYES_00", "DKIM_SIGNED", "DKIM_VALID", "DKIM_VALID_AU", "DKIM_VALID_EF", "HTML_MESSAGE", "RCVD_IN_DNSWL_NONE", "RCVD_IN_MSPIKE_H2", "SPF_HELO_NONE", "SPF_PASS", "T_SCC_BODY_TEXT_LINE"];
-        let tests_spam = ["BAYES_99", "BAYES_999", "HTML_IMAGE_RATIO_02", "HTML_MESSAGE", "MIME_HTML_ONLY", "RCVD_IN_SBL_CSS", "RDNS_DYNAMIC", "SPF_SOFTFAIL", "URIBL_ABUSE_SURBL", "URIBL_BLACK", "FREEMAIL_FORGED_REPLYTO"];
-        let tests = if t.spam { &tests_spam[..] } else { &tests_ham[..] };
+        let tests_ham = [
+            "BAYES_00",
+            "DKIM_SIGNED",
+            "DKIM_VALID",
+            "DKIM_VALID_AU",
+            "DKIM_VALID_EF",
+            "HTML_MESSAGE",
+            "RCVD_IN_DNSWL_NONE",
+            "RCVD_IN_MSPIKE_H2",
+            "SPF_HELO_NONE",
+            "SPF_PASS",
+            "T_SCC_BODY_TEXT_LINE",
+        ];
+        let tests_spam = [
+            "BAYES_99",
+            "BAYES_999",
+            "HTML_IMAGE_RATIO_02",
+            "HTML_MESSAGE",
+            "MIME_HTML_ONLY",
+            "RCVD_IN_SBL_CSS",
+            "RDNS_DYNAMIC",
+            "SPF_SOFTFAIL",
+            "URIBL_ABUSE_SURBL",
+            "URIBL_BLACK",
+            "FREEMAIL_FORGED_REPLYTO",
+        ];
+        let tests = if t.spam {
+            &tests_spam[..]
+        } else {
+            &tests_ham[..]
+        };
         let n = rng.gen_range(5..=tests.len());
-        h.raw("X-Spam-Checker-Version", &format!("SpamAssassin 4.0.0 (2022-12-13) on\n\t{}", site.mx));
+        h.raw(
+            "X-Spam-Checker-Version",
+            &format!("SpamAssassin 4.0.0 (2022-12-13) on\n\t{}", site.mx),
+        );
         if t.spam {
             h.raw("X-Spam-Flag", "YES");
         }
         h.raw("X-Spam-Level", &"*".repeat(score.max(0.0) as usize));
-        let mut status = format!("{}, score={score:.1} required=5.0 tests=", if t.spam { "Yes" } else { "No" });
+        let mut status = format!(
+            "{}, score={score:.1} required=5.0 tests=",
+            if t.spam { "Yes" } else { "No" }
+        );
         let mut col = status.len() + 15;
         for (i, test) in tests[..n].iter().enumerate() {
             if col + test.len() + 1 > 76 {
@@ -283,12 +456,26 @@ fn spam_headers<R: Rng + ?Sized>(rng: &mut R, h: &mut HeaderBlock, site: &Site, 
             }
             col += test.len() + 1;
         }
-        status.push_str(if t.spam { "\n\tautolearn=no autolearn_force=no version=4.0.0" } else { "\n\tautolearn=ham autolearn_force=no version=4.0.0" });
+        status.push_str(if t.spam {
+            "\n\tautolearn=no autolearn_force=no version=4.0.0"
+        } else {
+            "\n\tautolearn=ham autolearn_force=no version=4.0.0"
+        });
         h.raw("X-Spam-Status", &status);
         if t.spam {
             let mut report = String::from("\n\t*  3.5 BAYES_99 BODY: Bayes spam probability is 99 to 100%\n\t*      [score: 1.0000]");
             for test in &tests[2..n] {
-                report.push_str(&format!("\n\t*  {:.1} {test} {}", rng.gen_range(0.1..2.5), ["Message only has text/html MIME parts", "Contains an URL listed in the ABUSE SURBL blocklist", "Relay looks like a dynamic address", "SPF: sender does not match SPF record (softfail)", "HTML has a low ratio of text to image area"][rng.gen_range(0..5)]));
+                report.push_str(&format!(
+                    "\n\t*  {:.1} {test} {}",
+                    rng.gen_range(0.1..2.5),
+                    [
+                        "Message only has text/html MIME parts",
+                        "Contains an URL listed in the ABUSE SURBL blocklist",
+                        "Relay looks like a dynamic address",
+                        "SPF: sender does not match SPF record (softfail)",
+                        "HTML has a low ratio of text to image area"
+                    ][rng.gen_range(0..5)]
+                ));
             }
             h.raw("X-Spam-Report", &report);
         }
@@ -325,7 +512,11 @@ pub(crate) fn trace<R: Rng + ?Sized>(rng: &mut R, site: &Site, t: &Transit) -> H
 
     h.raw("Return-Path", &format!("<{}>", t.envelope_from));
     h.raw("Delivered-To", t.owner);
-    let lmtp_id: String = chars(rng, 22, b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+    let lmtp_id: String = chars(
+        rng,
+        22,
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+    );
     h.raw(
         "Received",
         &format!(
@@ -351,8 +542,21 @@ pub(crate) fn trace<R: Rng + ?Sized>(rng: &mut R, site: &Site, t: &Transit) -> H
         h.raw("Authentication-Results", &format!("{};\n\tdkim=none;\n\tspf=softfail (domain of {} does not designate {peer_ip} as permitted sender) smtp.mailfrom={};\n\tdmarc=fail (p=none dis=none) header.from={}", site.mx, t.envelope_from, t.envelope_from, t.from_domain));
     } else if rng.gen_bool(0.5) {
         h.raw("Authentication-Results", &format!("{};\n\tdkim=pass (2048-bit key; unprotected) header.d={sig_domain} header.i=@{sig_domain} header.a=rsa-sha256 header.s=s1 header.b={dkim_b};\n\tdkim-atps=neutral", site.mx));
-        h.raw("Authentication-Results", &format!("{}; dmarc=pass (p=none dis=none) header.from={}", site.mx, t.from_domain));
-        h.raw("Authentication-Results", &format!("{}; spf=pass smtp.mailfrom={}", site.mx, t.envelope_from.rsplit('@').next().unwrap_or(sig_domain)));
+        h.raw(
+            "Authentication-Results",
+            &format!(
+                "{}; dmarc=pass (p=none dis=none) header.from={}",
+                site.mx, t.from_domain
+            ),
+        );
+        h.raw(
+            "Authentication-Results",
+            &format!(
+                "{}; spf=pass smtp.mailfrom={}",
+                site.mx,
+                t.envelope_from.rsplit('@').next().unwrap_or(sig_domain)
+            ),
+        );
     } else {
         h.raw("Authentication-Results", &format!("{};\n\tdkim=pass header.d={sig_domain} header.s=s1 header.b={dkim_b};\n\tspf=pass ({}: domain of {} designates {peer_ip} as permitted sender) smtp.mailfrom={};\n\tdmarc=pass (policy=none) header.from={}", site.mx, site.mx, t.envelope_from, t.envelope_from, t.from_domain));
     }
@@ -366,15 +570,41 @@ pub(crate) fn trace<R: Rng + ?Sized>(rng: &mut R, site: &Site, t: &Transit) -> H
             rfc5322(mx_time, LOCAL_ZONE, true, true)
         ),
     );
-    let arc = !t.lean && !t.spam && (t.list.is_some() || matches!(t.mailer, Mailer::Webmail | Mailer::Outlook) && rng.gen_bool(0.6));
-    if arc {
-        if let Some((list_host, _)) = t.list {
-            arc_set(rng, &mut h, 2, list_host, t, mx_time, &peer_ip);
+    // ARC (RFC 8617) comes from forwarders and big providers: lists seal their own hop,
+    // rarely on top of the author's provider's seal.
+    if !t.lean && !t.spam {
+        match t.list {
+            Some((list_host, _)) if rng.gen_bool(0.5) => {
+                let two = rng.gen_bool(0.15);
+                arc_set(
+                    rng,
+                    &mut h,
+                    if two { 2 } else { 1 },
+                    list_host,
+                    t,
+                    mx_time,
+                    &peer_ip,
+                );
+                if two {
+                    arc_set(rng, &mut h, 1, t.from_domain, t, t.sent, &peer_ip);
+                }
+            }
+            None if matches!(t.mailer, Mailer::Webmail | Mailer::Outlook) && rng.gen_bool(0.35) => {
+                arc_set(rng, &mut h, 1, t.from_domain, t, t.sent, &peer_ip);
+            }
+            _ => {}
         }
-        arc_set(rng, &mut h, 1, t.from_domain, t, t.sent, &peer_ip);
     }
     if let Some((list_host, _)) = t.list {
-        dkim(rng, &mut h, "DKIM-Signature", list_host, mx_time, false, false);
+        dkim(
+            rng,
+            &mut h,
+            "DKIM-Signature",
+            list_host,
+            mx_time,
+            false,
+            false,
+        );
     }
     if let Some(hop) = list_hop {
         h.raw("Received", &hop);
@@ -382,9 +612,25 @@ pub(crate) fn trace<R: Rng + ?Sized>(rng: &mut R, site: &Site, t: &Transit) -> H
     if !t.spam {
         let bulk = matches!(t.mailer, Mailer::Esp | Mailer::Bot);
         if rng.gen_ratio(1, 6) {
-            dkim(rng, &mut h, "DKIM-Signature", t.from_domain, t.sent, true, bulk);
+            dkim(
+                rng,
+                &mut h,
+                "DKIM-Signature",
+                t.from_domain,
+                t.sent,
+                true,
+                bulk,
+            );
         }
-        dkim(rng, &mut h, "DKIM-Signature", t.from_domain, t.sent, false, bulk);
+        dkim(
+            rng,
+            &mut h,
+            "DKIM-Signature",
+            t.from_domain,
+            t.sent,
+            false,
+            bulk,
+        );
     }
     // Keep the chain within 2-6 Received headers: LMTP + MX (+ filter) (+ list) + sender's.
     let have = h.buf.matches("\nReceived:").count();
@@ -395,8 +641,24 @@ pub(crate) fn trace<R: Rng + ?Sized>(rng: &mut R, site: &Site, t: &Transit) -> H
         h.raw("Received", &hop.value);
     }
     if t.mailer == Mailer::Webmail && !t.lean {
-        h.raw("X-Received", &format!("by 2002:a17:90{}:{:x}:b0:{:x}:{:x} with SMTP id {}-{}.{};\n        {}", rng.gen_range(0..9), rng.gen_range(0x100..0xfff), rng.gen_range(0x100..0xfff), rng.gen_range(0x100..0xfff), hex(rng, 10), hex(rng, 12), rng.gen_range(1..50), rfc5322(t.sent, t.sender_zone, true, true)));
-        h.raw("X-Gm-Message-State", &format!("AOJu0Y{}", chars(rng, 60, ALNUM)));
+        h.raw(
+            "X-Received",
+            &format!(
+                "by 2002:a17:90{}:{:x}:b0:{:x}:{:x} with SMTP id {}-{}.{};\n        {}",
+                rng.gen_range(0..9),
+                rng.gen_range(0x100..0xfff),
+                rng.gen_range(0x100..0xfff),
+                rng.gen_range(0x100..0xfff),
+                hex(rng, 10),
+                hex(rng, 12),
+                rng.gen_range(1..50),
+                rfc5322(t.sent, t.sender_zone, true, true)
+            ),
+        );
+        h.raw(
+            "X-Gm-Message-State",
+            &format!("AOJu0Y{}", chars(rng, 60, ALNUM)),
+        );
     }
     h
 }

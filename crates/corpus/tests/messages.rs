@@ -8,7 +8,17 @@ use maildex_corpus::{message, Generated, Generator, Role};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-const ROLES: [Role; 9] = [Role::Inbox, Role::Inbox, Role::Inbox, Role::Sent, Role::Drafts, Role::Junk, Role::Meetings, Role::List(0), Role::List(1)];
+const ROLES: [Role; 9] = [
+    Role::Inbox,
+    Role::Inbox,
+    Role::Inbox,
+    Role::Sent,
+    Role::Drafts,
+    Role::Junk,
+    Role::Meetings,
+    Role::List(0),
+    Role::List(1),
+];
 
 fn corpus(n: usize, scale: f64) -> Vec<(Role, Generated)> {
     let mut out = Vec::with_capacity(n);
@@ -28,17 +38,32 @@ fn header_blocks_are_well_formed() {
         let (head, body) = common::split(&m.bytes).expect("header/body separator");
         assert!(!body.is_empty());
         let text = std::str::from_utf8(head).expect("headers are UTF-8");
-        assert!(text.is_ascii(), "non-ASCII header (must be RFC 2047 encoded):\n{text}");
+        assert!(
+            text.is_ascii(),
+            "non-ASCII header (must be RFC 2047 encoded):\n{text}"
+        );
         for line in text.lines() {
             assert!(!line.is_empty());
             assert!(line.len() <= 998, "RFC 5322 §2.1.1 line limit");
             if !line.starts_with([' ', '\t']) {
-                let (name, _) = line.split_once(':').unwrap_or_else(|| panic!("not a field: {line:?}"));
-                assert!(!name.is_empty() && name.bytes().all(|b| (33..=126).contains(&b) && b != b':'), "{name:?}");
+                let (name, _) = line
+                    .split_once(':')
+                    .unwrap_or_else(|| panic!("not a field: {line:?}"));
+                assert!(
+                    !name.is_empty() && name.bytes().all(|b| (33..=126).contains(&b) && b != b':'),
+                    "{name:?}"
+                );
             }
         }
         let f = common::fields(head);
-        for required in ["Date", "From", "Message-ID", "MIME-Version", "Content-Type", "Subject"] {
+        for required in [
+            "Date",
+            "From",
+            "Message-ID",
+            "MIME-Version",
+            "Content-Type",
+            "Subject",
+        ] {
             assert!(common::get(&f, required).is_some(), "missing {required}");
         }
         assert_eq!(common::get(&f, "Message-ID"), Some(m.message_id.as_str()));
@@ -57,12 +82,19 @@ fn message_ids_are_unique_and_threads_refer_to_earlier_mail() {
         if let Some(parent) = common::get(&f, "In-Reply-To") {
             replies += 1;
             let refs = common::get(&f, "References").expect("replies carry References");
-            assert!(refs.split_whitespace().last() == Some(parent), "References must end with In-Reply-To");
+            assert!(
+                refs.split_whitespace().last() == Some(parent),
+                "References must end with In-Reply-To"
+            );
             if ids.contains(parent) {
                 in_stream += 1;
             }
         }
-        assert!(ids.insert(m.message_id.clone()), "duplicate Message-ID {}", m.message_id);
+        assert!(
+            ids.insert(m.message_id.clone()),
+            "duplicate Message-ID {}",
+            m.message_id
+        );
     }
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for i in 0..300 {
@@ -72,7 +104,10 @@ fn message_ids_are_unique_and_threads_refer_to_earlier_mail() {
     }
     assert!(replies > all.len() / 5, "{replies} replies");
     // Most replies continue a thread of the same mailbox.
-    assert!(in_stream * 2 > replies, "{in_stream} of {replies} replies refer to earlier messages");
+    assert!(
+        in_stream * 2 > replies,
+        "{in_stream} of {replies} replies refer to earlier messages"
+    );
 }
 
 #[test]
@@ -82,11 +117,24 @@ fn multiparts_are_closed_with_unique_boundaries() {
     for (_, m) in corpus(2400, 0.3) {
         let mut w = common::Walk::default();
         common::walk(&m.bytes, 0, &mut w);
-        assert!(w.errors.is_empty(), "{:?} in\n{}", w.errors, String::from_utf8_lossy(&m.bytes[..m.bytes.len().min(6000)]));
+        assert!(
+            w.errors.is_empty(),
+            "{:?} in\n{}",
+            w.errors,
+            String::from_utf8_lossy(&m.bytes[..m.bytes.len().min(6000)])
+        );
         let unique: HashSet<_> = w.boundaries.iter().collect();
-        assert_eq!(unique.len(), w.boundaries.len(), "boundary reused: {:?}", w.boundaries);
+        assert_eq!(
+            unique.len(),
+            w.boundaries.len(),
+            "boundary reused: {:?}",
+            w.boundaries
+        );
         for (i, b) in w.boundaries.iter().enumerate() {
-            assert!(!b.is_empty() && b.len() <= 70, "RFC 2046 §5.1.1 boundary length: {b}");
+            assert!(
+                !b.is_empty() && b.len() <= 70,
+                "RFC 2046 §5.1.1 boundary length: {b}"
+            );
             // No boundary may be a prefix of another one in the same message.
             for (j, c) in w.boundaries.iter().enumerate() {
                 assert!(i == j || !c.starts_with(b.as_str()), "{b} prefixes {c}");
@@ -95,7 +143,18 @@ fn multiparts_are_closed_with_unique_boundaries() {
         types.extend(w.content_types);
         encodings.extend(w.encodings);
     }
-    for t in ["text/plain", "text/html", "multipart/alternative", "multipart/mixed", "multipart/related", "multipart/signed", "message/rfc822", "application/pdf", "text/calendar", "text/x-patch"] {
+    for t in [
+        "text/plain",
+        "text/html",
+        "multipart/alternative",
+        "multipart/mixed",
+        "multipart/related",
+        "multipart/signed",
+        "message/rfc822",
+        "application/pdf",
+        "text/calendar",
+        "text/x-patch",
+    ] {
         assert!(types.contains(t), "no {t} in {types:?}");
     }
     for e in ["7bit", "8bit", "quoted-printable", "base64"] {
@@ -106,11 +165,22 @@ fn multiparts_are_closed_with_unique_boundaries() {
 #[test]
 fn mail_parser_reads_every_message() {
     for (_, m) in corpus(600, 0.3) {
-        let parsed = mail_parser::MessageParser::default().parse(&m.bytes[..]).expect("parses");
-        assert_eq!(parsed.message_id().map(|id| format!("<{id}>")), Some(m.message_id.clone()));
+        let parsed = mail_parser::MessageParser::default()
+            .parse(&m.bytes[..])
+            .expect("parses");
+        assert_eq!(
+            parsed.message_id().map(|id| format!("<{id}>")),
+            Some(m.message_id.clone())
+        );
         assert!(parsed.date().is_some(), "Date parses");
         assert!(parsed.from().is_some(), "From parses");
-        assert!(parsed.subject().is_some_and(|s| !s.is_empty() && !s.contains("=?")), "Subject decodes: {:?}", parsed.subject());
+        assert!(
+            parsed
+                .subject()
+                .is_some_and(|s| !s.is_empty() && !s.contains("=?")),
+            "Subject decodes: {:?}",
+            parsed.subject()
+        );
     }
 }
 
@@ -135,11 +205,28 @@ fn incoming_headers_look_like_real_mail() {
             if n == "Received" {
                 // Every hop carries a date after ';' (RFC 5322 §3.6.7).
                 let date = v.rsplit(';').next().unwrap();
-                assert!(mail_parser::MessageParser::default().parse(format!("Date: {date}\n\nx").as_bytes()).unwrap().date().is_some(), "{v}");
+                assert!(
+                    mail_parser::MessageParser::default()
+                        .parse(format!("Date: {date}\n\nx").as_bytes())
+                        .unwrap()
+                        .date()
+                        .is_some(),
+                    "{v}"
+                );
             }
             if n == "DKIM-Signature" || n == "ARC-Seal" || n == "ARC-Message-Signature" {
-                let b: String = v.split("b=").last().unwrap().chars().filter(|c| !c.is_whitespace()).collect();
-                assert!(b.len() == 344 || b.len() == 88, "{n} b= of {} chars", b.len());
+                let b: String = v
+                    .split("b=")
+                    .last()
+                    .unwrap()
+                    .chars()
+                    .filter(|c| !c.is_whitespace())
+                    .collect();
+                assert!(
+                    b.len() == 344 || b.len() == 88,
+                    "{n} b= of {} chars",
+                    b.len()
+                );
             }
             if n == "DKIM-Signature" {
                 let bh = v.split("bh=").nth(1).unwrap().split(';').next().unwrap();
@@ -152,7 +239,9 @@ fn incoming_headers_look_like_real_mail() {
         let from = common::get(&f, "From").unwrap();
         encoded_names += usize::from(from.contains("=?UTF-8?B?") || from.contains("=?UTF-8?Q?"));
         if *role == Role::Junk {
-            assert!(f.iter().any(|(n, v)| (n == "X-Spam-Flag" && v == "YES") || (n == "X-Spam" && v == "Yes")));
+            assert!(f
+                .iter()
+                .any(|(n, v)| (n == "X-Spam-Flag" && v == "YES") || (n == "X-Spam" && v == "Yes")));
         }
         if let Role::List(_) = role {
             for h in ["List-Id", "List-Post", "List-Unsubscribe", "Precedence"] {
@@ -162,10 +251,16 @@ fn incoming_headers_look_like_real_mail() {
     }
     head_sizes.sort_unstable();
     let p50 = common::quantile(&head_sizes, 0.5);
-    assert!((2_000..=5_000).contains(&p50), "median incoming header block {p50} B");
+    assert!(
+        (2_000..=5_000).contains(&p50),
+        "median incoming header block {p50} B"
+    );
     let n = head_sizes.len();
     assert!(arc * 10 > n, "{arc} of {n} with ARC");
     assert!(lists * 5 > n, "{lists} of {n} list mails");
     assert!(spam_headers * 2 > n, "{spam_headers} with spam verdicts");
-    assert!(encoded_names * 50 > n, "{encoded_names} RFC 2047 From names");
+    assert!(
+        encoded_names * 50 > n,
+        "{encoded_names} RFC 2047 From names"
+    );
 }

@@ -15,20 +15,41 @@ fn message_sizes_are_realistic_at_scale_one() {
     let p99 = common::quantile(&sizes, 0.99);
     assert!((7_000..=14_000).contains(&p50), "median {p50}");
     assert!(p99 > 100_000, "p99 {p99}");
-    let within = sizes.iter().filter(|&&s| (1_000..=100_000).contains(&s)).count();
-    assert!(within * 100 >= sizes.len() * 85, "{within} of 2000 within 1-100 kB");
+    let within = sizes
+        .iter()
+        .filter(|&&s| (1_000..=100_000).contains(&s))
+        .count();
+    assert!(
+        within * 100 >= sizes.len() * 85,
+        "{within} of 2000 within 1-100 kB"
+    );
 }
 
 #[test]
 fn mailbox_mix_sizes_are_realistic() {
-    let roles = [Role::Inbox, Role::Inbox, Role::Inbox, Role::Sent, Role::List(0), Role::List(1), Role::Junk, Role::Meetings];
+    let roles = [
+        Role::Inbox,
+        Role::Inbox,
+        Role::Inbox,
+        Role::Sent,
+        Role::List(0),
+        Role::List(1),
+        Role::Junk,
+        Role::Meetings,
+    ];
     let mut g = Generator::for_user(5, 0, 1.0);
-    let mut sizes: Vec<usize> = (0..2000).map(|i| g.next_message(roles[i % roles.len()]).bytes.len()).collect();
+    let mut sizes: Vec<usize> = (0..2000)
+        .map(|i| g.next_message(roles[i % roles.len()]).bytes.len())
+        .collect();
     sizes.sort_unstable();
     let p50 = common::quantile(&sizes, 0.5);
     assert!((7_000..=14_000).contains(&p50), "median {p50}");
     assert!(common::quantile(&sizes, 0.99) > 100_000);
-    assert!(sizes[sizes.len() - 1] > 1_000_000, "max {}", sizes[sizes.len() - 1]);
+    assert!(
+        sizes[sizes.len() - 1] > 1_000_000,
+        "max {}",
+        sizes[sizes.len() - 1]
+    );
 }
 
 #[test]
@@ -41,6 +62,9 @@ fn scale_shrinks_messages() {
     full.sort_unstable();
     let total_small: usize = small.iter().sum();
     let total_full: usize = full.iter().sum();
-    assert!(total_small * 4 < total_full, "{total_small} vs {total_full}");
+    assert!(
+        total_small * 4 < total_full,
+        "{total_small} vs {total_full}"
+    );
     assert!(common::quantile(&small, 0.99) < common::quantile(&full, 0.99) / 4);
 }

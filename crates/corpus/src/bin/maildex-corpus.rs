@@ -22,13 +22,33 @@ fn parse(args: &[String]) -> Result<(Spec, PathBuf), String> {
     let mut out = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().cloned().ok_or_else(|| format!("{name} needs a value"));
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
         match arg.as_str() {
             "--out" => out = Some(PathBuf::from(value("--out")?)),
-            "--users" => spec.users = value("--users")?.parse().map_err(|e| format!("--users: {e}"))?,
-            "--messages" => spec.messages_per_user = value("--messages")?.parse().map_err(|e| format!("--messages: {e}"))?,
-            "--seed" => spec.seed = value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
-            "--scale" => spec.size_scale = value("--scale")?.parse().map_err(|e| format!("--scale: {e}"))?,
+            "--users" => {
+                spec.users = value("--users")?
+                    .parse()
+                    .map_err(|e| format!("--users: {e}"))?
+            }
+            "--messages" => {
+                spec.messages_per_user = value("--messages")?
+                    .parse()
+                    .map_err(|e| format!("--messages: {e}"))?
+            }
+            "--seed" => {
+                spec.seed = value("--seed")?
+                    .parse()
+                    .map_err(|e| format!("--seed: {e}"))?
+            }
+            "--scale" => {
+                spec.size_scale = value("--scale")?
+                    .parse()
+                    .map_err(|e| format!("--scale: {e}"))?
+            }
             "--no-folders" => spec.folders = false,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
@@ -55,7 +75,12 @@ fn main() -> ExitCode {
     match generate(&spec, &out) {
         Ok(stats) => {
             print!("{stats}");
-            println!("seed:      {}\nscale:     {}\nelapsed:   {:.2?}", spec.seed, spec.size_scale, start.elapsed());
+            println!(
+                "seed:      {}\nscale:     {}\nelapsed:   {:.2?}",
+                spec.seed,
+                spec.size_scale,
+                start.elapsed()
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -33,7 +33,10 @@ pub fn fields(header: &[u8]) -> Vec<(String, String)> {
 
 /// The first value of header `name` (case-insensitive).
 pub fn get<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    fields
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
 }
 
 /// A parameter of a structured header value such as Content-Type (quoted or not).
@@ -62,14 +65,22 @@ pub struct Walk {
 /// closed (RFC 2046 §5.1.1) and every base64/quoted-printable body keeps to 76-char lines.
 pub fn walk(entity: &[u8], depth: usize, out: &mut Walk) {
     let Some((head, body)) = split(entity) else {
-        out.errors.push("no blank line between header and body".into());
+        out.errors
+            .push("no blank line between header and body".into());
         return;
     };
     let f = fields(head);
     let ct = get(&f, "Content-Type").unwrap_or("text/plain").to_owned();
-    let mtype = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let mtype = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     out.content_types.push(mtype.clone());
-    let cte = get(&f, "Content-Transfer-Encoding").unwrap_or("7bit").to_ascii_lowercase();
+    let cte = get(&f, "Content-Transfer-Encoding")
+        .unwrap_or("7bit")
+        .to_ascii_lowercase();
     out.encodings.push(cte.clone());
     if depth > 8 {
         out.errors.push("too deep".into());
@@ -161,7 +172,10 @@ pub fn mutf7_decode(s: &str) -> Option<String> {
             if bytes.len() % 2 != 0 {
                 return None;
             }
-            let units: Vec<u16> = bytes.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
+            let units: Vec<u16> = bytes
+                .chunks(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                .collect();
             out.push_str(&String::from_utf16(&units).ok()?);
         }
         rest = &after[end + 1..];
@@ -173,7 +187,10 @@ pub fn mutf7_decode(s: &str) -> Option<String> {
 /// Every regular file under `root`: relative path -> (contents, mtime seconds).
 pub fn tree(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, i64)> {
     fn visit(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, (Vec<u8>, i64)>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         entries.sort();
         for p in entries {
             let md = std::fs::metadata(&p).unwrap();
@@ -181,8 +198,16 @@ pub fn tree(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, i64)> {
                 out.insert(p.strip_prefix(root).unwrap().join(""), (Vec::new(), -1));
                 visit(root, &p, out);
             } else {
-                let mtime = md.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-                out.insert(p.strip_prefix(root).unwrap().to_owned(), (std::fs::read(&p).unwrap(), mtime));
+                let mtime = md
+                    .modified()
+                    .unwrap()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs() as i64;
+                out.insert(
+                    p.strip_prefix(root).unwrap().to_owned(),
+                    (std::fs::read(&p).unwrap(), mtime),
+                );
             }
         }
     }
