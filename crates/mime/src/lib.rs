@@ -20,6 +20,8 @@
 //! scanning here is ours; mail-parser is only a dev-dependency used as a
 //! second opinion in the property tests.
 
+use serde::{Deserialize, Serialize};
+
 mod address;
 mod content;
 mod crlf;
@@ -45,8 +47,10 @@ pub const MAX_NESTING: u32 = 100;
 /// `MESSAGE_PARSER_DEFAULT_MAX_TOTAL_MIME_PARTS`).
 pub const MAX_PARTS: usize = 10_000;
 
-/// Everything the index keeps about one message file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Everything the index keeps about one message file. All summary types
+/// derive serde's `Serialize`/`Deserialize` so the index can store them
+/// (e.g. with postcard).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// Physical size of the file in bytes.
     pub size: u64,
@@ -60,7 +64,7 @@ pub struct Summary {
 }
 
 /// One MIME part (or the whole message) with its byte ranges in the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Part {
     /// Offset of the first header byte.
     pub header_start: u64,
@@ -86,7 +90,7 @@ pub struct Part {
 }
 
 /// What a part holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PartKind {
     /// A leaf part (also a multipart or message/rfc822 part beyond the
     /// nesting or part-count limits).
@@ -111,7 +115,7 @@ pub enum PartKind {
 ///
 /// RFC 2231 continuations (`name*0`, `name*1*`, ...) are joined but not
 /// decoded, as Dovecot reports them: `("name*" "utf-8''a%20b")`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Param {
     /// Attribute name as written (case kept).
     pub name: Vec<u8>,
@@ -124,7 +128,7 @@ pub struct Param {
 /// Values come from the first occurrence of each header. They are ignored
 /// (left empty) in a message or encapsulated message header that has neither
 /// MIME-Version nor Content-Type.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContentInfo {
     /// Media type as written (`None` without a Content-Type: text/plain,
     /// RFC 2045 §5.2).
@@ -158,7 +162,7 @@ pub struct ContentInfo {
 /// A group is rendered as a start marker `(NIL NIL "group name" NIL)`, its
 /// members, and an end marker `(NIL NIL NIL NIL)`; see
 /// [`Address::is_group_start`] and [`Address::is_group_end`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Address {
     /// Display name, raw (quotes removed, encoded words kept).
     pub name: Option<Vec<u8>>,
@@ -190,7 +194,7 @@ impl Address {
 /// the way Dovecot does (see [`write_envelope`]); [`unfold`] gives the
 /// one-line form. The last Date/Subject/In-Reply-To/Message-ID header wins;
 /// repeated address headers add up. Sender and Reply-To default to From.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Envelope {
     /// Date field body.
     pub date: Option<Vec<u8>>,

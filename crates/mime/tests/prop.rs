@@ -77,6 +77,10 @@ fn check_message(msg: &[u8]) -> Result<(), TestCaseError> {
     write_envelope(&s.envelope, &mut out);
     write_body_structure(&s.root, true, &mut out);
     write_body_structure(&s.root, false, &mut out);
+    let bytes = postcard::to_allocvec(&s).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let back: maildex_mime::Summary =
+        postcard::from_bytes(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(&back, &s);
     let header = &msg[..s.root.body_start as usize];
     header_fields(header, &[b"subject", b"from"], false, &mut out);
     header_fields(header, &[b"subject"], true, &mut out);
