@@ -27,6 +27,10 @@ where KEY is one of
     SECTION <spec>         the bytes of BODY.PEEK[<spec>] (spec as in the FETCH)
     NIL <spec>             (length 0) Dovecot answered NIL for that section
 Values are raw bytes: no escaping, so the file is exact for 8-bit data.
+Sections are fetched for HEADER, TEXT, a few HEADER.FIELDS[.NOT] lists and,
+for the first MAX_PARTS_FETCHED parts (numbered from Dovecot's own
+BODYSTRUCTURE), n, n.MIME and for message/rfc822 parts n.HEADER, n.TEXT,
+n.HEADER.FIELDS[.NOT].
 """
 
 import imaplib
@@ -256,7 +260,7 @@ def main():
     port = free_port()
     conf = write_config(port)
     setup_maildir(all_names)
-    proc = subprocess.run(["/usr/sbin/dovecot", "-c", conf], check=True)
+    subprocess.run(["/usr/sbin/dovecot", "-c", conf], check=True)
     try:
         for _ in range(50):
             try:
