@@ -16,9 +16,10 @@
 //! string found in the middle of a line, reports the body offset of
 //! `parse_headers()` as the end of the input, gives base64-encoded
 //! message/rfc822 parts offsets into decoded bytes, decodes every body
-//! eagerly, and decodes RFC 2231 / RFC 2047 values that IMAP wants raw. The
-//! scanning here is ours; mail-parser is only a dev-dependency used as a
-//! second opinion in the property tests.
+//! eagerly, and decodes RFC 2231 / RFC 2047 values that IMAP wants raw
+//! (its parameter parsing is not raw enough to reproduce BODYSTRUCTURE). So
+//! all scanning here is ours and this crate does not use mail-parser; bring
+//! it back (behind this crate) when decoded text is needed, e.g. for SEARCH.
 
 use serde::{Deserialize, Serialize};
 
