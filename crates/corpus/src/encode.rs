@@ -289,4 +289,130 @@ mod tests {
         assert_eq!(mutf7_encode("A&B"), "A&-B");
         assert_eq!(mutf7_encode("plain"), "plain");
     }
+
+    fn b64_value(c: u8, alphabet: &[u8]) -> Option<u32> {
+        alphabet.iter().position(|&a| a == c).map(|p| p as u32)
+    }
+
+    /// Independent decoder for the round-trip properties (RFC 4648 §4 / RFC 3501 §5.1.3).
+    fn b64_decode(s: &str, alphabet: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        let (mut bits, mut n) = (0u32, 0);
+        for c in s.bytes().filter(|&c| c != b'=' && c != b'\n') {
+            bits = (bits << 6) | b64_value(c, alphabet)?;
+            n += 6;
+            if n >= 8 {
+                n -= 8;
+                out.push((bits >> n) as u8);
+                bits &= (1 << n) - 1;
+            }
+        }
+        Some(out)
+    }
+
+    const STD: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    fn qp_decode(s: &str) -> Vec<u8> {
+        let b = s.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'=' {
+                if b.get(i + 1) == Some(&b'\n') {
+                    i += 2;
+                    continue;
+                }
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 3;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    fn word_decode(w: &str) -> Vec<u8> {
+        let inner = w
+            .strip_prefix("=?")
+            .and_then(|w| w.strip_suffix("?="))
+            .unwrap();
+        let mut it = inner.splitn(3, '?');
+        let (_, enc, text) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+        match enc {
+            "B" => b64_decode(text, STD).unwrap(),
+            _ => qp_decode(&text.replace('_', " ")),
+        }
+    }
+
+    fn mutf7_decode(s: &str) -> String {
+        let mut out = String::new();
+        let mut rest = s;
+        while let Some(p) = rest.find('&') {
+            out.push_str(&rest[..p]);
+            let end = rest[p..].find('-').unwrap() + p;
+            let enc = &rest[p + 1..end];
+            if enc.is_empty() {
+                out.push('&');
+            } else {
+                let bytes = b64_decode(
+                    enc,
+                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+,",
+                )
+                .unwrap();
+                let units: Vec<u16> = bytes
+                    .chunks(2)
+                    .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                    .collect();
+                out.push_str(&String::from_utf16(&units).unwrap());
+            }
+            rest = &rest[end + 1..];
+        }
+        out + rest
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn qp_round_trips_with_short_lines(text in "[ a-z=\t\n\u{e9}\u{4e2d}.]{0,300}") {
+            let enc = quoted_printable(&text);
+            proptest::prop_assert!(enc.is_ascii());
+            proptest::prop_assert!(enc.lines().all(|l| l.len() <= 76), "{}", enc);
+            proptest::prop_assert!(enc.lines().all(|l| !l.ends_with(' ') && !l.ends_with('\t')));
+            proptest::prop_assert_eq!(qp_decode(&enc), text.as_bytes().to_vec());
+        }
+
+        #[test]
+        fn encoded_words_round_trip(text in "\\PC{1,80}", b in proptest::bool::ANY) {
+            let enc = if b { WordEncoding::B } else { WordEncoding::Q };
+            let out = encoded_words(&text, enc, "UTF-8", " ");
+            let mut decoded = Vec::new();
+            for w in out.split(' ') {
+                proptest::prop_assert!(w.len() <= 75, "{}", w);
+                // Each word holds whole characters (RFC 2047 §5 (3)).
+                let part = word_decode(w);
+                proptest::prop_assert!(std::str::from_utf8(&part).is_ok());
+                decoded.extend(part);
+            }
+            proptest::prop_assert_eq!(decoded, text.as_bytes().to_vec());
+        }
+
+        #[test]
+        fn mutf7_round_trips(name in "\\PC{0,40}") {
+            let enc = mutf7_encode(&name);
+            proptest::prop_assert!(enc.bytes().all(|b| (0x20..0x7f).contains(&b)));
+            proptest::prop_assert_eq!(mutf7_decode(&enc), name);
+        }
+
+        #[test]
+        fn base64_lines_round_trip(data in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+            let mut out = Vec::new();
+            base64_lines_into(&data, &mut out);
+            let text = String::from_utf8(out).unwrap();
+            proptest::prop_assert!(text.lines().all(|l| l.len() <= 76));
+            proptest::prop_assert_eq!(b64_decode(&text, STD).unwrap(), data);
+        }
+    }
 }

@@ -37,10 +37,12 @@
 mod body;
 mod date;
 mod encode;
+mod generator;
 mod header;
 mod lists;
 mod maildir;
 mod message;
+mod origin;
 mod payload;
 mod render;
 mod shape;
@@ -55,9 +57,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 pub use encode::mutf7_encode;
+pub use generator::{message, Generator};
 pub use lists::{MailingList, MAILING_LISTS};
 pub use maildir::{folder_dir_name, Folder, FILENAME_HOST, FOLDERS};
-pub use message::{message, Generated, Generator, Role};
+pub use message::{Generated, Role};
 pub use size::sample_size;
 pub use stats::{size_quantiles, SizeQuantiles, Stats};
 

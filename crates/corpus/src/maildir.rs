@@ -13,7 +13,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use rand::Rng;
 
 use crate::encode::mutf7_encode;
-use crate::message::{Generator, Role};
+use crate::generator::Generator;
+use crate::message::Role;
 use crate::stats::UserStats;
 use crate::CorpusError;
 

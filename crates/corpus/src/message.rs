@@ -5,12 +5,12 @@
 use std::collections::VecDeque;
 
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 
 use crate::date::{rfc5322, Zone, EPOCH_START, LOCAL_ZONE, ZONES};
-use crate::header::{mailbox, split_reply_prefix, unstructured, HeaderBlock, Mailer};
+use crate::header::{split_reply_prefix, Mailer};
 use crate::lists::{list_headers, ListDef, LISTS};
+use crate::origin::origin_headers;
 use crate::render::{Content, Quote};
 use crate::shape::{shape_body, Shape};
 use crate::size::sample_size;
@@ -73,9 +73,9 @@ struct Thread {
 
 /// Generator state that survives between messages of one mailbox.
 pub(crate) struct State {
-    owner: Person,
+    pub(crate) owner: Person,
     site: Site,
-    own_mailer: Mailer,
+    pub(crate) own_mailer: Mailer,
     signature: String,
     contacts: Vec<Person>,
     posters: Vec<Vec<Person>>,
@@ -125,6 +125,10 @@ impl State {
         }
     }
 
+    pub(crate) fn set_clock(&mut self, ts: i64) {
+        self.clock = ts;
+    }
+
     pub(crate) fn set_mean_gap(&mut self, secs: f64) {
         self.mean_gap = secs.max(1.0);
     }
@@ -134,7 +138,7 @@ impl State {
     }
 
     /// A frequent correspondent: contacts early in the list write more often.
-    fn contact<R: Rng + ?Sized>(&self, rng: &mut R) -> Person {
+    pub(crate) fn contact<R: Rng + ?Sized>(&self, rng: &mut R) -> Person {
         let u: f64 = rng.gen();
         let i = ((u * u) * self.contacts.len() as f64) as usize;
         self.contacts[i.min(self.contacts.len() - 1)].clone()
@@ -166,22 +170,22 @@ fn pick_kind<R: Rng + ?Sized>(rng: &mut R, role: Role) -> Kind {
 }
 
 /// Decisions about one message before rendering.
-struct Draft {
-    kind: Kind,
-    mailer: Mailer,
-    from: Person,
-    to: Vec<Person>,
-    cc: Vec<Person>,
-    group_to: Option<String>,
-    subject: String,
-    lang: Lang,
-    sent: i64,
-    zone: Zone,
-    message_id: String,
-    parent: Option<usize>,
-    references: Vec<String>,
-    quote: Option<Quote>,
-    forward: bool,
+pub(crate) struct Draft {
+    pub(crate) kind: Kind,
+    pub(crate) mailer: Mailer,
+    pub(crate) from: Person,
+    pub(crate) to: Vec<Person>,
+    pub(crate) cc: Vec<Person>,
+    pub(crate) group_to: Option<String>,
+    pub(crate) subject: String,
+    pub(crate) lang: Lang,
+    pub(crate) sent: i64,
+    pub(crate) zone: Zone,
+    pub(crate) message_id: String,
+    pub(crate) parent: Option<usize>,
+    pub(crate) references: Vec<String>,
+    pub(crate) quote: Option<Quote>,
+    pub(crate) forward: bool,
 }
 
 fn attribution(
@@ -595,359 +599,6 @@ fn draft<R: Rng + ?Sized>(st: &mut State, rng: &mut R, kind: Kind, delivered: i6
     }
 }
 
-fn origin_headers<R: Rng + ?Sized>(
-    rng: &mut R,
-    st: &State,
-    d: &Draft,
-    list: Option<&ListDef>,
-) -> HeaderBlock {
-    let mut fields: Vec<(&'static str, String)> = Vec::new();
-    let mut one = |name: &'static str, h: HeaderBlock| fields.push((name, h.buf));
-    let with_day = !matches!(d.mailer, Mailer::Spammer) || rng.gen_bool(0.5);
-    let mut h = HeaderBlock::default();
-    h.raw(
-        "Date",
-        &rfc5322(
-            d.sent,
-            d.zone,
-            with_day,
-            d.mailer == Mailer::Mutt && rng.gen_bool(0.3),
-        ),
-    );
-    one("Date", h);
-    let mut h = HeaderBlock::default();
-    h.raw("From", &mailbox(rng, &d.from));
-    one("From", h);
-    let mut h = HeaderBlock::default();
-    match &d.group_to {
-        Some(g) => h.folded("To", g, " "),
-        None => {
-            let items: Vec<String> =
-                d.to.iter()
-                    .map(|p| {
-                        if p.name.is_empty() {
-                            p.addr.clone()
-                        } else {
-                            mailbox(rng, p)
-                        }
-                    })
-                    .collect();
-            h.list("To", &items, ",");
-        }
-    }
-    one("To", h);
-    if !d.cc.is_empty() {
-        let items: Vec<String> = d.cc.iter().map(|p| mailbox(rng, p)).collect();
-        let mut h = HeaderBlock::default();
-        h.list(
-            if d.mailer == Mailer::Outlook {
-                "CC"
-            } else {
-                "Cc"
-            },
-            &items,
-            ",",
-        );
-        one("Cc", h);
-    }
-    let mut h = HeaderBlock::default();
-    h.folded("Subject", &unstructured(rng, &d.subject), " ");
-    one("Subject", h);
-    let mut h = HeaderBlock::default();
-    h.raw(
-        if d.mailer == Mailer::AppleMail {
-            "Message-Id"
-        } else {
-            "Message-ID"
-        },
-        &d.message_id,
-    );
-    one("Message-ID", h);
-    if let Some(last) = d.references.last() {
-        let mut h = HeaderBlock::default();
-        h.raw("In-Reply-To", last);
-        one("In-Reply-To", h);
-        // Clients trim long chains to the first id plus the latest ones.
-        let refs: Vec<String> = if d.references.len() > 12 {
-            std::iter::once(d.references[0].clone())
-                .chain(d.references[d.references.len() - 11..].iter().cloned())
-                .collect()
-        } else {
-            d.references.clone()
-        };
-        let mut h = HeaderBlock::default();
-        if matches!(d.mailer, Mailer::Thunderbird | Mailer::Webmail) {
-            h.raw("References", &refs.join("\n "));
-        } else {
-            h.list("References", &refs, "");
-        }
-        one("References", h);
-    }
-    let mut h = HeaderBlock::default();
-    h.raw(
-        if d.mailer == Mailer::AppleMail {
-            "Mime-Version"
-        } else {
-            "MIME-Version"
-        },
-        if d.mailer == Mailer::AppleMail {
-            "1.0 (Mac OS X Mail 16.0 \\(3774.600.62\\))"
-        } else {
-            "1.0"
-        },
-    );
-    one("MIME-Version", h);
-    if let Some((name, value)) = d.mailer.agent_header(rng) {
-        let mut h = HeaderBlock::default();
-        h.raw(name, &value);
-        one("X-Mailer", h);
-    }
-    let mut extra = HeaderBlock::default();
-    match d.mailer {
-        Mailer::Outlook => {
-            extra.folded(
-                "Thread-Topic",
-                &unstructured(rng, split_reply_prefix(&d.subject).1),
-                " ",
-            );
-            let n = rng.gen_range(26..90);
-            extra.raw(
-                "Thread-Index",
-                &format!(
-                    "AQH{}",
-                    crate::header::chars(rng, n, crate::header::B64CHARS)
-                ),
-            );
-            extra.raw("Accept-Language", "en-US, de-DE");
-            extra.raw(
-                "Content-Language",
-                if d.lang == Lang::De { "de-DE" } else { "en-US" },
-            );
-            extra.raw(
-                "X-MS-Has-Attach",
-                if rng.gen_bool(0.2) { "yes" } else { "" },
-            );
-            extra.raw("X-MS-TNEF-Correlator", "");
-            if d.kind != Kind::Sent && d.kind != Kind::Draft {
-                extra.raw("X-MS-Exchange-Organization-SCL", "-1");
-                extra.raw("X-MS-PublicTrafficType", "Email");
-                extra.raw(
-                    "X-MS-TrafficTypeDiagnostic",
-                    &format!(
-                        "{}:EE_|{}:EE_",
-                        crate::header::chars(rng, 14, crate::header::ALNUM),
-                        crate::header::chars(rng, 14, crate::header::ALNUM)
-                    ),
-                );
-                extra.raw(
-                    "X-MS-Office365-Filtering-Correlation-Id",
-                    &crate::header::uuid(rng),
-                );
-                extra.raw(
-                    "X-Microsoft-Antispam",
-                    &format!(
-                        "BCL:0;ARA:{}|{}|{};",
-                        rng.gen_range(10_000_000..99_999_999),
-                        rng.gen_range(1_000_000..9_999_999),
-                        rng.gen_range(100_000..999_999)
-                    ),
-                );
-                let mut info = String::new();
-                let n = rng.gen_range(300..900);
-                for (i, c) in crate::header::chars(rng, n, crate::header::B64CHARS)
-                    .as_bytes()
-                    .chunks(76)
-                    .enumerate()
-                {
-                    if i > 0 {
-                        info.push_str("\n ");
-                    }
-                    info.push_str(&String::from_utf8_lossy(c));
-                }
-                extra.raw("X-Microsoft-Antispam-Message-Info", &info);
-                extra.raw(
-                    "X-OriginatorOrg",
-                    d.from.addr.rsplit('@').next().unwrap_or("example.com"),
-                );
-                extra.raw(
-                    "X-MS-Exchange-CrossTenant-OriginalArrivalTime",
-                    &rfc5322(
-                        d.sent,
-                        Zone {
-                            offset_min: 0,
-                            comment: Some("UTC"),
-                        },
-                        false,
-                        true,
-                    ),
-                );
-                extra.raw("X-MS-Exchange-CrossTenant-Id", &crate::header::uuid(rng));
-                extra.raw(
-                    "X-MS-Exchange-Transport-CrossTenantHeadersStamped",
-                    &format!(
-                        "{}PR04MB{}",
-                        ["AM", "DB", "VI"][rng.gen_range(0..3)],
-                        rng.gen_range(1000..9999)
-                    ),
-                );
-            }
-        }
-        Mailer::Thunderbird => {
-            extra.raw(
-                "Content-Language",
-                if d.lang == Lang::De { "de-DE" } else { "en-US" },
-            );
-            if d.kind == Kind::Draft {
-                extra.raw("X-Mozilla-Draft-Info", "internal/draft; vcard=0; receipt=0; DSN=0; uuencode=0;\n attachmentreminder=0; deliveryformat=1");
-                extra.raw("X-Identity-Key", "id1");
-            }
-        }
-        Mailer::Bot => {
-            extra.raw(
-                "Reply-To",
-                &format!(
-                    "acme/server <reply+{}@code.example.com>",
-                    crate::header::hex(rng, 40).to_uppercase()
-                ),
-            );
-            extra.raw("List-ID", "acme/server <server.acme.code.example.com>");
-            extra.raw("List-Archive", "https://code.example.com/acme/server");
-            extra.raw("List-Unsubscribe", &format!("<mailto:unsub+{}@reply.code.example.com>,\n <https://code.example.com/notifications/unsubscribe/{}>", crate::header::hex(rng, 32), crate::header::hex(rng, 40)));
-            extra.raw("X-Auto-Response-Suppress", "All");
-            extra.raw("Auto-Submitted", "auto-generated");
-            extra.raw("Precedence", "bulk");
-            extra.raw(
-                "X-Notification-Reason",
-                [
-                    "mention",
-                    "review_requested",
-                    "author",
-                    "subscribed",
-                    "ci_activity",
-                ][rng.gen_range(0..5)],
-            );
-        }
-        Mailer::Esp => {
-            extra.raw("Reply-To", &d.from.addr);
-            extra.raw(
-                "List-Unsubscribe",
-                &format!(
-                    "<mailto:unsubscribe-{}@{}?subject=unsubscribe>,\n <https://{}/unsubscribe/{}>",
-                    crate::header::hex(rng, 20),
-                    d.from.addr.rsplit('@').next().unwrap_or("example.com"),
-                    d.from.addr.rsplit('@').next().unwrap_or("example.com"),
-                    crate::header::hex(rng, 48)
-                ),
-            );
-            extra.raw("List-Unsubscribe-Post", "List-Unsubscribe=One-Click");
-            extra.raw(
-                "Feedback-ID",
-                &format!(
-                    "{}:{}:campaign:esp",
-                    rng.gen_range(10_000..99_999),
-                    rng.gen_range(100..999)
-                ),
-            );
-            extra.raw("X-Campaign-ID", &crate::header::hex(rng, 10));
-            extra.raw("Precedence", "bulk");
-        }
-        Mailer::Spammer => {
-            extra.raw(
-                "Reply-To",
-                &format!(
-                    "claims{}@{}",
-                    rng.gen_range(10..99),
-                    ["freemail.example", "mail.test"][rng.gen_range(0..2)]
-                ),
-            );
-            extra.raw("X-Priority", "1 (Highest)");
-        }
-        _ => {}
-    }
-    if matches!(d.kind, Kind::Sent | Kind::Draft) && rng.gen_bool(0.04) {
-        // Saved copies keep the Bcc the owner used.
-        let p = st.contact(rng);
-        extra.raw("Bcc", &mailbox(rng, &p));
-    }
-    fields.push(("Extra", extra.buf));
-    // Each mailer writes its fields in its own order.
-    let order: &[&str] = match d.mailer {
-        Mailer::Webmail => &[
-            "MIME-Version",
-            "References",
-            "In-Reply-To",
-            "From",
-            "Date",
-            "Message-ID",
-            "Subject",
-            "To",
-            "Cc",
-            "Extra",
-            "X-Mailer",
-        ],
-        Mailer::Outlook => &[
-            "From",
-            "To",
-            "Cc",
-            "Subject",
-            "Extra",
-            "Date",
-            "Message-ID",
-            "References",
-            "In-Reply-To",
-            "X-Mailer",
-            "MIME-Version",
-        ],
-        Mailer::Thunderbird => &[
-            "Message-ID",
-            "Date",
-            "MIME-Version",
-            "X-Mailer",
-            "Subject",
-            "Extra",
-            "To",
-            "Cc",
-            "References",
-            "From",
-            "In-Reply-To",
-        ],
-        Mailer::AppleMail => &[
-            "From",
-            "MIME-Version",
-            "Subject",
-            "Date",
-            "References",
-            "To",
-            "Cc",
-            "In-Reply-To",
-            "Message-ID",
-            "X-Mailer",
-            "Extra",
-        ],
-        _ => &[
-            "Date",
-            "From",
-            "To",
-            "Cc",
-            "Subject",
-            "Message-ID",
-            "References",
-            "In-Reply-To",
-            "MIME-Version",
-            "X-Mailer",
-            "Extra",
-        ],
-    };
-    let mut out = HeaderBlock::default();
-    for name in order {
-        if let Some((_, v)) = fields.iter().find(|(n, _)| n == name) {
-            out.buf.push_str(v);
-        }
-    }
-    let _ = list;
-    out
-}
-
 /// A complete earlier message for forwarding as message/rfc822: lean trace, origin headers
 /// and a simple body, of about `budget` bytes.
 fn inner_message<R: Rng + ?Sized>(
@@ -1070,56 +721,4 @@ fn strip_decorations(subject: &str, list: Option<&ListDef>) -> String {
             return s.to_owned();
         }
     }
-}
-
-/// A stateful generator of one mailbox's mail: replies continue earlier threads (real
-/// In-Reply-To/References), correspondents recur, and delivery times increase.
-pub struct Generator<R: Rng = ChaCha8Rng> {
-    rng: R,
-    state: State,
-}
-
-impl Generator<ChaCha8Rng> {
-    /// A generator for the mailbox of user `index` (0-based, see
-    /// [`user_address`](crate::user_address)) seeded from `seed`; each user gets its own
-    /// ChaCha8 stream so users do not depend on one another.
-    pub fn for_user(seed: u64, index: usize, scale: f64) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(index as u64 + 1);
-        let owner = crate::user_address(index);
-        Self::with_rng(rng, &owner, scale)
-    }
-}
-
-impl<R: Rng> Generator<R> {
-    /// A generator drawing from `rng`, writing to (and as) `owner`.
-    pub fn with_rng(mut rng: R, owner: &str, scale: f64) -> Self {
-        let state = State::new(&mut rng, owner, scale);
-        Generator { rng, state }
-    }
-
-    /// Sets the mean time between messages in seconds (default one hour).
-    pub fn set_mean_interval(&mut self, secs: f64) {
-        self.state.set_mean_gap(secs);
-    }
-
-    /// The mailbox owner's address.
-    pub fn owner(&self) -> &str {
-        self.state.owner()
-    }
-
-    /// Generates the next message meant for `role`.
-    pub fn next_message(&mut self, role: Role) -> Generated {
-        compose(&mut self.state, &mut self.rng, role)
-    }
-}
-
-/// Generates one incoming message (a [`Role::Inbox`] mix) for `user0001@example.org`,
-/// stateless: replies carry invented References. `i` numbers the message in a stream and
-/// sets its date (one hour apart from 2022-01-03); `scale` as in [`Spec::size_scale`](crate::Spec).
-pub fn message(rng: &mut impl Rng, i: usize, scale: f64) -> Vec<u8> {
-    let mut st = State::new(rng, &crate::user_address(0), scale);
-    st.clock = EPOCH_START + i as i64 * 3600;
-    st.set_mean_gap(60.0);
-    compose(&mut st, rng, Role::Inbox).bytes
 }
