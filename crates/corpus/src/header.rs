@@ -228,7 +228,7 @@ impl Mailer {
                 ["acme", "maildex", "tools"][rng.gen_range(0..3)],
                 ["server", "client", "docs", "infra"][rng.gen_range(0..4)],
                 rng.gen_range(10..5000),
-                rng.gen_range(1_000_000_000u64..9_999_999_999)
+                rng.gen_range(1_000_000_000u64..999_999_999_999_999)
             ),
             Mailer::Esp => format!(
                 "<0100{}-{}-{}-{}-{}-000000@email.{domain}>",
