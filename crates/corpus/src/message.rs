@@ -31,7 +31,7 @@ pub enum Role {
     Junk,
     /// Meeting invitations (text/calendar) and their replies.
     Meetings,
-    /// Mail from the mailing list with this index in [`mailing_lists`](crate::mailing_lists).
+    /// Mail from the mailing list with this index in [`MAILING_LISTS`](crate::MAILING_LISTS).
     List(usize),
 }
 
@@ -44,6 +44,20 @@ pub struct Generated {
     pub received: i64,
     /// The Message-ID, with angle brackets.
     pub message_id: String,
+    /// For incoming mail: the envelope sender (MAIL FROM, the Return-Path) and the offset
+    /// in `bytes` where the message as carried over LMTP starts, i.e. after the
+    /// Return-Path, Delivered-To and Received header that the final delivery added.
+    pub lmtp: Option<(String, usize)>,
+}
+
+impl Generated {
+    /// The message as an LMTP client would send it (without the headers the final delivery
+    /// adds), or the whole message for mail that is saved rather than delivered (Sent,
+    /// Drafts), as APPEND would carry it.
+    pub fn lmtp_data(&self) -> &[u8] {
+        let start = self.lmtp.as_ref().map_or(0, |(_, off)| *off);
+        self.bytes.get(start..).unwrap_or(&self.bytes)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,6 +253,7 @@ pub(crate) fn compose<R: Rng + ?Sized>(st: &mut State, rng: &mut R, role: Role) 
         list_headers(rng, &mut origin, l, &d.message_id);
     }
     let mut head = String::new();
+    let mut lmtp = None;
     if incoming {
         let from_domain = d
             .from
@@ -276,7 +291,9 @@ pub(crate) fn compose<R: Rng + ?Sized>(st: &mut State, rng: &mut R, role: Role) 
             spam: kind == Kind::Spam,
             lean,
         };
-        head.push_str(&trace(rng, &st.site, &t).buf);
+        let (block, len) = trace(rng, &st.site, &t);
+        head.push_str(&block.buf);
+        lmtp = Some((envelope_from.clone(), len));
     }
     head.push_str(&origin.buf);
 
@@ -318,6 +335,7 @@ pub(crate) fn compose<R: Rng + ?Sized>(st: &mut State, rng: &mut R, role: Role) 
     Generated {
         bytes,
         received: if incoming { delivered } else { d.sent },
+        lmtp,
         message_id: d.message_id,
     }
 }
@@ -643,7 +661,7 @@ fn inner_message<R: Rng + ?Sized>(
         spam: false,
         lean: true,
     };
-    head.push_str(&trace(rng, &sub.site, &t).buf);
+    head.push_str(&trace(rng, &sub.site, &t).0.buf);
     head.push_str(&origin_headers(rng, &sub, &d, None).buf);
     let shape = Shape {
         kind: Kind::Personal,

@@ -485,7 +485,13 @@ fn spam_headers<R: Rng + ?Sized>(
 /// Builds the trace header block that sits above the origin headers of an incoming message:
 /// Return-Path, Delivered-To, 2-6 Received headers (newest first, each with its own date),
 /// spam verdict, Authentication-Results, optional ARC sets and the sender's DKIM-Signature.
-pub(crate) fn trace<R: Rng + ?Sized>(rng: &mut R, site: &Site, t: &Transit) -> HeaderBlock {
+/// The second value is the length of what the final delivery added (Return-Path,
+/// Delivered-To and the store's LMTP Received header): the rest is what LMTP carried.
+pub(crate) fn trace<R: Rng + ?Sized>(
+    rng: &mut R,
+    site: &Site,
+    t: &Transit,
+) -> (HeaderBlock, usize) {
     let mut h = HeaderBlock::default();
     // Hop times from the oldest (sender) to the newest (our store), monotonic.
     let span = (t.delivered - t.sent).max(1);
@@ -529,6 +535,7 @@ pub(crate) fn trace<R: Rng + ?Sized>(rng: &mut R, site: &Site, t: &Transit) -> H
             rfc5322(t.delivered, LOCAL_ZONE, true, false)
         ),
     );
+    let delivery_len = h.buf.len();
     spam_headers(rng, &mut h, site, t, &qid);
     if !t.lean && rng.gen_bool(0.5) {
         h.raw(
@@ -660,5 +667,5 @@ pub(crate) fn trace<R: Rng + ?Sized>(rng: &mut R, site: &Site, t: &Transit) -> H
             &format!("AOJu0Y{}", chars(rng, 60, ALNUM)),
         );
     }
-    h
+    (h, delivery_len)
 }

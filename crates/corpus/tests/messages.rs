@@ -264,3 +264,33 @@ fn incoming_headers_look_like_real_mail() {
         "{encoded_names} RFC 2047 From names"
     );
 }
+
+#[test]
+fn lmtp_data_strips_only_what_final_delivery_adds() {
+    for (role, m) in corpus(300, 0.2) {
+        let full = common::fields(common::split(&m.bytes).unwrap().0);
+        let wire = m.lmtp_data();
+        let wf = common::fields(common::split(wire).unwrap().0);
+        match (&m.lmtp, role) {
+            (None, Role::Sent | Role::Drafts) => assert_eq!(wire, &m.bytes[..]),
+            (Some((sender, off)), _) => {
+                assert!(m.bytes.ends_with(wire) && wire.len() + off == m.bytes.len());
+                assert_eq!(
+                    common::get(&full, "Return-Path"),
+                    Some(format!("<{sender}>").as_str())
+                );
+                assert!(
+                    common::get(&wf, "Return-Path").is_none()
+                        && common::get(&wf, "Delivered-To").is_none()
+                );
+                let received =
+                    |f: &[(String, String)]| f.iter().filter(|(n, _)| n == "Received").count();
+                assert_eq!(received(&wf) + 1, received(&full));
+                assert!(!full.iter().any(|(n, v)| n == "Received"
+                    && v.contains("LMTP")
+                    && wf.iter().any(|(_, w)| w == v)));
+            }
+            (None, r) => panic!("incoming {r:?} mail without envelope"),
+        }
+    }
+}
