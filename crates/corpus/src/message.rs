@@ -523,8 +523,14 @@ fn draft<R: Rng + ?Sized>(st: &mut State, rng: &mut R, kind: Kind, delivered: i6
         subj = format!("{}{base}", reply_prefix(mailer, lang, forward));
         references = ids;
         if forward {
+            // A forward starts a new conversation: the owner forwards to a contact, or a
+            // contact forwards something to the owner.
             references.clear();
-            to = vec![st.contact(rng)];
+            to = if kind == Kind::Sent {
+                vec![st.contact(rng)]
+            } else {
+                vec![owner.clone()]
+            };
         }
     } else {
         subj = match kind {
