@@ -13,7 +13,10 @@ fn uids(store: &UserStore) -> Vec<(u32, String, u64)> {
         .index()
         .read(|r| {
             let id = r.mailbox_id("INBOX")?.expect("INBOX indexed");
-            Ok(r.heads(id)?.into_iter().map(|(u, h)| (u, h.file_name, h.size)).collect())
+            Ok(r.states(id)?
+                .into_iter()
+                .map(|(u, h)| (u, h.file_name, h.size))
+                .collect())
         })
         .unwrap()
 }
@@ -25,7 +28,9 @@ fn odd_message_files_are_all_indexed_with_their_real_sizes() {
     make_folder(&inbox);
     let mut binary: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
     binary.extend_from_slice(b"\0\0\0");
-    let truncated = b"Content-Type: multipart/mixed; boundary=x\n\n--x\nContent-Type: text/plain\n\nhalf a par".to_vec();
+    let truncated =
+        b"Content-Type: multipart/mixed; boundary=x\n\n--x\nContent-Type: text/plain\n\nhalf a par"
+            .to_vec();
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("1.M1P1.h:2,S", binary),
         ("2.M2P1.h:2,S", Vec::new()),
@@ -55,11 +60,17 @@ fn a_50_mb_message_is_indexed_without_trouble() {
     while big.len() < 50 << 20 {
         big.extend_from_slice(line);
     }
-    let d = store.deliver("INBOX", &mut &big[..], &Default::default()).unwrap();
+    let d = store
+        .deliver("INBOX", &mut &big[..], &Default::default())
+        .unwrap();
     assert_eq!(d.size, big.len() as u64);
     let lines = big.iter().filter(|&&b| b == b'\n').count() as u64;
     assert_eq!(d.vsize, big.len() as u64 + lines);
-    let rec = store.index().read(|r| r.message(d.mailbox_id, d.uid)).unwrap().unwrap();
+    let rec = store
+        .index()
+        .read(|r| r.message(d.mailbox_id, d.uid))
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.vsize, d.vsize);
     assert_eq!(store.check().unwrap(), vec![]);
 }
@@ -71,14 +82,24 @@ fn an_unreadable_file_is_named_and_keeps_its_uid() {
     make_folder(&inbox);
     put_file(&inbox, "cur", "1.M1P1.h:2,S", &message("ok"));
     // a dangling symlink where a message file should be (a tool's half-done move)
-    std::os::unix::fs::symlink("/nonexistent/message", inbox.join("cur").join("2.M2P1.h:2,S")).unwrap();
+    std::os::unix::fs::symlink(
+        "/nonexistent/message",
+        inbox.join("cur").join("2.M2P1.h:2,S"),
+    )
+    .unwrap();
     let store = s.open();
     let report = store.sync_all().unwrap();
     assert_eq!(report.added, 1);
     assert_eq!(report.unreadable.len(), 1, "{report:?}");
-    assert!(report.unreadable[0].ends_with("cur/2.M2P1.h:2,S"), "{report:?}");
+    assert!(
+        report.unreadable[0].ends_with("cur/2.M2P1.h:2,S"),
+        "{report:?}"
+    );
     let uidlist = fs::read_to_string(inbox.join("dovecot-uidlist")).unwrap();
-    assert!(uidlist.contains(":2.M2P1.h"), "the unreadable file keeps a UID: {uidlist}");
+    assert!(
+        uidlist.contains(":2.M2P1.h"),
+        "the unreadable file keeps a UID: {uidlist}"
+    );
     // check names it as a difference until it is fixed
     let diffs = store.check().unwrap();
     assert_eq!(diffs.len(), 1, "{diffs:?}");
@@ -91,7 +112,9 @@ fn names_that_are_not_maildir_names_are_reported_and_left_alone() {
     let inbox = s.folder("INBOX");
     make_folder(&inbox);
     put_file(&inbox, "cur", "1.M1P1.h:2,S", &message("ok"));
-    let odd = inbox.join("cur").join(std::ffi::OsStr::from_bytes(b"\xff\xfe-not-utf8"));
+    let odd = inbox
+        .join("cur")
+        .join(std::ffi::OsStr::from_bytes(b"\xff\xfe-not-utf8"));
     fs::write(&odd, b"x").unwrap();
     put_file(&inbox, "cur", ".hidden", b"x");
     let store = s.open();
@@ -106,13 +129,24 @@ fn a_corrupt_uidlist_is_rebuilt_from_the_index_without_renumbering() {
     let s = Scratch::new();
     let store = s.open();
     for i in 0..5 {
-        store.deliver("INBOX", &mut &message(&format!("m{i}"))[..], &Default::default()).unwrap();
+        store
+            .deliver(
+                "INBOX",
+                &mut &message(&format!("m{i}"))[..],
+                &Default::default(),
+            )
+            .unwrap();
     }
     let before = uids(&store);
     let list = s.folder("INBOX").join("dovecot-uidlist");
     fs::write(&list, b"3 V1 N2\n\x00\x01garbage here\n7 9 :x\n").unwrap();
     // a new file arrives, so the next sync must read the uidlist
-    put_file(&s.folder("INBOX"), "new", "1900000000.M1P1.h", &message("new"));
+    put_file(
+        &s.folder("INBOX"),
+        "new",
+        "1900000000.M1P1.h",
+        &message("new"),
+    );
     let report = store.sync_all().unwrap();
     assert_eq!(report.added, 1);
     let after = uids(&store);
@@ -139,7 +173,10 @@ fn a_corrupt_uidlist_with_no_index_is_refused_not_renumbered() {
         other => panic!("expected a refusal, got {other:?}"),
     }
     // nothing was changed on disk
-    assert_eq!(fs::read(&list).unwrap(), b"3 V1 N10\n5 :1.M1P1.h\n4 :decreasing\n");
+    assert_eq!(
+        fs::read(&list).unwrap(),
+        b"3 V1 N10\n5 :1.M1P1.h\n4 :decreasing\n"
+    );
     assert!(inbox.join("cur/1.M1P1.h:2,S").exists());
 }
 
@@ -149,6 +186,8 @@ fn an_index_folder_that_cannot_exist_is_a_clear_error() {
     fs::create_dir_all(s.dir.path()).unwrap();
     let blocker = s.dir.path().join("blocker");
     fs::write(&blocker, b"").unwrap();
-    let err = UserStore::open(&s.maildir, &blocker.join("index"), Scratch::options()).err().expect("must fail");
+    let err = UserStore::open(&s.maildir, &blocker.join("index"), Scratch::options())
+        .err()
+        .expect("must fail");
     assert!(err.to_string().contains("blocker"), "{err}");
 }

@@ -11,7 +11,11 @@ use maildex_store::DeliverOptions;
 use maildex_tests::{message, Scratch};
 
 fn names_in(dir: &std::path::Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -20,33 +24,76 @@ fn names_in(dir: &std::path::Path) -> Vec<String> {
 fn flags_keywords_and_date_land_in_the_file_name_and_the_index() {
     let s = Scratch::new();
     let store = s.open();
-    let plain = store.deliver("INBOX", &mut &message("plain")[..], &DeliverOptions::default()).unwrap();
+    let plain = store
+        .deliver(
+            "INBOX",
+            &mut &message("plain")[..],
+            &DeliverOptions::default(),
+        )
+        .unwrap();
     let date = UNIX_EPOCH + Duration::from_secs(1_600_000_000);
     let opts = DeliverOptions {
         flags: Flags::SEEN | Flags::FLAGGED,
         keywords: vec!["$Junk".into(), "work".into()],
         internal_date: Some(date),
     };
-    let flagged = store.deliver("INBOX", &mut &message("flagged")[..], &opts).unwrap();
+    let flagged = store
+        .deliver("INBOX", &mut &message("flagged")[..], &opts)
+        .unwrap();
     assert_eq!((plain.uid, flagged.uid), (1, 2));
 
-    assert_eq!(names_in(&s.maildir.join("new")), vec![plain.file_name.clone()]);
-    assert_eq!(names_in(&s.maildir.join("cur")), vec![flagged.file_name.clone()]);
-    assert!(flagged.file_name.ends_with(":2,FSab"), "{}", flagged.file_name);
-    assert!(flagged.file_name.contains(&format!(",S={},W={}", flagged.size, flagged.vsize)), "{}", flagged.file_name);
-    assert_eq!(fs::read_to_string(s.maildir.join("dovecot-keywords")).unwrap(), "0 $Junk\n1 work\n");
-    let mtime = fs::metadata(s.maildir.join("cur").join(&flagged.file_name)).unwrap().modified().unwrap();
+    assert_eq!(
+        names_in(&s.maildir.join("new")),
+        vec![plain.file_name.clone()]
+    );
+    assert_eq!(
+        names_in(&s.maildir.join("cur")),
+        vec![flagged.file_name.clone()]
+    );
+    assert!(
+        flagged.file_name.ends_with(":2,FSab"),
+        "{}",
+        flagged.file_name
+    );
+    assert!(
+        flagged
+            .file_name
+            .contains(&format!(",S={},W={}", flagged.size, flagged.vsize)),
+        "{}",
+        flagged.file_name
+    );
+    assert_eq!(
+        fs::read_to_string(s.maildir.join("dovecot-keywords")).unwrap(),
+        "0 $Junk\n1 work\n"
+    );
+    let mtime = fs::metadata(s.maildir.join("cur").join(&flagged.file_name))
+        .unwrap()
+        .modified()
+        .unwrap();
     assert_eq!(mtime, date);
 
-    let (rec, mbox) = store.index().read(|r| Ok((r.message(flagged.mailbox_id, 2)?.unwrap(), r.require_mailbox(flagged.mailbox_id)?))).unwrap();
+    let (rec, mbox) = store
+        .index()
+        .read(|r| {
+            Ok((
+                r.message(flagged.mailbox_id, 2)?.unwrap(),
+                r.require_mailbox(flagged.mailbox_id)?,
+            ))
+        })
+        .unwrap();
     assert_eq!(rec.flags, flag::SEEN | flag::FLAGGED);
     assert_eq!(rec.keywords, 0b11);
     assert_eq!(rec.internal_date, 1_600_000_000);
     assert_eq!(mbox.keywords, vec!["$Junk".to_string(), "work".to_string()]);
     assert_eq!((mbox.counts.messages, mbox.counts.unseen), (2, 1));
     // a keyword already known is not added twice
-    let again = DeliverOptions { keywords: vec!["WORK".into()], ..DeliverOptions::default() };
-    let third = store.deliver("INBOX", &mut &message("third")[..], &again).unwrap();
+    let again = DeliverOptions {
+        keywords: vec!["WORK".into()],
+        ..DeliverOptions::default()
+    };
+    let third = store
+        .deliver("INBOX", &mut &message("third")[..], &again)
+        .unwrap();
     assert!(third.file_name.ends_with(":2,b"), "{}", third.file_name);
     assert_eq!(store.check().unwrap(), vec![]);
 }
@@ -60,16 +107,34 @@ fn concurrent_deliveries_get_distinct_uids_and_exact_counts() {
             let store = Arc::clone(&store);
             std::thread::spawn(move || {
                 (0..25)
-                    .map(|i| store.deliver("INBOX", &mut &message(&format!("t{t}m{i}"))[..], &DeliverOptions::default()).unwrap().uid)
+                    .map(|i| {
+                        store
+                            .deliver(
+                                "INBOX",
+                                &mut &message(&format!("t{t}m{i}"))[..],
+                                &DeliverOptions::default(),
+                            )
+                            .unwrap()
+                            .uid
+                    })
                     .collect::<Vec<u32>>()
             })
         })
         .collect();
-    let mut uids: Vec<u32> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let mut uids: Vec<u32> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
     uids.sort();
     assert_eq!(uids, (1..=200).collect::<Vec<u32>>());
-    let counts = store.index().read(|r| Ok(r.require_mailbox(r.mailbox_id("INBOX")?.unwrap())?.counts)).unwrap();
-    assert_eq!((counts.messages, counts.unseen, counts.recent), (200, 200, 200));
+    let counts = store
+        .index()
+        .read(|r| Ok(r.require_mailbox(r.mailbox_id("INBOX")?.unwrap())?.counts))
+        .unwrap();
+    assert_eq!(
+        (counts.messages, counts.unseen, counts.recent),
+        (200, 200, 200)
+    );
     assert_eq!(store.check().unwrap(), vec![]);
 }
 
@@ -79,7 +144,10 @@ struct Broken(usize);
 impl Read for Broken {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         if self.0 == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "peer went away"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "peer went away",
+            ));
         }
         let n = buf.len().min(self.0);
         buf[..n].fill(b'x');
@@ -92,13 +160,27 @@ impl Read for Broken {
 fn a_delivery_that_fails_mid_stream_leaves_nothing_behind() {
     let s = Scratch::new();
     let store = s.open();
-    let err = store.deliver("INBOX", &mut Broken(100_000), &DeliverOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("tmp"), "the error names the file: {err}");
+    let err = store
+        .deliver("INBOX", &mut Broken(100_000), &DeliverOptions::default())
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("tmp"),
+        "the error names the file: {err}"
+    );
     for sub in ["tmp", "new", "cur"] {
-        assert!(names_in(&s.maildir.join(sub)).is_empty(), "{sub}/ is not empty");
+        assert!(
+            names_in(&s.maildir.join(sub)).is_empty(),
+            "{sub}/ is not empty"
+        );
     }
     // and the next delivery is UID 1: nothing was numbered
-    let d = store.deliver("INBOX", &mut &message("after")[..], &DeliverOptions::default()).unwrap();
+    let d = store
+        .deliver(
+            "INBOX",
+            &mut &message("after")[..],
+            &DeliverOptions::default(),
+        )
+        .unwrap();
     assert_eq!(d.uid, 1);
 }
 
@@ -106,8 +188,19 @@ fn a_delivery_that_fails_mid_stream_leaves_nothing_behind() {
 fn delivery_to_a_missing_mailbox_is_refused() {
     let s = Scratch::new();
     let store = s.open();
-    let err = store.deliver("Nope", &mut &message("x")[..], &DeliverOptions::default()).unwrap_err();
-    assert!(matches!(err, maildex_store::StoreError::NoMailbox(ref n) if n == "Nope"), "{err}");
-    let err = store.deliver("../escape", &mut &message("x")[..], &DeliverOptions::default()).unwrap_err();
+    let err = store
+        .deliver("Nope", &mut &message("x")[..], &DeliverOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(err, maildex_store::StoreError::NoMailbox(ref n) if n == "Nope"),
+        "{err}"
+    );
+    let err = store
+        .deliver(
+            "../escape",
+            &mut &message("x")[..],
+            &DeliverOptions::default(),
+        )
+        .unwrap_err();
     assert!(err.to_string().contains("escape"), "{err}");
 }

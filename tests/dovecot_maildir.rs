@@ -9,13 +9,18 @@ use maildex_tests::{make_folder, message, put_file, Scratch};
 
 const UIDVALIDITY: u32 = 1_700_000_000;
 
+/// (mailbox, uid) -> (file name, flags, keyword names)
+type Messages = BTreeMap<(String, u32), (String, u8, Vec<String>)>;
+
 struct Laid {
-    /// (mailbox, uid) -> (file name, flags, keywords)
-    expected: BTreeMap<(String, u32), (String, u8, Vec<String>)>,
+    expected: Messages,
 }
 
 fn name(i: u32, size: usize, info: &str) -> String {
-    format!("17000000{i:02}.M{i}P4242.mail.example.org,S={size},W={}{info}", size + 7)
+    format!(
+        "17000000{i:02}.M{i}P4242.mail.example.org,S={size},W={}{info}",
+        size + 7
+    )
 }
 
 /// Lays down INBOX (UIDs with gaps, keywords, files in new/ and cur/, one file Dovecot has
@@ -24,10 +29,20 @@ fn lay_down(s: &Scratch) -> Laid {
     let mut expected = BTreeMap::new();
     let inbox = s.folder("INBOX");
     make_folder(&inbox);
-    fs::write(inbox.join("dovecot-keywords"), "0 $Label1\n1 Junk\n2 work\n").unwrap();
+    fs::write(
+        inbox.join("dovecot-keywords"),
+        "0 $Label1\n1 Junk\n2 work\n",
+    )
+    .unwrap();
     let msgs: [(u32, &str, &str, u8, &[&str]); 5] = [
         (3, "cur", ":2,S", flag::SEEN, &[]),
-        (7, "cur", ":2,FRSa", flag::SEEN | flag::FLAGGED | flag::ANSWERED, &["$Label1"]),
+        (
+            7,
+            "cur",
+            ":2,FRSa",
+            flag::SEEN | flag::FLAGGED | flag::ANSWERED,
+            &["$Label1"],
+        ),
         (50, "cur", ":2,STc", flag::SEEN | flag::DELETED, &["work"]),
         (51, "new", "", 0, &[]),
         (99, "cur", ":2,Dbc", flag::DRAFT, &["Junk", "work"]),
@@ -38,10 +53,17 @@ fn lay_down(s: &Scratch) -> Laid {
         let file = name(i as u32, body.len(), info);
         put_file(&inbox, sub, &file, &body);
         // Dovecot writes some records with extension fields, e.g. W<vsize>
-        let ext = if uid % 2 == 1 { format!(" W{}", body.len() + 7) } else { String::new() };
+        let ext = if uid % 2 == 1 {
+            format!(" W{}", body.len() + 7)
+        } else {
+            String::new()
+        };
         let base = file.split(':').next().unwrap().to_string();
         uidlist.push_str(&format!("{uid}{ext} :{base}\n"));
-        expected.insert(("INBOX".to_string(), *uid), (file, *flags, kws.iter().map(|k| k.to_string()).collect()));
+        expected.insert(
+            ("INBOX".to_string(), *uid),
+            (file, *flags, kws.iter().map(|k| k.to_string()).collect()),
+        );
     }
     fs::write(inbox.join("dovecot-uidlist"), uidlist).unwrap();
     // delivered after Dovecot last synced: not in the uidlist yet, so it gets N (120)
@@ -57,15 +79,22 @@ fn lay_down(s: &Scratch) -> Laid {
     let body = message("summer");
     let file = name(20, body.len(), ":2,S");
     put_file(&folder, "cur", &file, &body);
-    fs::write(folder.join("dovecot-uidlist"), format!("3 V{} N9\n8 :{}\n", UIDVALIDITY + 1, file)).unwrap();
+    fs::write(
+        folder.join("dovecot-uidlist"),
+        format!("3 V{} N9\n8 :{}\n", UIDVALIDITY + 1, file),
+    )
+    .unwrap();
     expected.insert(("Été".to_string(), 8), (file, flag::SEEN, vec![]));
     Laid { expected }
 }
 
-fn observed(s: &Scratch) -> (BTreeMap<(String, u32), (String, u8, Vec<String>)>, BTreeMap<String, u32>) {
+fn observed(s: &Scratch) -> (Messages, BTreeMap<String, u32>) {
     let store = s.open();
     let report = store.sync_all().unwrap();
-    assert!(report.unreadable.is_empty() && report.bad_names.is_empty(), "{report:?}");
+    assert!(
+        report.unreadable.is_empty() && report.bad_names.is_empty(),
+        "{report:?}"
+    );
     let mut msgs = BTreeMap::new();
     let mut validity = BTreeMap::new();
     store
@@ -75,7 +104,10 @@ fn observed(s: &Scratch) -> (BTreeMap<(String, u32), (String, u8, Vec<String>)>,
                 validity.insert(m.name.clone(), m.uidvalidity);
                 for (uid, rec) in r.messages(id)? {
                     let kws = maildex_index::dump::keyword_names(rec.keywords, &m.keywords);
-                    msgs.insert((m.name.clone(), uid), (rec.file_name.clone(), rec.flags, kws));
+                    msgs.insert(
+                        (m.name.clone(), uid),
+                        (rec.file_name.clone(), rec.flags, kws),
+                    );
                 }
             }
             Ok(())
@@ -97,11 +129,17 @@ fn every_uid_flag_and_keyword_is_kept() {
     // the uidlist now also numbers the late file, in Dovecot's format, for Dovecot to read
     let text = fs::read_to_string(s.folder("INBOX").join("dovecot-uidlist")).unwrap();
     assert!(text.starts_with(&format!("3 V{UIDVALIDITY} ")), "{text}");
-    assert!(text.lines().any(|l| l.starts_with("120 ") && l.contains(":1700000009.")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("120 ") && l.contains(":1700000009.")),
+        "{text}"
+    );
 
     // next UID continues after the uidlist's N
     let store = s.open();
-    let d = store.deliver("INBOX", &mut &message("after")[..], &Default::default()).unwrap();
+    let d = store
+        .deliver("INBOX", &mut &message("after")[..], &Default::default())
+        .unwrap();
     assert_eq!((d.uid, d.uidvalidity), (121, UIDVALIDITY));
 }
 
@@ -117,10 +155,22 @@ fn deleting_the_index_and_rebuilding_keeps_every_uid() {
 
     // and `rebuild` on an existing index keeps them too, and keeps modseqs moving forward
     let store = s.open();
-    let before = store.index().read(|r| Ok(r.require_mailbox(r.mailbox_id("INBOX")?.unwrap())?.highest_modseq)).unwrap();
+    let before = store
+        .index()
+        .read(|r| {
+            Ok(r.require_mailbox(r.mailbox_id("INBOX")?.unwrap())?
+                .highest_modseq)
+        })
+        .unwrap();
     let report = store.rebuild(&mut |_| {}).unwrap();
     assert_eq!(report.sync.added, laid.expected.len());
-    let after = store.index().read(|r| Ok(r.require_mailbox(r.mailbox_id("INBOX")?.unwrap())?.highest_modseq)).unwrap();
+    let after = store
+        .index()
+        .read(|r| {
+            Ok(r.require_mailbox(r.mailbox_id("INBOX")?.unwrap())?
+                .highest_modseq)
+        })
+        .unwrap();
     assert!(after > before, "modseq {before} -> {after}");
     drop(store);
     let (third, _) = observed(&s);
@@ -156,6 +206,9 @@ fn courier_uids_are_imported() {
     let uids: Vec<u32> = msgs.keys().map(|(_, u)| *u).collect();
     assert_eq!(uids, vec![17, 33]);
     assert_eq!(validity.get("INBOX"), Some(&1_100_000_000));
-    let d = s.open().deliver("INBOX", &mut &message("c")[..], &Default::default()).unwrap();
+    let d = s
+        .open()
+        .deliver("INBOX", &mut &message("c")[..], &Default::default())
+        .unwrap();
     assert_eq!(d.uid, 40);
 }

@@ -22,13 +22,19 @@ impl Scratch {
         let dir = tempfile::tempdir().expect("tempdir");
         let maildir = dir.path().join("Maildir");
         let index = dir.path().join("index");
-        Scratch { dir, maildir, index }
+        Scratch {
+            dir,
+            maildir,
+            index,
+        }
     }
 
     /// Store options for tests: no fsync (tests do not crash the machine).
     pub fn options() -> StoreOptions {
-        let mut o = StoreOptions::default();
-        o.fsync = false;
+        let mut o = StoreOptions {
+            fsync: false,
+            ..StoreOptions::default()
+        };
         o.index.durable = false;
         o.index.map_size = 4 << 20;
         o

@@ -43,7 +43,11 @@ fn files(root: &Path) -> Vec<(std::path::PathBuf, &'static str, String)> {
         for sub in ["new", "cur"] {
             if let Ok(rd) = fs::read_dir(dir.join(sub)) {
                 for e in rd.flatten() {
-                    out.push((dir.clone(), sub, e.file_name().to_string_lossy().into_owned()));
+                    out.push((
+                        dir.clone(),
+                        sub,
+                        e.file_name().to_string_lossy().into_owned(),
+                    ));
                 }
             }
         }
@@ -63,16 +67,25 @@ struct Model {
 
 impl Model {
     fn observe(&mut self, store: &UserStore) -> Result<(), TestCaseError> {
-        store.sync_all().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let diffs = store.check().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        store
+            .sync_all()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let diffs = store
+            .check()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert!(diffs.is_empty(), "check: {diffs:?}");
         let seen = store
             .index()
             .read(|r| {
                 let mut v = Vec::new();
                 for (id, m) in r.mailboxes()? {
-                    for (uid, h) in r.heads(id)? {
-                        v.push((m.name.clone(), m.uidvalidity, uid, maildex_maildir::filename::base_of(&h.file_name).to_string()));
+                    for (uid, h) in r.states(id)? {
+                        v.push((
+                            m.name.clone(),
+                            m.uidvalidity,
+                            uid,
+                            maildex_maildir::filename::base_of(&h.file_name).to_string(),
+                        ));
                     }
                     v.push((m.name.clone(), m.uidvalidity, 0, String::new()));
                 }
@@ -85,9 +98,16 @@ impl Model {
             if uid == 0 {
                 continue;
             }
-            let known = *self.uid_of.entry((mailbox.clone(), base.clone())).or_insert(uid);
+            let known = *self
+                .uid_of
+                .entry((mailbox.clone(), base.clone()))
+                .or_insert(uid);
             prop_assert_eq!(known, uid, "{} in {} changed UID", base, mailbox);
-            let owner = self.base_of.entry((mailbox.clone(), uid)).or_insert(base.clone()).clone();
+            let owner = self
+                .base_of
+                .entry((mailbox.clone(), uid))
+                .or_insert(base.clone())
+                .clone();
             prop_assert_eq!(owner, base, "UID {} of {} reused", uid, mailbox);
         }
         Ok(())
@@ -99,7 +119,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut store = Some(s.open());
     fs::create_dir_all(s.maildir.join(".Lists.rust")).unwrap();
     maildex_tests::make_folder(&s.maildir.join(".Lists.rust"));
-    let mut model = Model { uid_of: HashMap::new(), base_of: HashMap::new(), validity: HashMap::new(), counter: 0 };
+    let mut model = Model {
+        uid_of: HashMap::new(),
+        base_of: HashMap::new(),
+        validity: HashMap::new(),
+        counter: 0,
+    };
     for op in ops {
         let st = match &store {
             Some(st) => st,
@@ -110,15 +135,32 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         match op {
             Op::Deliver { folder, seen } => {
                 let flags = if seen { Flags::SEEN } else { Flags::EMPTY };
-                st.sync_mailbox(FOLDERS[folder]).map_err(|e| TestCaseError::fail(e.to_string()))?;
-                st.deliver(FOLDERS[folder], &mut &message(&format!("d{n}"))[..], &DeliverOptions { flags, ..Default::default() })
+                st.sync_mailbox(FOLDERS[folder])
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                st.deliver(
+                    FOLDERS[folder],
+                    &mut &message(&format!("d{n}"))[..],
+                    &DeliverOptions {
+                        flags,
+                        ..Default::default()
+                    },
+                )
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
             Op::ExternalAdd { folder, to_new } => {
-                let dir = if folder == 0 { s.maildir.clone() } else { s.maildir.join(".Lists.rust") };
+                let dir = if folder == 0 {
+                    s.maildir.clone()
+                } else {
+                    s.maildir.join(".Lists.rust")
+                };
                 let name = format!("1800000{n:03}.M{n}P99.other.host");
                 let name = if to_new { name } else { format!("{name}:2,S") };
-                put_file(&dir, if to_new { "new" } else { "cur" }, &name, &message(&format!("x{n}")));
+                put_file(
+                    &dir,
+                    if to_new { "new" } else { "cur" },
+                    &name,
+                    &message(&format!("x{n}")),
+                );
             }
             Op::ExternalRename { pick, letters } => {
                 let all = files(&s.maildir);
@@ -126,13 +168,23 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     let (dir, sub, name) = &all[pick % all.len()];
                     let parsed = MaildirName::parse(name).unwrap();
                     let mut flags = Flags::EMPTY;
-                    for (bit, f) in [(1, Flags::SEEN), (2, Flags::ANSWERED), (4, Flags::FLAGGED), (8, Flags::DELETED), (16, Flags::DRAFT)] {
+                    for (bit, f) in [
+                        (1, Flags::SEEN),
+                        (2, Flags::ANSWERED),
+                        (4, Flags::FLAGGED),
+                        (8, Flags::DELETED),
+                        (16, Flags::DRAFT),
+                    ] {
                         if letters & bit != 0 {
                             flags.insert(f);
                         }
                     }
                     let renamed = parsed.with_flags(flags, parsed.keywords).file_name();
-                    let renamed = if renamed.contains(":2,") { renamed } else { format!("{renamed}:2,") };
+                    let renamed = if renamed.contains(":2,") {
+                        renamed
+                    } else {
+                        format!("{renamed}:2,")
+                    };
                     fs::rename(dir.join(sub).join(name), dir.join("cur").join(renamed)).unwrap();
                 }
             }
@@ -145,7 +197,8 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::Sync => model.observe(st)?,
             Op::Rebuild => {
-                st.rebuild(&mut |_| {}).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                st.rebuild(&mut |_| {})
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
             Op::DropIndex => {
                 store = None;

@@ -61,14 +61,20 @@ struct Sizes {
 
 fn record_sizes(store: &UserStore) -> Result<Sizes> {
     Ok(store.index().read(|r| {
-        let mut s = Sizes { records: 0, hot: 0, headers: 0, envelope: 0, bodystructure: 0 };
+        let mut s = Sizes {
+            records: 0,
+            hot: 0,
+            headers: 0,
+            envelope: 0,
+            bodystructure: 0,
+        };
         for (id, _) in r.mailboxes()? {
             for (uid, m) in r.messages(id)? {
                 s.records += 1;
                 s.hot += m.hot_headers.len();
                 s.envelope += m.envelope.len();
                 s.bodystructure += m.body_structure.len() + m.body.len();
-                s.headers += r.headers_stored_len(id, uid)?;
+                s.headers += r.headers(id, uid)?.map_or(0, |h| h.len());
             }
         }
         Ok(s)
@@ -84,9 +90,16 @@ fn rebuild(messages: usize, seed: u64, scale: f64, dir: Option<PathBuf>) -> Resu
             tmp.path().to_path_buf()
         }
     };
-    let spec = maildex_corpus::Spec { seed, users: 1, messages_per_user: messages, folders: true, size_scale: scale };
+    let spec = maildex_corpus::Spec {
+        seed,
+        users: 1,
+        messages_per_user: messages,
+        folders: true,
+        size_scale: scale,
+    };
     let t = Instant::now();
-    let stats = maildex_corpus::generate(&spec, &root.join("mail")).context("generating the corpus")?;
+    let stats =
+        maildex_corpus::generate(&spec, &root.join("mail")).context("generating the corpus")?;
     println!(
         "corpus: {} messages, {:.1} MB, sizes p50 {} B, p90 {} B, p99 {} B, max {} B (generated in {:.1}s)",
         stats.messages,
@@ -113,13 +126,31 @@ fn rebuild(messages: usize, seed: u64, scale: f64, dir: Option<PathBuf>) -> Resu
     let idle_secs = t.elapsed().as_secs_f64();
 
     let (_, used) = store.index().usage();
+    for s in store.index().read(|r| r.page_stats())? {
+        println!(
+            "  db {}: {} entries, {} leaf + {} overflow + {} branch pages",
+            s.name, s.entries, s.leaf_pages, s.overflow_pages, s.branch_pages
+        );
+    }
     let sizes = record_sizes(&store)?;
     drop(store);
     let (before, after) = maildex_index::compact(&index_dir)?;
     let n = first.added.max(1) as f64;
-    println!("first index (no index yet): {} messages in {first_secs:.2}s = {:.0} messages/s", first.added, first.added as f64 / first_secs);
-    println!("rebuild (index exists):     {} messages in {rebuild_secs:.2}s = {:.0} messages/s", again.sync.added, again.sync.added as f64 / rebuild_secs);
-    println!("sync with nothing changed:  {} mailboxes in {:.3} ms", idle.mailboxes, idle_secs * 1e3);
+    println!(
+        "first index (no index yet): {} messages in {first_secs:.2}s = {:.0} messages/s",
+        first.added,
+        first.added as f64 / first_secs
+    );
+    println!(
+        "rebuild (index exists):     {} messages in {rebuild_secs:.2}s = {:.0} messages/s",
+        again.sync.added,
+        again.sync.added as f64 / rebuild_secs
+    );
+    println!(
+        "sync with nothing changed:  {} mailboxes in {:.3} ms",
+        idle.mailboxes,
+        idle_secs * 1e3
+    );
     println!(
         "index size: {:.1} MB used pages ({:.0} B/message), {:.1} MB file after compact ({:.0} B/message) = {:.1}% of the mail's {:.1} MB",
         used as f64 / 1e6,
@@ -132,7 +163,7 @@ fn rebuild(messages: usize, seed: u64, scale: f64, dir: Option<PathBuf>) -> Resu
     println!("  (file before compact {:.1} MB)", before as f64 / 1e6);
     let r = sizes.records.max(1) as f64;
     println!(
-        "per record: hot headers {:.0} B, compressed header blocks {:.0} B, envelope {:.0} B, body+bodystructure {:.0} B",
+        "per message, before compression: hot headers {:.0} B, header blocks {:.0} B, envelope {:.0} B, body+bodystructure {:.0} B",
         sizes.hot as f64 / r,
         sizes.headers as f64 / r,
         sizes.envelope as f64 / r,
@@ -144,6 +175,11 @@ fn rebuild(messages: usize, seed: u64, scale: f64, dir: Option<PathBuf>) -> Resu
 
 fn main() -> Result<()> {
     match Cli::parse().cmd {
-        Cmd::Rebuild { messages, seed, scale, dir } => rebuild(messages, seed, scale, dir),
+        Cmd::Rebuild {
+            messages,
+            seed,
+            scale,
+            dir,
+        } => rebuild(messages, seed, scale, dir),
     }
 }

@@ -19,8 +19,16 @@ pub fn mailbox(id: u32, m: &MailboxRecord) -> String {
         "  counts           messages={} unseen={} recent={} deleted={} vsize={}",
         c.messages, c.unseen, c.recent, c.deleted, c.vsize
     );
-    let _ = writeln!(s, "  new/ stamp       mtime_ns={} ino={}", m.new_stamp.mtime_ns, m.new_stamp.ino);
-    let _ = writeln!(s, "  cur/ stamp       mtime_ns={} ino={}", m.cur_stamp.mtime_ns, m.cur_stamp.ino);
+    let _ = writeln!(
+        s,
+        "  new/ stamp       mtime_ns={} ino={}",
+        m.new_stamp.mtime_ns, m.new_stamp.ino
+    );
+    let _ = writeln!(
+        s,
+        "  cur/ stamp       mtime_ns={} ino={}",
+        m.cur_stamp.mtime_ns, m.cur_stamp.ino
+    );
     let _ = writeln!(
         s,
         "  uidlist stamp    mtime_ns={} ino={} size={}",
@@ -50,12 +58,20 @@ pub fn flag_names(bits: u8) -> Vec<&'static str> {
 pub fn keyword_names(bits: u32, table: &[String]) -> Vec<String> {
     (0..32)
         .filter(|i| bits & (1 << i) != 0)
-        .map(|i| table.get(i).cloned().unwrap_or_else(|| format!("?{}", (b'a' + i as u8) as char)))
+        .map(|i| {
+            table
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("?{}", (b'a' + i as u8) as char))
+        })
         .collect()
 }
 
 fn show_bytes(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).replace('\r', "").trim_end().replace('\n', "\n      ")
+    String::from_utf8_lossy(b)
+        .replace('\r', "")
+        .trim_end()
+        .replace('\n', "\n      ")
 }
 
 fn part_tree(s: &mut String, p: &PartRecord, number: &str, depth: usize) {
@@ -77,7 +93,13 @@ fn part_tree(s: &mut String, p: &PartRecord, number: &str, depth: usize) {
         p.body_vsize,
         p.lines
     );
-    let sub = |i: usize| if number.is_empty() { format!("{}", i + 1) } else { format!("{number}.{}", i + 1) };
+    let sub = |i: usize| {
+        if number.is_empty() {
+            format!("{}", i + 1)
+        } else {
+            format!("{number}.{}", i + 1)
+        }
+    };
     match &p.kind {
         PartKindRecord::Single => {}
         PartKindRecord::Multipart(children) => {
@@ -90,20 +112,45 @@ fn part_tree(s: &mut String, p: &PartRecord, number: &str, depth: usize) {
 }
 
 /// Renders one message record. `headers` is the decompressed header blocks if wanted.
-pub fn message(uid: u32, m: &MessageRecord, keywords: &[String], stored_headers_len: usize) -> String {
+pub fn message(
+    uid: u32,
+    m: &MessageRecord,
+    keywords: &[String],
+    stored_headers_len: usize,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "  uid {uid}");
-    let _ = writeln!(s, "    file           {}{}", if m.in_new { "new/" } else { "cur/" }, m.file_name);
+    let _ = writeln!(
+        s,
+        "    file           {}{}",
+        if m.in_new { "new/" } else { "cur/" },
+        m.file_name
+    );
     let _ = writeln!(s, "    flags          {:?}", flag_names(m.flags));
-    let _ = writeln!(s, "    keywords       {:?}", keyword_names(m.keywords, keywords));
+    let _ = writeln!(
+        s,
+        "    keywords       {:?}",
+        keyword_names(m.keywords, keywords)
+    );
     let _ = writeln!(s, "    modseq         {}", m.modseq);
     let _ = writeln!(s, "    internal_date  {}", m.internal_date);
     let _ = writeln!(s, "    save_date      {}", m.save_date);
     let _ = writeln!(s, "    size           {} (RFC822.SIZE {})", m.size, m.vsize);
-    let _ = writeln!(s, "    header blocks  {stored_headers_len} bytes compressed");
+    let _ = writeln!(
+        s,
+        "    header blocks  {stored_headers_len} bytes compressed"
+    );
     let _ = writeln!(s, "    hot headers    {}", show_bytes(&m.hot_headers));
-    let _ = writeln!(s, "    envelope       {}", String::from_utf8_lossy(&m.envelope));
-    let _ = writeln!(s, "    bodystructure  {}", String::from_utf8_lossy(&m.body_structure));
+    let _ = writeln!(
+        s,
+        "    envelope       {}",
+        String::from_utf8_lossy(&m.envelope)
+    );
+    let _ = writeln!(
+        s,
+        "    bodystructure  {}",
+        String::from_utf8_lossy(&m.body_structure)
+    );
     let _ = writeln!(s, "    parts");
     part_tree(&mut s, &m.parts, "", 0);
     s
@@ -115,7 +162,10 @@ mod tests {
 
     #[test]
     fn names_of_flags_and_keywords() {
-        assert_eq!(flag_names(flag::SEEN | flag::DELETED), vec!["\\Seen", "\\Deleted"]);
+        assert_eq!(
+            flag_names(flag::SEEN | flag::DELETED),
+            vec!["\\Seen", "\\Deleted"]
+        );
         let table = vec!["$Junk".to_string(), "work".to_string()];
         assert_eq!(keyword_names(0b11, &table), vec!["$Junk", "work"]);
         assert_eq!(keyword_names(0b100, &table), vec!["?c"]);

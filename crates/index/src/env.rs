@@ -14,6 +14,7 @@ use heed::types::{Bytes, Str, U32};
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, RwTxn, WithoutTls};
 
 use crate::schema::{self, SCHEMA_VERSION};
+use crate::segment::Segments;
 use crate::txn::{Reader, Writer};
 use crate::IndexError;
 
@@ -36,7 +37,10 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { map_size: 64 << 20, durable: true }
+        OpenOptions {
+            map_size: 64 << 20,
+            durable: true,
+        }
     }
 }
 
@@ -48,10 +52,27 @@ pub struct Dbs<'e> {
     pub mailbox_names: Database<'e, Str, U32<BigEndian>>,
     /// `mailboxes`: id -> [`schema::MailboxRecord`].
     pub mailboxes: Database<'e, U32<BigEndian>, Bytes>,
-    /// `messages`: (mailbox, uid) -> [`schema::MessageRecord`].
+    /// `messages`: (mailbox, uid) -> [`schema::MessageState`].
     pub messages: Database<'e, Bytes, Bytes>,
-    /// `headers`: (mailbox, uid) -> compressed header blocks.
+    /// `cache`: segments of [`schema::Cached`].
+    pub cache: Database<'e, Bytes, Bytes>,
+    /// `headers`: segments of raw header blocks.
     pub headers: Database<'e, Bytes, Bytes>,
+}
+
+impl<'e> Dbs<'e> {
+    pub(crate) fn cache(&self) -> Segments<'e> {
+        Segments {
+            db: self.cache,
+            name: schema::DB_CACHE,
+        }
+    }
+    pub(crate) fn headers(&self) -> Segments<'e> {
+        Segments {
+            db: self.headers,
+            name: schema::DB_HEADERS,
+        }
+    }
 }
 
 self_cell::self_cell!(
@@ -143,8 +164,11 @@ impl Index {
 
     fn open_uncached(dir: &Path, opts: &OpenOptions) -> Result<Index, IndexError> {
         let open_lock = open_lock_file(dir)?;
-        flock(&open_lock, libc::LOCK_SH).map_err(|e| IndexError::io(dir.join(OPEN_LOCK_FILE), e))?;
-        let existing = fs::metadata(dir.join(DATA_FILE)).map(|m| m.len() as usize).unwrap_or(0);
+        flock(&open_lock, libc::LOCK_SH)
+            .map_err(|e| IndexError::io(dir.join(OPEN_LOCK_FILE), e))?;
+        let existing = fs::metadata(dir.join(DATA_FILE))
+            .map(|m| m.len() as usize)
+            .unwrap_or(0);
         let mut env_opts = EnvOpenOptions::new().read_txn_without_tls();
         env_opts.map_size(page_round(opts.map_size.max(existing * 2).max(1 << 20)));
         env_opts.max_dbs(8);
@@ -166,13 +190,23 @@ impl Index {
                     let names = dbo.create_database(wtxn, Some(schema::DB_MAILBOX_NAMES))?;
                     let boxes = dbo.create_database(wtxn, Some(schema::DB_MAILBOXES))?;
                     let msgs = dbo.create_database(wtxn, Some(schema::DB_MESSAGES))?;
+                    let cache = dbo.create_database(wtxn, Some(schema::DB_CACHE))?;
                     let hdrs = dbo.create_database(wtxn, Some(schema::DB_HEADERS))?;
-                    Ok(CommitOrAbort::<_, ()>::Commit((meta, names, boxes, msgs, hdrs)))
+                    Ok(CommitOrAbort::<_, ()>::Commit((
+                        meta, names, boxes, msgs, cache, hdrs,
+                    )))
                 })
                 .map_err(|e| IndexError::lmdb(dir, e))?
                 .unwrap_commit();
-            let (meta, mailbox_names, mailboxes, messages, headers) = dbs;
-            Ok(Dbs { meta, mailbox_names, mailboxes, messages, headers })
+            let (meta, mailbox_names, mailboxes, messages, cache, headers) = dbs;
+            Ok(Dbs {
+                meta,
+                mailbox_names,
+                mailboxes,
+                messages,
+                cache,
+                headers,
+            })
         })?;
         let index = Index {
             path: dir.to_path_buf(),
@@ -190,7 +224,10 @@ impl Index {
         let found = self.read(|r| r.schema_version())?;
         match found {
             Some(v) if v == SCHEMA_VERSION => Ok(()),
-            Some(v) => Err(IndexError::SchemaMismatch { path: self.path.clone(), found: v }),
+            Some(v) => Err(IndexError::SchemaMismatch {
+                path: self.path.clone(),
+                found: v,
+            }),
             None => self.write(|w| w.init_schema()),
         }
     }
@@ -298,8 +335,13 @@ impl Index {
             let mut results = Vec::with_capacity(batch.len());
             let mut map_full = false;
             for p in batch {
-                let outcome = self.run_one(env, dbs, &mut wtxn, p.op);
-                map_full |= matches!(outcome, Err(IndexError::MapFull { .. }));
+                let outcome = match self.run_one(env, dbs, &mut wtxn, p.op) {
+                    Err(IndexError::MapFull { .. }) => {
+                        map_full = true;
+                        Err(IndexError::MapFull { path: self.path.clone() })
+                    }
+                    other => other,
+                };
                 results.push((p.reply, outcome));
             }
             match wtxn.commit() {
@@ -332,13 +374,17 @@ impl Index {
         wtxn: &mut RwTxn<'e>,
         op: WriteOp,
     ) -> Outcome {
-        let mut child = env.nested_write_txn(wtxn).map_err(|e| IndexError::lmdb(&self.path, e))?;
+        let mut child = env
+            .nested_write_txn(wtxn)
+            .map_err(|e| IndexError::lmdb(&self.path, e))?;
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             op(&mut Writer::new(dbs, &mut child))
         }));
         match ran {
             Ok(Ok(value)) => {
-                child.commit().map_err(|e| IndexError::lmdb(&self.path, e))?;
+                child
+                    .commit()
+                    .map_err(|e| IndexError::lmdb(&self.path, e))?;
                 Ok(value)
             }
             Ok(Err(e)) => {
@@ -348,7 +394,9 @@ impl Index {
             Err(_) => {
                 child.abort();
                 tracing::error!(index = %self.path.display(), "index write operation panicked");
-                Err(IndexError::Internal("index write operation panicked".into()))
+                Err(IndexError::Internal(
+                    "index write operation panicked".into(),
+                ))
             }
         }
     }
@@ -417,13 +465,17 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
     let lock = open_lock_file(dir)?;
     if let Err(e) = flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
         return if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            Err(IndexError::InUse { path: dir.to_path_buf() })
+            Err(IndexError::InUse {
+                path: dir.to_path_buf(),
+            })
         } else {
             Err(IndexError::io(dir.join(OPEN_LOCK_FILE), e))
         };
     }
     let data = dir.join(DATA_FILE);
-    let before = fs::metadata(&data).map_err(|e| IndexError::io(&data, e))?.len();
+    let before = fs::metadata(&data)
+        .map_err(|e| IndexError::io(&data, e))?
+        .len();
     let tmp = dir.join("data.mdb.compact");
     let _ = fs::remove_file(&tmp);
     {
@@ -436,10 +488,16 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
             .map_err(|e| IndexError::lmdb(&tmp, e))?;
         env.prepare_for_closing().wait();
     }
-    File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| IndexError::io(&tmp, e))?;
+    File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| IndexError::io(&tmp, e))?;
     fs::rename(&tmp, &data).map_err(|e| IndexError::io(&data, e))?;
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| IndexError::io(dir, e))?;
-    let after = fs::metadata(&data).map_err(|e| IndexError::io(&data, e))?.len();
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| IndexError::io(dir, e))?;
+    let after = fs::metadata(&data)
+        .map_err(|e| IndexError::io(&data, e))?
+        .len();
     drop(lock);
     Ok((before, after))
 }

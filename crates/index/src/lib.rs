@@ -8,18 +8,22 @@
 //! - [`record`] builds a message record from a message file and its MIME summary.
 //! - [`dump`] renders records for `maildex index dump`.
 
-mod env;
 pub mod dump;
+mod env;
 pub mod record;
 pub mod schema;
+pub mod segment;
 mod txn;
 
 use std::path::{Path, PathBuf};
 
 pub use env::{compact, Index, OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE};
 pub use record::{build, Built, Meta, HOT_HEADERS};
-pub use schema::{flag, Counts, MailboxRecord, MessageHead, MessageRecord, PartKindRecord, PartRecord, Stamp};
-pub use txn::{Reader, Writer};
+pub use schema::{
+    flag, Cached, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord, PartRecord,
+    Stamp,
+};
+pub use txn::{PageStats, Reader, Writer};
 
 /// What can go wrong in the index. Every variant that concerns a file names it.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +51,10 @@ pub enum IndexError {
         path: PathBuf,
     },
     /// The env was written by another schema version: rebuild it (`maildex index rebuild`).
-    #[error("{path}: index schema version {found}, this maildex uses {}; run `maildex index rebuild`", schema::SCHEMA_VERSION)]
+    #[error(
+        "{path}: index schema version {found}, this maildex uses {}; run `maildex index rebuild`",
+        schema::SCHEMA_VERSION
+    )]
     SchemaMismatch {
         /// The env folder.
         path: PathBuf,
@@ -79,7 +86,10 @@ pub enum IndexError {
 
 impl IndexError {
     pub(crate) fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
-        IndexError::Io { path: path.as_ref().to_path_buf(), source }
+        IndexError::Io {
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
     }
 
     pub(crate) fn lmdb(path: impl AsRef<Path>, e: heed::Error) -> Self {
@@ -87,7 +97,10 @@ impl IndexError {
         match e {
             heed::Error::Mdb(heed::MdbError::MapFull) => IndexError::MapFull { path },
             heed::Error::Io(source) => IndexError::Io { path, source },
-            other => IndexError::Lmdb { path, message: other.to_string() },
+            other => IndexError::Lmdb {
+                path,
+                message: other.to_string(),
+            },
         }
     }
 
@@ -108,11 +121,15 @@ impl IndexError {
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
-            IndexError::Lmdb { path, message } => IndexError::Lmdb { path: path.clone(), message: message.clone() },
+            IndexError::Lmdb { path, message } => IndexError::Lmdb {
+                path: path.clone(),
+                message: message.clone(),
+            },
             IndexError::MapFull { path } => IndexError::MapFull { path: path.clone() },
-            IndexError::SchemaMismatch { path, found } => {
-                IndexError::SchemaMismatch { path: path.clone(), found: *found }
-            }
+            IndexError::SchemaMismatch { path, found } => IndexError::SchemaMismatch {
+                path: path.clone(),
+                found: *found,
+            },
             IndexError::Corrupt(s) => IndexError::Corrupt(s.clone()),
             IndexError::Encode(s) => IndexError::Encode(s.clone()),
             IndexError::InUse { path } => IndexError::InUse { path: path.clone() },

@@ -41,10 +41,6 @@ pub const HOT_HEADERS: &[&[u8]] = &[
     b"x-k9mail-identity",
 ];
 
-/// zstd level for header blocks: level 3 compresses a typical 3 kB header block to about a
-/// third at several hundred MB/s, which keeps rebuild fast.
-const ZSTD_LEVEL: i32 = 3;
-
 /// What [`build`] needs besides the file.
 #[derive(Clone, Debug, Default)]
 pub struct Meta {
@@ -67,7 +63,7 @@ pub struct Meta {
 pub struct Built {
     /// The record.
     pub record: MessageRecord,
-    /// The compressed header blocks.
+    /// The raw header blocks (root, then every part in pre-order).
     pub headers: Vec<u8>,
 }
 
@@ -81,7 +77,9 @@ fn part_record(part: &Part) -> PartRecord {
         lines: part.body_lines,
         kind: match &part.kind {
             PartKind::Single => PartKindRecord::Single,
-            PartKind::Multipart(children) => PartKindRecord::Multipart(children.iter().map(part_record).collect()),
+            PartKind::Multipart(children) => {
+                PartKindRecord::Multipart(children.iter().map(part_record).collect())
+            }
             PartKind::Message { root, .. } => PartKindRecord::Message(Box::new(part_record(root))),
         },
     }
@@ -109,7 +107,6 @@ pub fn build(file: &[u8], summary: &Summary, meta: Meta) -> Result<Built, IndexE
 
     let mut blocks = Vec::with_capacity(root_header.len() + 256);
     parts.walk(&mut |p| blocks.extend_from_slice(slice(file, p.header_start, p.body_start)));
-    let headers = compress_headers(&blocks)?;
 
     let record = MessageRecord {
         file_name: meta.file_name,
@@ -127,46 +124,8 @@ pub fn build(file: &[u8], summary: &Summary, meta: Meta) -> Result<Built, IndexE
         body_structure,
         parts,
     };
-    Ok(Built { record, headers })
-}
-
-/// Stored form: uncompressed length (u32 big-endian) then one zstd frame.
-pub(crate) fn compress_headers(blocks: &[u8]) -> Result<Vec<u8>, IndexError> {
-    let len = u32::try_from(blocks.len())
-        .map_err(|_| IndexError::Encode(format!("header blocks of {} bytes", blocks.len())))?;
-    let mut out = len.to_be_bytes().to_vec();
-    let frame = zstd::bulk::compress(blocks, ZSTD_LEVEL).map_err(|e| IndexError::Encode(e.to_string()))?;
-    out.extend_from_slice(&frame);
-    Ok(out)
-}
-
-pub(crate) fn decompress_headers(stored: &[u8]) -> Result<Vec<u8>, IndexError> {
-    let (len, frame) = stored
-        .split_first_chunk::<4>()
-        .ok_or_else(|| IndexError::Corrupt("header blocks shorter than their length prefix".into()))?;
-    let len = u32::from_be_bytes(*len) as usize;
-    let out = zstd::bulk::decompress(frame, len).map_err(|e| IndexError::Corrupt(format!("header blocks: {e}")))?;
-    if out.len() != len {
-        return Err(IndexError::Corrupt(format!("header blocks: {} bytes, expected {len}", out.len())));
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn header_blob_round_trip() {
-        let blocks = b"From: a@b\r\nSubject: hi\r\n\r\nContent-Type: text/plain\r\n\r\n".repeat(20);
-        let stored = compress_headers(&blocks).unwrap();
-        assert!(stored.len() < blocks.len());
-        assert_eq!(decompress_headers(&stored).unwrap(), blocks);
-    }
-
-    #[test]
-    fn corrupt_header_blob_is_an_error() {
-        assert!(decompress_headers(&[0, 0]).is_err());
-        assert!(decompress_headers(&[0, 0, 0, 9, 1, 2, 3]).is_err());
-    }
+    Ok(Built {
+        record,
+        headers: blocks,
+    })
 }

@@ -16,10 +16,13 @@ pub const DB_META: &str = "meta";
 pub const DB_MAILBOX_NAMES: &str = "mailbox-names";
 /// `mailboxes`: mailbox id (u32 big-endian) to a postcard [`MailboxRecord`].
 pub const DB_MAILBOXES: &str = "mailboxes";
-/// `messages`: [`msg_key`] to a postcard [`MessageRecord`].
+/// `messages`: [`msg_key`] to a postcard [`MessageState`] (what changes: flags, name, modseq).
 pub const DB_MESSAGES: &str = "messages";
-/// `headers`: [`msg_key`] to the zstd-compressed header blocks of the message (see
-/// [`MessageRecord::parts`] for how to find each part's header inside it).
+/// `cache`: segments (see [`crate::segment`]) of postcard [`Cached`] records: what a
+/// listing fetches, immutable once written.
+pub const DB_CACHE: &str = "cache";
+/// `headers`: segments of the raw header blocks of each message (see
+/// [`MessageRecord::parts`] for how to find each part's header inside them).
 pub const DB_HEADERS: &str = "headers";
 
 /// `meta` key holding [`SCHEMA_VERSION`] as u32 big-endian.
@@ -155,9 +158,10 @@ impl PartRecord {
     }
 }
 
-/// One message (`messages` database).
+/// What changes about a message (`messages` database): small, rewritten in place by flag
+/// changes, and all that sync and check read.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct MessageRecord {
+pub struct MessageState {
     /// Current file name (with its `:2,` info), in `new/` or `cur/`.
     pub file_name: String,
     /// True while the file sits in `new/`.
@@ -176,8 +180,24 @@ pub struct MessageRecord {
     pub size: u64,
     /// RFC822.SIZE: size with CRLF line ends.
     pub vsize: u64,
-    /// The header fields clients list ([`crate::HOT_HEADERS`]), raw, CRLF, in file order.
-    /// A hot field absent here is absent from the message.
+}
+
+impl MessageState {
+    /// True when the message lacks `\Seen`.
+    pub fn is_unseen(&self) -> bool {
+        self.flags & flag::SEEN == 0
+    }
+    /// True when the message has `\Deleted`.
+    pub fn is_deleted(&self) -> bool {
+        self.flags & flag::DELETED != 0
+    }
+}
+
+/// What a listing fetches and never changes (`cache` database, in segments).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cached {
+    /// The header fields clients list ([`crate::HOT_HEADERS`]), raw, CRLF, in file order,
+    /// then the empty line. A hot field absent here is absent from the message.
     pub hot_headers: Vec<u8>,
     /// ENVELOPE, rendered in IMAP syntax.
     pub envelope: Vec<u8>,
@@ -189,7 +209,83 @@ pub struct MessageRecord {
     pub parts: PartRecord,
 }
 
+/// A whole message as the API hands it out: its [`MessageState`] and its [`Cached`] data.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MessageRecord {
+    /// See [`MessageState::file_name`].
+    pub file_name: String,
+    /// See [`MessageState::in_new`].
+    pub in_new: bool,
+    /// See [`MessageState::flags`].
+    pub flags: u8,
+    /// See [`MessageState::keywords`].
+    pub keywords: u32,
+    /// See [`MessageState::modseq`].
+    pub modseq: u64,
+    /// See [`MessageState::internal_date`].
+    pub internal_date: i64,
+    /// See [`MessageState::save_date`].
+    pub save_date: i64,
+    /// See [`MessageState::size`].
+    pub size: u64,
+    /// See [`MessageState::vsize`].
+    pub vsize: u64,
+    /// See [`Cached::hot_headers`].
+    pub hot_headers: Vec<u8>,
+    /// See [`Cached::envelope`].
+    pub envelope: Vec<u8>,
+    /// See [`Cached::body`].
+    pub body: Vec<u8>,
+    /// See [`Cached::body_structure`].
+    pub body_structure: Vec<u8>,
+    /// See [`Cached::parts`].
+    pub parts: PartRecord,
+}
+
 impl MessageRecord {
+    /// Splits into what is stored in `messages` and in `cache`.
+    pub fn split(self) -> (MessageState, Cached) {
+        let state = MessageState {
+            file_name: self.file_name,
+            in_new: self.in_new,
+            flags: self.flags,
+            keywords: self.keywords,
+            modseq: self.modseq,
+            internal_date: self.internal_date,
+            save_date: self.save_date,
+            size: self.size,
+            vsize: self.vsize,
+        };
+        let cached = Cached {
+            hot_headers: self.hot_headers,
+            envelope: self.envelope,
+            body: self.body,
+            body_structure: self.body_structure,
+            parts: self.parts,
+        };
+        (state, cached)
+    }
+
+    /// Joins a state and its cached data.
+    pub fn join(s: MessageState, c: Cached) -> MessageRecord {
+        MessageRecord {
+            file_name: s.file_name,
+            in_new: s.in_new,
+            flags: s.flags,
+            keywords: s.keywords,
+            modseq: s.modseq,
+            internal_date: s.internal_date,
+            save_date: s.save_date,
+            size: s.size,
+            vsize: s.vsize,
+            hot_headers: c.hot_headers,
+            envelope: c.envelope,
+            body: c.body,
+            body_structure: c.body_structure,
+            parts: c.parts,
+        }
+    }
+
     /// True when the message lacks `\Seen`.
     pub fn is_unseen(&self) -> bool {
         self.flags & flag::SEEN == 0
@@ -198,30 +294,6 @@ impl MessageRecord {
     pub fn is_deleted(&self) -> bool {
         self.flags & flag::DELETED != 0
     }
-}
-
-/// The leading fields of a [`MessageRecord`]: postcard encodes fields in order, so this
-/// decodes from a full record's bytes without decoding the rest (sync compares only these).
-#[derive(Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct MessageHead {
-    /// See [`MessageRecord::file_name`].
-    pub file_name: String,
-    /// See [`MessageRecord::in_new`].
-    pub in_new: bool,
-    /// See [`MessageRecord::flags`].
-    pub flags: u8,
-    /// See [`MessageRecord::keywords`].
-    pub keywords: u32,
-    /// See [`MessageRecord::modseq`].
-    pub modseq: u64,
-    /// See [`MessageRecord::internal_date`].
-    pub internal_date: i64,
-    /// See [`MessageRecord::save_date`].
-    pub save_date: i64,
-    /// See [`MessageRecord::size`].
-    pub size: u64,
-    /// See [`MessageRecord::vsize`].
-    pub vsize: u64,
 }
 
 /// Encodes a record with postcard.
@@ -240,14 +312,19 @@ mod tests {
 
     #[test]
     fn keys_sort_by_mailbox_then_uid() {
-        let mut keys = vec![msg_key(2, 1), msg_key(1, 300), msg_key(1, 2), msg_key(1, 256)];
+        let mut keys = [
+            msg_key(2, 1),
+            msg_key(1, 300),
+            msg_key(1, 2),
+            msg_key(1, 256),
+        ];
         keys.sort();
         let split: Vec<_> = keys.iter().map(|k| split_msg_key(k).unwrap()).collect();
         assert_eq!(split, vec![(1, 2), (1, 256), (1, 300), (2, 1)]);
     }
 
     #[test]
-    fn head_decodes_from_a_full_record() {
+    fn split_and_join_are_inverse() {
         let rec = MessageRecord {
             file_name: "1.M2P3.h,S=10:2,S".into(),
             flags: flag::SEEN,
@@ -256,12 +333,13 @@ mod tests {
             size: 10,
             vsize: 12,
             hot_headers: b"Subject: x\r\n".to_vec(),
+            envelope: b"(NIL)".to_vec(),
             ..MessageRecord::default()
         };
-        let bytes = encode(&rec).unwrap();
-        let head: MessageHead = decode(&bytes, "t").unwrap();
-        assert_eq!(head.file_name, rec.file_name);
-        assert_eq!((head.flags, head.keywords, head.modseq, head.size, head.vsize), (flag::SEEN, 5, 9, 10, 12));
+        let (state, cached) = rec.clone().split();
+        assert_eq!(state.vsize, 12);
+        assert_eq!(cached.hot_headers, rec.hot_headers);
+        assert_eq!(MessageRecord::join(state, cached), rec);
     }
 
     #[test]
@@ -271,7 +349,7 @@ mod tests {
 
     #[test]
     fn corrupt_record_is_an_error_not_a_panic() {
-        let err = decode::<MessageRecord>(&[0xff, 0xff, 0xff], "message 1/1").unwrap_err();
+        let err = decode::<MessageState>(&[0xff, 0xff, 0xff], "message 1/1").unwrap_err();
         assert!(err.to_string().contains("message 1/1"), "{err}");
     }
 }

@@ -1,14 +1,14 @@
 //! Typed access inside a transaction: [`Reader`] for lookups, [`Writer`] for changes that keep
 //! the per-mailbox counters and modseqs exact.
 
-use std::ops::ControlFlow;
+use std::ops::{Bound, ControlFlow, RangeInclusive};
 
 use heed::{RoTxn, RwTxn, WithoutTls};
 
 use crate::env::Dbs;
 use crate::schema::{
-    self, decode, encode, msg_key, split_msg_key, MailboxRecord, MessageRecord, META_NEXT_MAILBOX_ID,
-    META_SCHEMA, SCHEMA_VERSION,
+    self, decode, encode, msg_key, split_msg_key, Cached, MailboxRecord, MessageRecord,
+    MessageState, META_NEXT_MAILBOX_ID, META_SCHEMA, SCHEMA_VERSION,
 };
 use crate::IndexError;
 
@@ -24,6 +24,10 @@ fn lmdb(e: heed::Error) -> IndexError {
 
 fn be_u32(bytes: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(bytes.try_into().ok()?))
+}
+
+fn what(db: &str, mailbox: u32, uid: u32) -> String {
+    format!("{db} {mailbox}/{uid}")
 }
 
 impl<'t> Reader<'t> {
@@ -65,71 +69,150 @@ impl<'t> Reader<'t> {
         Ok(out)
     }
 
-    /// One message's record.
-    pub fn message(&self, mailbox: u32, uid: u32) -> Result<Option<MessageRecord>, IndexError> {
-        match self.dbs.messages.get(self.txn, &msg_key(mailbox, uid)).map_err(lmdb)? {
-            Some(raw) => Ok(Some(decode(raw, &format!("message {mailbox}/{uid}"))?)),
+    /// One message's state (flags, name, sizes, modseq).
+    pub fn state(&self, mailbox: u32, uid: u32) -> Result<Option<MessageState>, IndexError> {
+        match self
+            .dbs
+            .messages
+            .get(self.txn, &msg_key(mailbox, uid))
+            .map_err(lmdb)?
+        {
+            Some(raw) => Ok(Some(decode(raw, &what("message", mailbox, uid))?)),
             None => Ok(None),
         }
     }
 
-    /// Calls `f` with each message of `mailbox` whose UID lies in `uids`, in UID order, with
-    /// the record's raw bytes (decode with [`schema::decode`] or use [`Reader::messages`]).
-    pub fn for_each_raw(
+    /// One message's cached listing data.
+    pub fn cached(&self, mailbox: u32, uid: u32) -> Result<Option<Cached>, IndexError> {
+        match self.dbs.cache().get(self.txn, mailbox, uid)? {
+            Some(raw) => Ok(Some(decode(&raw, &what("cache", mailbox, uid))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// One message: state and cached data.
+    pub fn message(&self, mailbox: u32, uid: u32) -> Result<Option<MessageRecord>, IndexError> {
+        let Some(state) = self.state(mailbox, uid)? else {
+            return Ok(None);
+        };
+        let cached = self.cached(mailbox, uid)?.unwrap_or_default();
+        Ok(Some(MessageRecord::join(state, cached)))
+    }
+
+    /// Calls `f` with the state of each message of `mailbox` whose UID lies in `uids`, in UID
+    /// order.
+    pub fn for_each_state(
         &self,
         mailbox: u32,
-        uids: std::ops::RangeInclusive<u32>,
-        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+        uids: RangeInclusive<u32>,
+        mut f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         let lo = msg_key(mailbox, *uids.start());
         let hi = msg_key(mailbox, *uids.end());
-        let range = (std::ops::Bound::Included(&lo[..]), std::ops::Bound::Included(&hi[..]));
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         for item in self.dbs.messages.range(self.txn, &range).map_err(lmdb)? {
             let (key, raw) = item.map_err(lmdb)?;
-            let (_, uid) = split_msg_key(key)
-                .ok_or_else(|| IndexError::Corrupt(format!("message key of {} bytes", key.len())))?;
-            if f(uid, raw)?.is_break() {
+            let (_, uid) = split_msg_key(key).ok_or_else(|| {
+                IndexError::Corrupt(format!("message key of {} bytes", key.len()))
+            })?;
+            if f(uid, decode(raw, &what("message", mailbox, uid))?)?.is_break() {
                 break;
             }
         }
         Ok(())
     }
 
-    /// Every message of `mailbox`, decoded, in UID order.
+    /// Calls `f` with the cached data of each message of `mailbox` in `uids`, in UID order.
+    pub fn for_each_cached(
+        &self,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        mut f: impl FnMut(u32, Cached) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        self.dbs
+            .cache()
+            .for_each(self.txn, mailbox, uids, |uid, raw| {
+                f(uid, decode(raw, &what("cache", mailbox, uid))?)
+            })
+    }
+
+    /// The state of every message of `mailbox`, in UID order (what sync and check compare).
+    pub fn states(&self, mailbox: u32) -> Result<Vec<(u32, MessageState)>, IndexError> {
+        let mut out = Vec::new();
+        self.for_each_state(mailbox, 1..=u32::MAX, |uid, s| {
+            out.push((uid, s));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(out)
+    }
+
+    /// Every message of `mailbox`, whole, in UID order.
     pub fn messages(&self, mailbox: u32) -> Result<Vec<(u32, MessageRecord)>, IndexError> {
-        let mut out = Vec::new();
-        self.for_each_raw(mailbox, 1..=u32::MAX, |uid, raw| {
-            out.push((uid, decode(raw, &format!("message {mailbox}/{uid}"))?));
+        let mut cached = Vec::new();
+        self.for_each_cached(mailbox, 1..=u32::MAX, |uid, c| {
+            cached.push((uid, c));
             Ok(ControlFlow::Continue(()))
         })?;
-        Ok(out)
-    }
-
-    /// The leading fields of every message of `mailbox`, in UID order (cheap: the cached
-    /// fields are not decoded).
-    pub fn heads(&self, mailbox: u32) -> Result<Vec<(u32, schema::MessageHead)>, IndexError> {
+        let mut cached = cached.into_iter().peekable();
         let mut out = Vec::new();
-        self.for_each_raw(mailbox, 1..=u32::MAX, |uid, raw| {
-            out.push((uid, decode(raw, &format!("message {mailbox}/{uid}"))?));
-            Ok(ControlFlow::Continue(()))
-        })?;
-        Ok(out)
-    }
-
-    /// The stored header blocks of a message, decompressed: the root header block followed
-    /// by every part's header block in pre-order (see [`schema::PartRecord::walk`]).
-    pub fn headers(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
-        match self.dbs.headers.get(self.txn, &msg_key(mailbox, uid)).map_err(lmdb)? {
-            Some(raw) => crate::record::decompress_headers(raw).map(Some),
-            None => Ok(None),
+        for (uid, state) in self.states(mailbox)? {
+            while cached.next_if(|(u, _)| *u < uid).is_some() {}
+            let c = cached
+                .next_if(|(u, _)| *u == uid)
+                .map(|(_, c)| c)
+                .unwrap_or_default();
+            out.push((uid, MessageRecord::join(state, c)));
         }
+        Ok(out)
     }
 
-    /// Size in bytes of the stored (compressed) header blocks, for statistics.
-    pub fn headers_stored_len(&self, mailbox: u32, uid: u32) -> Result<usize, IndexError> {
-        let raw = self.dbs.headers.get(self.txn, &msg_key(mailbox, uid)).map_err(lmdb)?;
-        Ok(raw.map_or(0, <[u8]>::len))
+    /// The raw header blocks of a message: the root header block followed by every part's
+    /// header block in pre-order (see [`schema::PartRecord::walk`]).
+    pub fn headers(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
+        self.dbs.headers().get(self.txn, mailbox, uid)
     }
+
+    /// Page statistics of each database, for `index dump` and the benchmarks.
+    pub fn page_stats(&self) -> Result<Vec<PageStats>, IndexError> {
+        let d = self.dbs;
+        let stats = [
+            (
+                schema::DB_MAILBOXES,
+                d.mailboxes.stat(self.txn).map_err(lmdb)?,
+            ),
+            (
+                schema::DB_MESSAGES,
+                d.messages.stat(self.txn).map_err(lmdb)?,
+            ),
+            (schema::DB_CACHE, d.cache.stat(self.txn).map_err(lmdb)?),
+            (schema::DB_HEADERS, d.headers.stat(self.txn).map_err(lmdb)?),
+        ];
+        Ok(stats
+            .into_iter()
+            .map(|(name, s)| PageStats {
+                name,
+                entries: s.entries,
+                leaf_pages: s.leaf_pages,
+                overflow_pages: s.overflow_pages,
+                branch_pages: s.branch_pages,
+            })
+            .collect())
+    }
+}
+
+/// Page use of one database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageStats {
+    /// Database name.
+    pub name: &'static str,
+    /// Keys in it.
+    pub entries: usize,
+    /// Leaf pages.
+    pub leaf_pages: usize,
+    /// Overflow pages (values too big for a leaf).
+    pub overflow_pages: usize,
+    /// Branch pages.
+    pub branch_pages: usize,
 }
 
 /// Changes in a write transaction. Every change to a message goes through here so that the
@@ -146,7 +229,10 @@ impl<'t, 'e> Writer<'t, 'e> {
 
     /// Lookups that see this transaction's own changes.
     pub fn reader(&self) -> Reader<'_> {
-        Reader { dbs: self.dbs, txn: self.txn }
+        Reader {
+            dbs: self.dbs,
+            txn: self.txn,
+        }
     }
 
     pub(crate) fn init_schema(&mut self) -> Result<(), IndexError> {
@@ -161,14 +247,23 @@ impl<'t, 'e> Writer<'t, 'e> {
         if let Some(id) = self.reader().mailbox_id(name)? {
             return Ok(id);
         }
-        let next = self.dbs.meta.get(self.txn, META_NEXT_MAILBOX_ID).map_err(lmdb)?;
+        let next = self
+            .dbs
+            .meta
+            .get(self.txn, META_NEXT_MAILBOX_ID)
+            .map_err(lmdb)?;
         let id = next.and_then(be_u32).unwrap_or(1);
-        let following = id.checked_add(1).ok_or(IndexError::Internal("mailbox ids exhausted".into()))?;
+        let following = id
+            .checked_add(1)
+            .ok_or(IndexError::Internal("mailbox ids exhausted".into()))?;
         self.dbs
             .meta
             .put(self.txn, META_NEXT_MAILBOX_ID, &following.to_be_bytes())
             .map_err(lmdb)?;
-        self.dbs.mailbox_names.put(self.txn, name, &id).map_err(lmdb)?;
+        self.dbs
+            .mailbox_names
+            .put(self.txn, name, &id)
+            .map_err(lmdb)?;
         let rec = MailboxRecord {
             name: name.to_string(),
             uidvalidity,
@@ -182,14 +277,20 @@ impl<'t, 'e> Writer<'t, 'e> {
 
     /// Stores a mailbox record as it is (callers change stamps, uidvalidity, keywords).
     pub fn put_mailbox(&mut self, id: u32, rec: &MailboxRecord) -> Result<(), IndexError> {
-        self.dbs.mailboxes.put(self.txn, &id, &encode(rec)?).map_err(lmdb)
+        self.dbs
+            .mailboxes
+            .put(self.txn, &id, &encode(rec)?)
+            .map_err(lmdb)
     }
 
     /// Removes a mailbox and everything indexed in it.
     pub fn delete_mailbox(&mut self, id: u32) -> Result<(), IndexError> {
         let rec = self.reader().require_mailbox(id)?;
         self.clear_messages(id)?;
-        self.dbs.mailbox_names.delete(self.txn, &rec.name).map_err(lmdb)?;
+        self.dbs
+            .mailbox_names
+            .delete(self.txn, &rec.name)
+            .map_err(lmdb)?;
         self.dbs.mailboxes.delete(self.txn, &id).map_err(lmdb)?;
         Ok(())
     }
@@ -199,9 +300,13 @@ impl<'t, 'e> Writer<'t, 'e> {
     pub fn clear_messages(&mut self, id: u32) -> Result<(), IndexError> {
         let lo = msg_key(id, 0);
         let hi = msg_key(id, u32::MAX);
-        let range = (std::ops::Bound::Included(&lo[..]), std::ops::Bound::Included(&hi[..]));
-        self.dbs.messages.delete_range(self.txn, &range).map_err(lmdb)?;
-        self.dbs.headers.delete_range(self.txn, &range).map_err(lmdb)?;
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        self.dbs
+            .messages
+            .delete_range(self.txn, &range)
+            .map_err(lmdb)?;
+        self.dbs.cache().clear(self.txn, id)?;
+        self.dbs.headers().clear(self.txn, id)?;
         if let Some(mut rec) = self.reader().mailbox(id)? {
             rec.counts = schema::Counts::default();
             self.put_mailbox(id, &rec)?;
@@ -214,30 +319,67 @@ impl<'t, 'e> Writer<'t, 'e> {
         rec.highest_modseq
     }
 
-    /// Adds (or replaces) message `uid` with its compressed header blocks, giving it the
-    /// next modseq and updating the counters.
+    fn put_state(
+        &mut self,
+        mailbox: u32,
+        uid: u32,
+        state: &MessageState,
+    ) -> Result<(), IndexError> {
+        self.dbs
+            .messages
+            .put(self.txn, &msg_key(mailbox, uid), &encode(state)?)
+            .map_err(lmdb)
+    }
+
+    /// Adds (or replaces) message `uid` with its raw header blocks, giving it the next modseq
+    /// and updating the counters. Returns the modseq.
     pub fn insert_message(
         &mut self,
         mailbox: u32,
         uid: u32,
-        mut msg: MessageRecord,
-        compressed_headers: &[u8],
+        msg: MessageRecord,
+        header_blocks: Vec<u8>,
     ) -> Result<u64, IndexError> {
-        if uid == 0 {
-            return Err(IndexError::Internal("UID 0 is not a valid UID".into()));
-        }
+        let modseqs = self.insert_messages(mailbox, vec![(uid, msg, header_blocks)])?;
+        modseqs
+            .first()
+            .copied()
+            .ok_or_else(|| IndexError::Internal("no modseq for an insert".into()))
+    }
+
+    /// Adds (or replaces) many messages of one mailbox in one go (each cache segment is
+    /// written once). Returns their modseqs in the order given.
+    pub fn insert_messages(
+        &mut self,
+        mailbox: u32,
+        batch: Vec<(u32, MessageRecord, Vec<u8>)>,
+    ) -> Result<Vec<u64>, IndexError> {
         let mut mrec = self.reader().require_mailbox(mailbox)?;
-        if let Some(old) = self.reader().message(mailbox, uid)? {
-            uncount(&mut mrec, uid, &old);
+        let mut cache_items = Vec::with_capacity(batch.len());
+        let mut header_items = Vec::with_capacity(batch.len());
+        let mut modseqs = Vec::with_capacity(batch.len());
+        for (uid, msg, header_blocks) in batch {
+            if uid == 0 {
+                return Err(IndexError::Internal("UID 0 is not a valid UID".into()));
+            }
+            if let Some(old) = self.reader().state(mailbox, uid)? {
+                uncount(&mut mrec, uid, &old);
+            }
+            let (mut state, cached) = msg.split();
+            state.modseq = Self::bump_modseq(&mut mrec);
+            count(&mut mrec, uid, &state);
+            mrec.uid_next = mrec.uid_next.max(uid.saturating_add(1));
+            self.put_state(mailbox, uid, &state)?;
+            modseqs.push(state.modseq);
+            cache_items.push((uid, encode(&cached)?));
+            header_items.push((uid, header_blocks));
         }
-        msg.modseq = Self::bump_modseq(&mut mrec);
-        count(&mut mrec, uid, &msg);
-        mrec.uid_next = mrec.uid_next.max(uid.saturating_add(1));
-        let key = msg_key(mailbox, uid);
-        self.dbs.messages.put(self.txn, &key, &encode(&msg)?).map_err(lmdb)?;
-        self.dbs.headers.put(self.txn, &key, compressed_headers).map_err(lmdb)?;
+        self.dbs.cache().put_many(self.txn, mailbox, cache_items)?;
+        self.dbs
+            .headers()
+            .put_many(self.txn, mailbox, header_items)?;
         self.put_mailbox(mailbox, &mrec)?;
-        Ok(msg.modseq)
+        Ok(modseqs)
     }
 
     /// Changes the flags, keywords and file name of a message (a rename in the Maildir).
@@ -251,39 +393,43 @@ impl<'t, 'e> Writer<'t, 'e> {
         file_name: &str,
         in_new: bool,
     ) -> Result<Option<u64>, IndexError> {
-        let Some(mut msg) = self.reader().message(mailbox, uid)? else {
+        let Some(mut state) = self.reader().state(mailbox, uid)? else {
             return Ok(None);
         };
         let mut mrec = self.reader().require_mailbox(mailbox)?;
-        uncount(&mut mrec, uid, &msg);
-        let changed_flags = msg.flags != flags || msg.keywords != keywords;
-        msg.flags = flags;
-        msg.keywords = keywords;
-        msg.file_name = file_name.to_string();
-        msg.in_new = in_new;
+        uncount(&mut mrec, uid, &state);
+        let changed_flags = state.flags != flags || state.keywords != keywords;
+        state.flags = flags;
+        state.keywords = keywords;
+        state.file_name = file_name.to_string();
+        state.in_new = in_new;
         if changed_flags {
-            msg.modseq = Self::bump_modseq(&mut mrec);
+            state.modseq = Self::bump_modseq(&mut mrec);
         }
-        count(&mut mrec, uid, &msg);
-        self.dbs
-            .messages
-            .put(self.txn, &msg_key(mailbox, uid), &encode(&msg)?)
-            .map_err(lmdb)?;
+        count(&mut mrec, uid, &state);
+        self.put_state(mailbox, uid, &state)?;
         self.put_mailbox(mailbox, &mrec)?;
-        Ok(Some(msg.modseq))
+        Ok(Some(state.modseq))
     }
 
-    /// Removes message `uid` (expunge). Returns its record if it was there.
-    pub fn remove_message(&mut self, mailbox: u32, uid: u32) -> Result<Option<MessageRecord>, IndexError> {
-        let Some(old) = self.reader().message(mailbox, uid)? else {
+    /// Removes message `uid` (expunge). Returns its state if it was there.
+    pub fn remove_message(
+        &mut self,
+        mailbox: u32,
+        uid: u32,
+    ) -> Result<Option<MessageState>, IndexError> {
+        let Some(old) = self.reader().state(mailbox, uid)? else {
             return Ok(None);
         };
         let mut mrec = self.reader().require_mailbox(mailbox)?;
         uncount(&mut mrec, uid, &old);
         Self::bump_modseq(&mut mrec);
-        let key = msg_key(mailbox, uid);
-        self.dbs.messages.delete(self.txn, &key).map_err(lmdb)?;
-        self.dbs.headers.delete(self.txn, &key).map_err(lmdb)?;
+        self.dbs
+            .messages
+            .delete(self.txn, &msg_key(mailbox, uid))
+            .map_err(lmdb)?;
+        self.dbs.cache().remove(self.txn, mailbox, uid)?;
+        self.dbs.headers().remove(self.txn, mailbox, uid)?;
         self.put_mailbox(mailbox, &mrec)?;
         Ok(Some(old))
     }
@@ -300,7 +446,7 @@ impl<'t, 'e> Writer<'t, 'e> {
     }
 }
 
-fn count(m: &mut MailboxRecord, uid: u32, msg: &MessageRecord) {
+fn count(m: &mut MailboxRecord, uid: u32, msg: &MessageState) {
     let c = &mut m.counts;
     c.messages += 1;
     c.unseen += u32::from(msg.is_unseen());
@@ -309,11 +455,13 @@ fn count(m: &mut MailboxRecord, uid: u32, msg: &MessageRecord) {
     c.vsize += msg.vsize;
 }
 
-fn uncount(m: &mut MailboxRecord, uid: u32, msg: &MessageRecord) {
+fn uncount(m: &mut MailboxRecord, uid: u32, msg: &MessageState) {
     let c = &mut m.counts;
     c.messages = c.messages.saturating_sub(1);
     c.unseen = c.unseen.saturating_sub(u32::from(msg.is_unseen()));
     c.deleted = c.deleted.saturating_sub(u32::from(msg.is_deleted()));
-    c.recent = c.recent.saturating_sub(u32::from(uid >= m.first_recent_uid));
+    c.recent = c
+        .recent
+        .saturating_sub(u32::from(uid >= m.first_recent_uid));
     c.vsize = c.vsize.saturating_sub(msg.vsize);
 }

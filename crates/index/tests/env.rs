@@ -6,7 +6,10 @@ use std::sync::Arc;
 use maildex_index::{compact, flag, Index, IndexError, MessageRecord, OpenOptions};
 
 fn opts() -> OpenOptions {
-    OpenOptions { map_size: 1 << 20, durable: false }
+    OpenOptions {
+        map_size: 1 << 20,
+        durable: false,
+    }
 }
 
 fn msg(flags: u8, vsize: u64, filler: usize) -> MessageRecord {
@@ -27,11 +30,11 @@ fn counters_follow_every_change() {
     let (id, counts) = index
         .write(|w| {
             let id = w.create_mailbox("INBOX", 42)?;
-            w.insert_message(id, 1, msg(0, 100, 0), b"")?;
-            w.insert_message(id, 2, msg(flag::SEEN, 200, 0), b"")?;
-            w.insert_message(id, 5, msg(flag::DELETED, 300, 0), b"")?;
+            w.insert_message(id, 1, msg(0, 100, 0), Vec::new())?;
+            w.insert_message(id, 2, msg(flag::SEEN, 200, 0), Vec::new())?;
+            w.insert_message(id, 5, msg(flag::DELETED, 300, 0), Vec::new())?;
             // replacing a record must not count it twice
-            w.insert_message(id, 5, msg(flag::DELETED | flag::SEEN, 300, 0), b"")?;
+            w.insert_message(id, 5, msg(flag::DELETED | flag::SEEN, 300, 0), Vec::new())?;
             w.update_message(id, 1, flag::SEEN, 0, "new-name:2,S", false)?;
             w.remove_message(id, 2)?;
             Ok((id, w.reader().require_mailbox(id)?.counts))
@@ -42,7 +45,9 @@ fn counters_follow_every_change() {
     assert_eq!(counts.deleted, 1);
     assert_eq!(counts.recent, 2);
     assert_eq!(counts.vsize, 400);
-    let (mbox, msgs) = index.read(|r| Ok((r.require_mailbox(id)?, r.messages(id)?))).unwrap();
+    let (mbox, msgs) = index
+        .read(|r| Ok((r.require_mailbox(id)?, r.messages(id)?)))
+        .unwrap();
     assert_eq!(mbox.uid_next, 6);
     assert_eq!(mbox.uidvalidity, 42);
     assert_eq!(msgs.iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![1, 5]);
@@ -67,7 +72,7 @@ fn a_failing_writer_does_not_undo_the_others_in_its_batch() {
             let index = Arc::clone(&index);
             std::thread::spawn(move || {
                 index.write(move |w| {
-                    w.insert_message(id, uid, msg(0, 10, 0), b"")?;
+                    w.insert_message(id, uid, msg(0, 10, 0), Vec::new())?;
                     if uid % 8 == 0 {
                         return Err(IndexError::Internal("refused on purpose".into()));
                     }
@@ -79,7 +84,15 @@ fn a_failing_writer_does_not_undo_the_others_in_its_batch() {
     let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     assert_eq!(results.iter().filter(|r| r.is_err()).count(), 8);
     let (uids, counts) = index
-        .read(|r| Ok((r.messages(id)?.into_iter().map(|(u, _)| u).collect::<Vec<_>>(), r.require_mailbox(id)?.counts)))
+        .read(|r| {
+            Ok((
+                r.messages(id)?
+                    .into_iter()
+                    .map(|(u, _)| u)
+                    .collect::<Vec<_>>(),
+                r.require_mailbox(id)?.counts,
+            ))
+        })
         .unwrap();
     let expected: Vec<u32> = (1..=64).filter(|u| u % 8 != 0).collect();
     assert_eq!(uids, expected);
@@ -99,7 +112,7 @@ fn the_map_grows_past_its_initial_size() {
         loop {
             let r = index.write(move |w| {
                 for uid in batch * 100 + 1..=batch * 100 + 100 {
-                    w.insert_message(id, uid, msg(0, 1, 4000), b"")?;
+                    w.insert_message(id, uid, msg(0, 1, 4000), Vec::new())?;
                 }
                 Ok(())
             });
@@ -110,8 +123,16 @@ fn the_map_grows_past_its_initial_size() {
         }
     }
     let (grown, used) = index.usage();
-    assert!(grown > initial && used > initial, "map {initial} -> {grown}, used {used}");
-    assert_eq!(index.read(|r| Ok(r.require_mailbox(id)?.counts.messages)).unwrap(), 2000);
+    assert!(
+        grown > initial && used > initial,
+        "map {initial} -> {grown}, used {used}"
+    );
+    assert_eq!(
+        index
+            .read(|r| Ok(r.require_mailbox(id)?.counts.messages))
+            .unwrap(),
+        2000
+    );
 }
 
 #[test]
@@ -129,12 +150,19 @@ fn one_env_per_folder_per_process() {
 #[test]
 fn compact_refuses_while_open_and_keeps_data() {
     let dir = tempfile::tempdir().unwrap();
-    let index = Index::open(dir.path(), &opts()).unwrap();
+    let index = Index::open(
+        dir.path(),
+        &OpenOptions {
+            map_size: 16 << 20,
+            durable: false,
+        },
+    )
+    .unwrap();
     let id = index
         .write(|w| {
             let id = w.create_mailbox("INBOX", 7)?;
             for uid in 1..=300 {
-                w.insert_message(id, uid, msg(0, 1, 1000), b"")?;
+                w.insert_message(id, uid, msg(0, 1, 1000), Vec::new())?;
             }
             for uid in 1..=290 {
                 w.remove_message(id, uid)?;
@@ -156,16 +184,23 @@ fn an_env_of_another_schema_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     {
         // write a foreign version straight into the env with heed
-        let env = unsafe { heed::EnvOpenOptions::new().max_dbs(8).open(dir.path()).unwrap() };
+        let env = unsafe {
+            heed::EnvOpenOptions::new()
+                .max_dbs(8)
+                .open(dir.path())
+                .unwrap()
+        };
         let wtxn = env.write_txn().unwrap();
         let meta: heed::Database<heed::types::Str, heed::types::Bytes> = env
             .create_databases_and_commit(wtxn, |dbo, wtxn| {
-                dbo.create_database(wtxn, Some("meta")).map(heed::CommitOrAbort::<_, ()>::Commit)
+                dbo.create_database(wtxn, Some("meta"))
+                    .map(heed::CommitOrAbort::<_, ()>::Commit)
             })
             .unwrap()
             .unwrap_commit();
         let mut wtxn = env.write_txn().unwrap();
-        meta.put(&mut wtxn, "schema-version", &999u32.to_be_bytes()).unwrap();
+        meta.put(&mut wtxn, "schema-version", &999u32.to_be_bytes())
+            .unwrap();
         wtxn.commit().unwrap();
         env.prepare_for_closing().wait();
     }

@@ -42,7 +42,9 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     let out = index.read(|r| {
         let mut out = String::new();
         for (id, m) in r.mailboxes()? {
-            if a.mailbox.as_deref().is_some_and(|want| want != m.name && !(want.eq_ignore_ascii_case("INBOX") && m.name == "INBOX")) {
+            if a.mailbox.as_deref().is_some_and(|want| {
+                want != m.name && !(want.eq_ignore_ascii_case("INBOX") && m.name == "INBOX")
+            }) {
                 continue;
             }
             out.push_str(&dump::mailbox(id, &m));
@@ -50,15 +52,14 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
                 if a.uid.is_some_and(|want| want != uid) {
                     continue;
                 }
-                out.push_str(&dump::message(uid, &rec, &m.keywords, r.headers_stored_len(id, uid)?));
+                let headers = r.headers(id, uid)?.unwrap_or_default();
+                out.push_str(&dump::message(uid, &rec, &m.keywords, headers.len()));
                 if a.uid.is_some() {
-                    if let Some(h) = r.headers(id, uid)? {
-                        out.push_str("    header blocks (decompressed)\n");
-                        for line in String::from_utf8_lossy(&h).lines() {
-                            out.push_str("      ");
-                            out.push_str(line);
-                            out.push('\n');
-                        }
+                    out.push_str("    header blocks\n");
+                    for line in String::from_utf8_lossy(&headers).lines() {
+                        out.push_str("      ");
+                        out.push_str(line);
+                        out.push('\n');
                     }
                 }
             }
@@ -78,17 +79,23 @@ pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
     let (mut messages, mut mailboxes, mut unreadable) = (0, 0, 0);
     let started = std::time::Instant::now();
     for user in users(&config, &a.users)? {
-        let paths = config.storage.paths_for(&user).with_context(|| format!("user {user}"))?;
-        let (store, aside) = UserStore::open_for_rebuild(&paths.maildir, &paths.index_dir, store_options(&config))
-            .with_context(|| format!("opening the mail of {user}"))?;
+        let paths = config
+            .storage
+            .paths_for(&user)
+            .with_context(|| format!("user {user}"))?;
+        let (store, aside) =
+            UserStore::open_for_rebuild(&paths.maildir, &paths.index_dir, store_options(&config))
+                .with_context(|| format!("opening the mail of {user}"))?;
         if let Some(aside) = aside {
             eprintln!("{user}: unusable index moved aside to {}", aside.display());
         }
         let bar = tty.then(|| {
             let bar = indicatif::ProgressBar::new(0);
             bar.set_style(
-                indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} mailboxes, {msg}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                indicatif::ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} mailboxes, {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
             bar.set_prefix(user.clone());
             bar
@@ -122,7 +129,11 @@ pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
         "total: {mailboxes} mailboxes, {messages} messages, {unreadable} unreadable, {:.2}s",
         started.elapsed().as_secs_f64()
     );
-    Ok(if unreadable > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if unreadable > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 pub fn check(a: &UsersCmdArgs) -> Result<ExitCode> {
@@ -158,7 +169,10 @@ pub fn compact(a: &UsersCmdArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
     let mut failed = 0;
     for user in users(&config, &a.users)? {
-        let paths = config.storage.paths_for(&user).with_context(|| format!("user {user}"))?;
+        let paths = config
+            .storage
+            .paths_for(&user)
+            .with_context(|| format!("user {user}"))?;
         if !paths.index_dir.join(maildex_index::DATA_FILE).exists() {
             println!("{user}: no index yet");
             continue;
@@ -171,5 +185,9 @@ pub fn compact(a: &UsersCmdArgs) -> Result<ExitCode> {
             }
         }
     }
-    Ok(if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -58,7 +58,9 @@ fn prepare_dev(data: &Path) -> Result<PathBuf> {
             let msg = maildex_corpus::message(&mut rng, i, 0.3);
             store.deliver("INBOX", &mut msg.as_slice(), &DeliverOptions::default())?;
         }
-        println!("delivered {DEMO_MESSAGES} demo messages to {DEMO_USER}'s INBOX (indexed at delivery)");
+        println!(
+            "delivered {DEMO_MESSAGES} demo messages to {DEMO_USER}'s INBOX (indexed at delivery)"
+        );
     }
     Ok(config_path)
 }
@@ -83,8 +85,14 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         );
     }
     println!("config: {}", config_path.display());
-    println!("try:    maildex index dump --config {} --user {DEMO_USER} --mailbox INBOX", config_path.display());
-    println!("        maildex index check --config {} --all", config_path.display());
+    println!(
+        "try:    maildex index dump --config {} --user {DEMO_USER} --mailbox INBOX",
+        config_path.display()
+    );
+    println!(
+        "        maildex index check --config {} --all",
+        config_path.display()
+    );
     eprintln!(
         "maildex serve: the IMAP and LMTP listeners are not part of this build yet; \
          the store and index they will serve are ready above."

@@ -26,13 +26,18 @@ pub struct PasswordArgs {
 pub fn generate_password() -> String {
     const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
     let mut rng = rand::thread_rng();
-    (0..20).map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char).collect()
+    (0..20)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 fn password(a: &PasswordArgs) -> Result<(String, bool)> {
     if a.password_stdin {
         let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line).context("reading the password from stdin")?;
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .context("reading the password from stdin")?;
         let pw = line.trim_end_matches(['\r', '\n']).to_string();
         if pw.is_empty() {
             bail!("empty password on stdin");

@@ -11,7 +11,10 @@ use crate::UsersArg;
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MAILDEX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 pub fn load_config(path: &Path) -> Result<Config> {
@@ -37,7 +40,10 @@ pub fn users(config: &Config, which: &UsersArg) -> Result<Vec<String>> {
 }
 
 pub fn open_store(config: &Config, user: &str) -> Result<UserStore> {
-    let paths = config.storage.paths_for(user).with_context(|| format!("user {user}"))?;
+    let paths = config
+        .storage
+        .paths_for(user)
+        .with_context(|| format!("user {user}"))?;
     UserStore::open(&paths.maildir, &paths.index_dir, store_options(config))
         .with_context(|| format!("opening the mail of {user}"))
 }

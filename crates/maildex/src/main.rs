@@ -34,7 +34,12 @@ enum Command {
 #[derive(Args, Debug, Clone)]
 pub struct ConfigArg {
     /// Configuration file (TOML).
-    #[arg(long, short = 'c', default_value = "/etc/maildex/maildex.toml", env = "MAILDEX_CONFIG")]
+    #[arg(
+        long,
+        short = 'c',
+        default_value = "/etc/maildex/maildex.toml",
+        env = "MAILDEX_CONFIG"
+    )]
     pub config: PathBuf,
 }
 

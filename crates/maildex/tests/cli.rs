@@ -7,17 +7,31 @@ use std::process::{Command, Output, Stdio};
 
 fn maildex(config: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_maildex"));
-    cmd.args(args).arg("--config").arg(config).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args)
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("run maildex");
     if let Some(text) = stdin {
-        child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write stdin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("write stdin");
     }
     drop(child.stdin.take());
     child.wait_with_output().expect("maildex output")
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn setup() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -38,22 +52,43 @@ fn setup() -> (tempfile::TempDir, std::path::PathBuf) {
 #[test]
 fn users_can_be_added_listed_and_given_new_passwords() {
     let (dir, config) = setup();
-    let o = maildex(&config, &["user", "add", "alice@example.org", "--password-stdin"], Some("s3cret\n"));
+    let o = maildex(
+        &config,
+        &["user", "add", "alice@example.org", "--password-stdin"],
+        Some("s3cret\n"),
+    );
     assert!(o.status.success(), "{}", text(&o));
-    let o = maildex(&config, &["user", "add", "alice@example.org", "--password-stdin"], Some("again\n"));
+    let o = maildex(
+        &config,
+        &["user", "add", "alice@example.org", "--password-stdin"],
+        Some("again\n"),
+    );
     assert!(!o.status.success(), "adding twice must fail: {}", text(&o));
     let o = maildex(&config, &["user", "add", "bob"], None);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("bob: password "), "{}", text(&o));
-    let o = maildex(&config, &["user", "passwd", "alice@example.org", "--password-stdin"], Some("n3w\n"));
+    let o = maildex(
+        &config,
+        &["user", "passwd", "alice@example.org", "--password-stdin"],
+        Some("n3w\n"),
+    );
     assert!(o.status.success(), "{}", text(&o));
     let o = maildex(&config, &["user", "list"], None);
     let listed = text(&o);
-    assert!(listed.contains("alice@example.org\tARGON2ID") && listed.contains("bob\tARGON2ID"), "{listed}");
+    assert!(
+        listed.contains("alice@example.org\tARGON2ID") && listed.contains("bob\tARGON2ID"),
+        "{listed}"
+    );
     // the file is a Dovecot passwd-file: user:{SCHEME}hash:...
     let users = fs::read_to_string(dir.path().join("users")).unwrap();
-    let alice = users.lines().find(|l| l.starts_with("alice@example.org:")).unwrap();
-    assert!(alice.starts_with("alice@example.org:{ARGON2ID}$argon2id$"), "{alice}");
+    let alice = users
+        .lines()
+        .find(|l| l.starts_with("alice@example.org:"))
+        .unwrap();
+    assert!(
+        alice.starts_with("alice@example.org:{ARGON2ID}$argon2id$"),
+        "{alice}"
+    );
     let hash = maildex_auth::PasswordHash::parse(alice.split(':').nth(1).unwrap());
     assert!(maildex_auth::verify(&hash, b"n3w").unwrap());
     assert!(!maildex_auth::verify(&hash, b"s3cret").unwrap());
@@ -62,7 +97,11 @@ fn users_can_be_added_listed_and_given_new_passwords() {
 #[test]
 fn index_dump_check_rebuild_and_compact() {
     let (dir, config) = setup();
-    let o = maildex(&config, &["user", "add", "carol@example.org", "--password-stdin"], Some("pw\n"));
+    let o = maildex(
+        &config,
+        &["user", "add", "carol@example.org", "--password-stdin"],
+        Some("pw\n"),
+    );
     assert!(o.status.success(), "{}", text(&o));
     let maildir = dir.path().join("mail/example.org/carol/Maildir");
     let index = dir.path().join("index/example.org/carol");
@@ -70,23 +109,47 @@ fn index_dump_check_rebuild_and_compact() {
         let store = maildex_store::UserStore::open(&maildir, &index, Default::default()).unwrap();
         for i in 0..3 {
             let msg = format!("From: x@example.org\nSubject: note {i}\n\nbody {i}\n");
-            store.deliver("INBOX", &mut msg.as_bytes(), &Default::default()).unwrap();
+            store
+                .deliver("INBOX", &mut msg.as_bytes(), &Default::default())
+                .unwrap();
         }
     }
     let o = maildex(&config, &["index", "check", "--all"], None);
     assert!(o.status.success(), "{}", text(&o));
 
-    let o = maildex(&config, &["index", "dump", "--user", "carol@example.org", "--mailbox", "inbox", "--uid", "2"], None);
+    let o = maildex(
+        &config,
+        &[
+            "index",
+            "dump",
+            "--user",
+            "carol@example.org",
+            "--mailbox",
+            "inbox",
+            "--uid",
+            "2",
+        ],
+        None,
+    );
     let dumped = text(&o);
     assert!(o.status.success(), "{dumped}");
-    assert!(dumped.contains("mailbox 1 \"INBOX\"") && dumped.contains("uid 2") && dumped.contains("note 1"), "{dumped}");
+    assert!(
+        dumped.contains("mailbox 1 \"INBOX\"")
+            && dumped.contains("uid 2")
+            && dumped.contains("note 1"),
+        "{dumped}"
+    );
     assert!(!dumped.contains("uid 3"), "{dumped}");
 
     // another tool removes a file: check reports it and exits 1
     let new = maildir.join("new");
     let victim = fs::read_dir(&new).unwrap().flatten().next().unwrap().path();
     fs::remove_file(&victim).unwrap();
-    let o = maildex(&config, &["index", "check", "--user", "carol@example.org"], None);
+    let o = maildex(
+        &config,
+        &["index", "check", "--user", "carol@example.org"],
+        None,
+    );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("is gone"), "{}", text(&o));
 
@@ -105,7 +168,15 @@ fn index_dump_check_rebuild_and_compact() {
 
 #[test]
 fn a_missing_config_is_a_clear_error() {
-    let o = maildex(Path::new("/nonexistent/maildex.toml"), &["index", "check", "--all"], None);
+    let o = maildex(
+        Path::new("/nonexistent/maildex.toml"),
+        &["index", "check", "--all"],
+        None,
+    );
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("/nonexistent/maildex.toml"), "{}", text(&o));
+    assert!(
+        text(&o).contains("/nonexistent/maildex.toml"),
+        "{}",
+        text(&o)
+    );
 }

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use maildex_index::{Counts, MessageHead};
+use maildex_index::{Counts, MessageState};
 use maildex_maildir::{folder, scan, Sub, Uidlist};
 
 use crate::convert::flag_bits;
@@ -21,25 +21,65 @@ pub enum Difference {
     /// The mailbox has files but no dovecot-uidlist.
     NoUidlist(String),
     /// The uidlist and the index disagree on UIDVALIDITY.
-    UidValidity { mailbox: String, uidlist: u32, index: u32 },
+    UidValidity {
+        mailbox: String,
+        uidlist: u32,
+        index: u32,
+    },
     /// The index would hand out a UID the uidlist already used.
-    UidNext { mailbox: String, uidlist: u32, index: u32 },
+    UidNext {
+        mailbox: String,
+        uidlist: u32,
+        index: u32,
+    },
     /// A message file that has no UID in dovecot-uidlist yet.
     NotInUidlist { mailbox: String, file: String },
     /// A message file (with its UID) that the index lacks.
-    NotIndexed { mailbox: String, uid: u32, file: String },
+    NotIndexed {
+        mailbox: String,
+        uid: u32,
+        file: String,
+    },
     /// An index record whose file is gone.
-    FileGone { mailbox: String, uid: u32, file: String },
+    FileGone {
+        mailbox: String,
+        uid: u32,
+        file: String,
+    },
     /// The index and the uidlist give one file different UIDs.
-    UidMismatch { mailbox: String, file: String, uidlist: u32, index: u32 },
+    UidMismatch {
+        mailbox: String,
+        file: String,
+        uidlist: u32,
+        index: u32,
+    },
     /// The record's file name (flags) differs from the file's.
-    FileName { mailbox: String, uid: u32, index: String, disk: String },
+    FileName {
+        mailbox: String,
+        uid: u32,
+        index: String,
+        disk: String,
+    },
     /// The record's flags differ from the file name's.
-    Flags { mailbox: String, uid: u32, index: u8, disk: u8 },
+    Flags {
+        mailbox: String,
+        uid: u32,
+        index: u8,
+        disk: u8,
+    },
     /// The record's size differs from the file's.
-    Size { mailbox: String, uid: u32, index: u64, disk: u64 },
+    Size {
+        mailbox: String,
+        uid: u32,
+        index: u64,
+        disk: u64,
+    },
     /// The stored counters differ from the records.
-    Counts { mailbox: String, stored: Counts, actual: Counts },
+    Counts {
+        mailbox: String,
+        stored: Counts,
+        actual: Counts,
+    },
 }
 
 impl fmt::Display for Difference {
@@ -49,35 +89,88 @@ impl fmt::Display for Difference {
             MailboxNotIndexed(m) => write!(f, "{m}: folder on disk is not in the index"),
             MailboxNotOnDisk(m) => write!(f, "{m}: in the index but the folder is gone"),
             NoUidlist(m) => write!(f, "{m}: has messages but no dovecot-uidlist"),
-            UidValidity { mailbox, uidlist, index } => {
-                write!(f, "{mailbox}: UIDVALIDITY {uidlist} in dovecot-uidlist, {index} in the index")
+            UidValidity {
+                mailbox,
+                uidlist,
+                index,
+            } => {
+                write!(
+                    f,
+                    "{mailbox}: UIDVALIDITY {uidlist} in dovecot-uidlist, {index} in the index"
+                )
             }
-            UidNext { mailbox, uidlist, index } => {
-                write!(f, "{mailbox}: next UID {uidlist} in dovecot-uidlist but {index} in the index")
+            UidNext {
+                mailbox,
+                uidlist,
+                index,
+            } => {
+                write!(
+                    f,
+                    "{mailbox}: next UID {uidlist} in dovecot-uidlist but {index} in the index"
+                )
             }
-            NotInUidlist { mailbox, file } => write!(f, "{mailbox}: {file} has no UID in dovecot-uidlist"),
-            NotIndexed { mailbox, uid, file } => write!(f, "{mailbox}: UID {uid} ({file}) is not in the index"),
-            FileGone { mailbox, uid, file } => write!(f, "{mailbox}: UID {uid} is indexed but {file} is gone"),
-            UidMismatch { mailbox, file, uidlist, index } => {
+            NotInUidlist { mailbox, file } => {
+                write!(f, "{mailbox}: {file} has no UID in dovecot-uidlist")
+            }
+            NotIndexed { mailbox, uid, file } => {
+                write!(f, "{mailbox}: UID {uid} ({file}) is not in the index")
+            }
+            FileGone { mailbox, uid, file } => {
+                write!(f, "{mailbox}: UID {uid} is indexed but {file} is gone")
+            }
+            UidMismatch {
+                mailbox,
+                file,
+                uidlist,
+                index,
+            } => {
                 write!(f, "{mailbox}: {file} is UID {uidlist} in dovecot-uidlist but {index} in the index")
             }
-            FileName { mailbox, uid, index, disk } => {
-                write!(f, "{mailbox}: UID {uid} is {index} in the index but {disk} on disk")
+            FileName {
+                mailbox,
+                uid,
+                index,
+                disk,
+            } => {
+                write!(
+                    f,
+                    "{mailbox}: UID {uid} is {index} in the index but {disk} on disk"
+                )
             }
-            Flags { mailbox, uid, index, disk } => {
+            Flags {
+                mailbox,
+                uid,
+                index,
+                disk,
+            } => {
                 write!(f, "{mailbox}: UID {uid} has flags {index:#04x} in the index but {disk:#04x} on disk")
             }
-            Size { mailbox, uid, index, disk } => {
-                write!(f, "{mailbox}: UID {uid} is {index} bytes in the index but {disk} on disk")
+            Size {
+                mailbox,
+                uid,
+                index,
+                disk,
+            } => {
+                write!(
+                    f,
+                    "{mailbox}: UID {uid} is {index} bytes in the index but {disk} on disk"
+                )
             }
-            Counts { mailbox, stored, actual } => {
-                write!(f, "{mailbox}: stored counters {stored:?} but records give {actual:?}")
+            Counts {
+                mailbox,
+                stored,
+                actual,
+            } => {
+                write!(
+                    f,
+                    "{mailbox}: stored counters {stored:?} but records give {actual:?}"
+                )
             }
         }
     }
 }
 
-fn recount(heads: &[(u32, MessageHead)], first_recent_uid: u32) -> Counts {
+fn recount(heads: &[(u32, MessageState)], first_recent_uid: u32) -> Counts {
     let mut c = Counts::default();
     for (uid, h) in heads {
         c.messages += 1;
@@ -106,17 +199,26 @@ impl UserStore {
         Ok(out)
     }
 
-    fn check_mailbox(&self, name: &str, path: &std::path::Path, out: &mut Vec<Difference>) -> Result<(), StoreError> {
+    fn check_mailbox(
+        &self,
+        name: &str,
+        path: &std::path::Path,
+        out: &mut Vec<Difference>,
+    ) -> Result<(), StoreError> {
         let listing = scan::scan(path)?;
         let Some((id, m)) = self.indexed_mailbox(name)? else {
             out.push(Difference::MailboxNotIndexed(name.to_string()));
             return Ok(());
         };
-        let heads = self.index.read(|r| r.heads(id))?;
+        let heads = self.index.read(|r| r.states(id))?;
         let mb = name.to_string();
         let actual = recount(&heads, m.first_recent_uid);
         if actual != m.counts {
-            out.push(Difference::Counts { mailbox: mb.clone(), stored: m.counts, actual });
+            out.push(Difference::Counts {
+                mailbox: mb.clone(),
+                stored: m.counts,
+                actual,
+            });
         }
         let Some(list) = Uidlist::read(path)? else {
             if !listing.entries.is_empty() {
@@ -125,24 +227,39 @@ impl UserStore {
             return Ok(());
         };
         if list.uidvalidity != m.uidvalidity {
-            out.push(Difference::UidValidity { mailbox: mb, uidlist: list.uidvalidity, index: m.uidvalidity });
+            out.push(Difference::UidValidity {
+                mailbox: mb,
+                uidlist: list.uidvalidity,
+                index: m.uidvalidity,
+            });
             return Ok(());
         }
         let max_listed = list.records.iter().map(|r| r.uid).max().unwrap_or(0);
         if m.uid_next <= max_listed {
-            out.push(Difference::UidNext { mailbox: mb.clone(), uidlist: list.next_uid, index: m.uid_next });
+            out.push(Difference::UidNext {
+                mailbox: mb.clone(),
+                uidlist: list.next_uid,
+                index: m.uid_next,
+            });
         }
         let by_base: HashMap<&str, u32> = list.records.iter().map(|r| (r.base(), r.uid)).collect();
-        let indexed: HashMap<u32, &MessageHead> = heads.iter().map(|(u, h)| (*u, h)).collect();
+        let indexed: HashMap<u32, &MessageState> = heads.iter().map(|(u, h)| (*u, h)).collect();
         let mut seen = HashSet::new();
         for e in &listing.entries {
             let Some(&uid) = by_base.get(e.name.base.as_str()) else {
-                out.push(Difference::NotInUidlist { mailbox: mb.clone(), file: e.file_name.clone() });
+                out.push(Difference::NotInUidlist {
+                    mailbox: mb.clone(),
+                    file: e.file_name.clone(),
+                });
                 continue;
             };
             seen.insert(uid);
             let Some(h) = indexed.get(&uid) else {
-                out.push(Difference::NotIndexed { mailbox: mb.clone(), uid, file: e.file_name.clone() });
+                out.push(Difference::NotIndexed {
+                    mailbox: mb.clone(),
+                    uid,
+                    file: e.file_name.clone(),
+                });
                 continue;
             };
             if maildex_maildir::filename::base_of(&h.file_name) != e.name.base {
@@ -150,26 +267,50 @@ impl UserStore {
                     .iter()
                     .find(|(_, x)| maildex_maildir::filename::base_of(&x.file_name) == e.name.base)
                     .map_or(0, |(u, _)| *u);
-                out.push(Difference::UidMismatch { mailbox: mb.clone(), file: e.file_name.clone(), uidlist: uid, index: index_uid });
+                out.push(Difference::UidMismatch {
+                    mailbox: mb.clone(),
+                    file: e.file_name.clone(),
+                    uidlist: uid,
+                    index: index_uid,
+                });
                 continue;
             }
             if h.file_name != e.file_name || h.in_new != (e.sub == Sub::New) {
-                out.push(Difference::FileName { mailbox: mb.clone(), uid, index: h.file_name.clone(), disk: e.file_name.clone() });
+                out.push(Difference::FileName {
+                    mailbox: mb.clone(),
+                    uid,
+                    index: h.file_name.clone(),
+                    disk: e.file_name.clone(),
+                });
             }
             let disk_flags = flag_bits(e.name.flags);
             if h.flags != disk_flags {
-                out.push(Difference::Flags { mailbox: mb.clone(), uid, index: h.flags, disk: disk_flags });
+                out.push(Difference::Flags {
+                    mailbox: mb.clone(),
+                    uid,
+                    index: h.flags,
+                    disk: disk_flags,
+                });
             }
             let file = e.sub.path(path).join(&e.file_name);
             if let Ok(md) = std::fs::metadata(&file) {
                 if md.len() != h.size {
-                    out.push(Difference::Size { mailbox: mb.clone(), uid, index: h.size, disk: md.len() });
+                    out.push(Difference::Size {
+                        mailbox: mb.clone(),
+                        uid,
+                        index: h.size,
+                        disk: md.len(),
+                    });
                 }
             }
         }
         for (uid, h) in &heads {
             if !seen.contains(uid) {
-                out.push(Difference::FileGone { mailbox: mb.clone(), uid: *uid, file: h.file_name.clone() });
+                out.push(Difference::FileGone {
+                    mailbox: mb.clone(),
+                    uid: *uid,
+                    file: h.file_name.clone(),
+                });
             }
         }
         Ok(())

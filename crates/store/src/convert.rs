@@ -22,11 +22,18 @@ const FLAG_MAP: [(Flags, u8); 6] = [
 
 /// Maildir flags to index flag bits.
 pub(crate) fn flag_bits(f: Flags) -> u8 {
-    FLAG_MAP.iter().filter(|(m, _)| f.contains(*m)).fold(0, |acc, (_, b)| acc | b)
+    FLAG_MAP
+        .iter()
+        .filter(|(m, _)| f.contains(*m))
+        .fold(0, |acc, (_, b)| acc | b)
 }
 
 pub(crate) fn stamp(d: DirStamp) -> Stamp {
-    Stamp { mtime_ns: d.mtime_ns, ino: d.ino, size: 0 }
+    Stamp {
+        mtime_ns: d.mtime_ns,
+        ino: d.ino,
+        size: 0,
+    }
 }
 
 /// Stamp of a plain file, or the default stamp if it does not exist.
@@ -59,7 +66,8 @@ pub(crate) fn index_file(path: &Path, mut meta: Meta) -> Result<Built, StoreErro
     meta.internal_date = md.mtime();
     if md.len() <= READ_LIMIT {
         let mut bytes = Vec::with_capacity(md.len() as usize);
-        file.read_to_end(&mut bytes).map_err(|e| StoreError::io(path, e))?;
+        file.read_to_end(&mut bytes)
+            .map_err(|e| StoreError::io(path, e))?;
         build(&bytes, meta)
     } else {
         // SAFETY: Maildir message files are written once in tmp/ and never modified after

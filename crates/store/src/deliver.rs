@@ -57,7 +57,12 @@ fn secs(t: SystemTime) -> i64 {
 
 impl UserStore {
     /// Delivers one message read from `src` into mailbox `mailbox` (see the module docs).
-    pub fn deliver(&self, mailbox: &str, src: &mut dyn Read, opts: &DeliverOptions) -> Result<DeliveredMessage, StoreError> {
+    pub fn deliver(
+        &self,
+        mailbox: &str,
+        src: &mut dyn Read,
+        opts: &DeliverOptions,
+    ) -> Result<DeliveredMessage, StoreError> {
         let name = Self::canonical(mailbox);
         let path = self.mailbox_path(name)?;
         if !path.join("cur").is_dir() {
@@ -75,8 +80,16 @@ impl UserStore {
         } else {
             std::io::Write::flush(&mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
         }
-        let keywords = if opts.keywords.is_empty() { Keywords::EMPTY } else { self.keyword_bits(name, &path, &opts.keywords)? };
-        let sub = if opts.flags.is_empty() && keywords.is_empty() { Sub::New } else { Sub::Cur };
+        let keywords = if opts.keywords.is_empty() {
+            Keywords::EMPTY
+        } else {
+            self.keyword_bits(name, &path, &opts.keywords)?
+        };
+        let sub = if opts.flags.is_empty() && keywords.is_empty() {
+            Sub::New
+        } else {
+            Sub::Cur
+        };
         let meta = Meta {
             file_name: String::new(),
             in_new: sub == Sub::New,
@@ -90,7 +103,11 @@ impl UserStore {
         let delivered = tmp.commit(sub, opts.flags, keywords)?;
         built.record.file_name = delivered.file_name.clone();
         // the index's keyword table follows dovecot-keywords in the same commit
-        let keyword_table = if opts.keywords.is_empty() { None } else { Some(crate::sync::keyword_names(&path)?) };
+        let keyword_table = if opts.keywords.is_empty() {
+            None
+        } else {
+            Some(crate::sync::keyword_names(&path)?)
+        };
         match self.record_delivery(name, &path, &delivered, built, keyword_table) {
             Ok(d) => Ok(d),
             Err(e) => {
@@ -136,7 +153,7 @@ impl UserStore {
                     w.put_mailbox(id, &m)?;
                 }
             }
-            w.insert_message(id, uid, record, &headers)
+            w.insert_message(id, uid, record, headers)
         })?;
         Ok(DeliveredMessage {
             mailbox_id: id,
@@ -151,32 +168,58 @@ impl UserStore {
 
     /// Gives the delivered file the next UID in dovecot-uidlist. None when the list is
     /// missing or unreadable (the caller syncs instead).
-    fn append_uid(&self, path: &Path, delivered: &Delivered) -> Result<Option<(u32, u32)>, StoreError> {
+    fn append_uid(
+        &self,
+        path: &Path,
+        delivered: &Delivered,
+    ) -> Result<Option<(u32, u32)>, StoreError> {
         let mut lock = UidlistLock::acquire(path, self.opts.lock_timeout)?;
-        let Ok(Some(list)) = lock.read() else { return Ok(None) };
+        let Ok(Some(list)) = lock.read() else {
+            return Ok(None);
+        };
         // a concurrent sync may already have numbered this file
-        if let Some(r) = list.records.iter().find(|r| r.base() == delivered.name.base) {
+        if let Some(r) = list
+            .records
+            .iter()
+            .find(|r| r.base() == delivered.name.base)
+        {
             return Ok(Some((r.uid, list.uidvalidity)));
         }
         let uid = list.next_uid;
-        let Some(next) = uid.checked_add(1) else { return Ok(None) };
-        lock.append(&[UidRecord { uid, ext: vec![], file_name: delivered.file_name.clone() }], next)?;
+        let Some(next) = uid.checked_add(1) else {
+            return Ok(None);
+        };
+        lock.append(
+            &[UidRecord {
+                uid,
+                ext: vec![],
+                file_name: delivered.file_name.clone(),
+            }],
+            next,
+        )?;
         Ok(Some((uid, list.uidvalidity)))
     }
 
-    fn find_delivered(&self, name: &str, delivered: &Delivered) -> Result<DeliveredMessage, StoreError> {
+    fn find_delivered(
+        &self,
+        name: &str,
+        delivered: &Delivered,
+    ) -> Result<DeliveredMessage, StoreError> {
         let found = self.index.read(|r| {
-            let Some(id) = r.mailbox_id(name)? else { return Ok(None) };
+            let Some(id) = r.mailbox_id(name)? else {
+                return Ok(None);
+            };
             let m = r.require_mailbox(id)?;
             let mut hit = None;
-            for (uid, h) in r.heads(id)? {
+            for (uid, h) in r.states(id)? {
                 if maildex_maildir::filename::base_of(&h.file_name) == delivered.name.base {
                     hit = Some((id, uid, m.uidvalidity, h.modseq));
                 }
             }
             Ok(hit)
         })?;
-        let (mailbox_id, uid, uidvalidity, modseq) = found.ok_or_else(|| StoreError::NoMailbox(name.to_string()))?;
+        let (mailbox_id, uid, uidvalidity, modseq) =
+            found.ok_or_else(|| StoreError::NoMailbox(name.to_string()))?;
         Ok(DeliveredMessage {
             mailbox_id,
             uid,
@@ -192,9 +235,15 @@ impl UserStore {
     /// Maildir limit; further keywords are dropped with a warning, as Dovecot does). New
     /// names are written under the dovecot-uidlist lock, which is what guards
     /// dovecot-keywords in Dovecot too.
-    fn keyword_bits(&self, name: &str, path: &Path, names: &[String]) -> Result<Keywords, StoreError> {
+    fn keyword_bits(
+        &self,
+        name: &str,
+        path: &Path,
+        names: &[String],
+    ) -> Result<Keywords, StoreError> {
         let map = KeywordMap::read(path)?;
-        let letters = |map: &KeywordMap| names.iter().map(|kw| map.letter_of(kw)).collect::<Vec<_>>();
+        let letters =
+            |map: &KeywordMap| names.iter().map(|kw| map.letter_of(kw)).collect::<Vec<_>>();
         let mut found = letters(&map);
         if found.iter().any(Option::is_none) {
             let _lock = UidlistLock::acquire(path, self.opts.lock_timeout)?;
@@ -208,7 +257,11 @@ impl UserStore {
             found = letters(&map);
         }
         let mut bits = Keywords::EMPTY;
-        for i in found.into_iter().flatten().filter_map(Keywords::index_of_letter) {
+        for i in found
+            .into_iter()
+            .flatten()
+            .filter_map(Keywords::index_of_letter)
+        {
             bits.insert(i);
         }
         Ok(bits)

@@ -66,7 +66,10 @@ pub enum StoreError {
 
 impl StoreError {
     pub(crate) fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
-        StoreError::Io { path: path.as_ref().to_path_buf(), source }
+        StoreError::Io {
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
     }
 }
 
@@ -83,7 +86,11 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { index: OpenOptions::default(), lock_timeout: Duration::from_secs(30), fsync: true }
+        StoreOptions {
+            index: OpenOptions::default(),
+            lock_timeout: Duration::from_secs(30),
+            fsync: true,
+        }
     }
 }
 
@@ -100,13 +107,22 @@ pub struct UserStore {
 impl UserStore {
     /// Opens the store of a user whose Maildir is `maildir` (created if missing, as an empty
     /// INBOX) with the index in `index_dir`.
-    pub fn open(maildir: &Path, index_dir: &Path, opts: StoreOptions) -> Result<UserStore, StoreError> {
+    pub fn open(
+        maildir: &Path,
+        index_dir: &Path,
+        opts: StoreOptions,
+    ) -> Result<UserStore, StoreError> {
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
             .create(maildir)
             .map_err(|e| StoreError::io(maildir, e))?;
         maildex_maildir::folder::create_mailbox(maildir, false)?;
         let index = Index::open(index_dir, &opts.index)?;
-        Ok(UserStore { root: maildir.to_path_buf(), index, opts, mailbox_locks: Mutex::default() })
+        Ok(UserStore {
+            root: maildir.to_path_buf(),
+            index,
+            opts,
+            mailbox_locks: Mutex::default(),
+        })
     }
 
     /// The Maildir root (INBOX).

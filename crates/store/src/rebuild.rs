@@ -37,11 +37,21 @@ impl UserStore {
     /// Opens a store for rebuilding: an index that cannot be opened (another schema version,
     /// a corrupt file) is moved aside and a new one created. Safe because UIDs live in
     /// dovecot-uidlist, not in the index.
-    pub fn open_for_rebuild(maildir: &Path, index_dir: &Path, opts: StoreOptions) -> Result<(UserStore, Option<PathBuf>), StoreError> {
+    pub fn open_for_rebuild(
+        maildir: &Path,
+        index_dir: &Path,
+        opts: StoreOptions,
+    ) -> Result<(UserStore, Option<PathBuf>), StoreError> {
         match UserStore::open(maildir, index_dir, opts.clone()) {
             Ok(s) => Ok((s, None)),
-            Err(StoreError::Index(e @ (IndexError::SchemaMismatch { .. } | IndexError::Lmdb { .. } | IndexError::Corrupt(_)))) => {
-                let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            Err(StoreError::Index(
+                e @ (IndexError::SchemaMismatch { .. }
+                | IndexError::Lmdb { .. }
+                | IndexError::Corrupt(_)),
+            )) => {
+                let stamp = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
                 let aside = index_dir.with_extension(format!("broken-{stamp}"));
                 tracing::warn!(index = %index_dir.display(), error = %e, aside = %aside.display(), "index unusable; moving it aside and rebuilding");
                 std::fs::rename(index_dir, &aside).map_err(|err| StoreError::io(index_dir, err))?;
@@ -53,7 +63,10 @@ impl UserStore {
 
     /// Re-indexes every mailbox from its files. UIDs, UIDVALIDITY and the highest modseq are
     /// kept; counters are recomputed.
-    pub fn rebuild(&self, progress: &mut dyn FnMut(&Progress)) -> Result<RebuildReport, StoreError> {
+    pub fn rebuild(
+        &self,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<RebuildReport, StoreError> {
         let started = Instant::now();
         let folders = folder::list_folders(&self.root)?;
         let mut report = RebuildReport::default();
@@ -76,7 +89,12 @@ impl UserStore {
                 })?;
             }
             report.sync.merge(self.sync_mailbox_with(&f.name, true)?);
-            progress(&Progress { mailbox: f.name.clone(), done: i + 1, total: folders.len(), messages: report.sync.added });
+            progress(&Progress {
+                mailbox: f.name.clone(),
+                done: i + 1,
+                total: folders.len(),
+                messages: report.sync.added,
+            });
         }
         let all = self.sync_all()?;
         report.sync.deleted_mailboxes.extend(all.deleted_mailboxes);

@@ -11,11 +11,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use maildex_index::{record::Meta, Built, MailboxRecord, MessageHead};
+use maildex_index::{record::Meta, Built, MailboxRecord, MessageState};
 use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::{folder, scan, uidlist, Entry, Sub};
 
-use crate::convert::{self, flag_bits, file_stamp, stamp};
+use crate::convert::{self, file_stamp, flag_bits, stamp};
 use crate::uids::{self, Known};
 use crate::{StoreError, UserStore};
 
@@ -73,7 +73,11 @@ impl UserStore {
         }
         let on_disk: HashSet<&str> = folders.iter().map(|f| f.name.as_str()).collect();
         let gone: Vec<(u32, String)> = self.index.read(|r| {
-            Ok(r.mailboxes()?.into_iter().filter(|(_, m)| !on_disk.contains(m.name.as_str())).map(|(id, m)| (id, m.name)).collect())
+            Ok(r.mailboxes()?
+                .into_iter()
+                .filter(|(_, m)| !on_disk.contains(m.name.as_str()))
+                .map(|(id, m)| (id, m.name))
+                .collect())
         })?;
         for (id, name) in gone {
             tracing::info!(mailbox = %name, "folder gone from the Maildir; dropping it from the index");
@@ -89,7 +93,11 @@ impl UserStore {
     }
 
     /// As [`UserStore::sync_mailbox`]; `force` ignores the stamps and lists the folders.
-    pub(crate) fn sync_mailbox_with(&self, name: &str, force: bool) -> Result<SyncReport, StoreError> {
+    pub(crate) fn sync_mailbox_with(
+        &self,
+        name: &str,
+        force: bool,
+    ) -> Result<SyncReport, StoreError> {
         let name = Self::canonical(name).to_string();
         let path = self.mailbox_path(&name)?;
         if !path.join("cur").is_dir() {
@@ -97,7 +105,10 @@ impl UserStore {
         }
         let lock = self.mailbox_lock(&name);
         let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mut report = SyncReport { mailboxes: 1, ..SyncReport::default() };
+        let mut report = SyncReport {
+            mailboxes: 1,
+            ..SyncReport::default()
+        };
         for _ in 0..PASSES {
             if self.sync_pass(&name, &path, force, &mut report)? {
                 return Ok(report);
@@ -107,7 +118,10 @@ impl UserStore {
     }
 
     /// The id and record of mailbox `name` in the index, if it is there.
-    pub(crate) fn indexed_mailbox(&self, name: &str) -> Result<Option<(u32, MailboxRecord)>, StoreError> {
+    pub(crate) fn indexed_mailbox(
+        &self,
+        name: &str,
+    ) -> Result<Option<(u32, MailboxRecord)>, StoreError> {
         Ok(self.index.read(|r| match r.mailbox_id(name)? {
             Some(id) => Ok(r.mailbox(id)?.map(|m| (id, m))),
             None => Ok(None),
@@ -115,13 +129,21 @@ impl UserStore {
     }
 
     /// One pass; false when files vanished while we read them (another pass is needed).
-    fn sync_pass(&self, name: &str, path: &Path, force: bool, report: &mut SyncReport) -> Result<bool, StoreError> {
+    fn sync_pass(
+        &self,
+        name: &str,
+        path: &Path,
+        force: bool,
+        report: &mut SyncReport,
+    ) -> Result<bool, StoreError> {
         let (new, cur) = scan::stamps(path)?;
         let uidlist_path = path.join(uidlist::UIDLIST_NAME);
         let existing = self.indexed_mailbox(name)?;
         let now = SystemTime::now();
         if let Some((_, m)) = existing.as_ref().filter(|_| !force) {
-            let same = m.new_stamp == stamp(new) && m.cur_stamp == stamp(cur) && m.uidlist_stamp == file_stamp(&uidlist_path)?;
+            let same = m.new_stamp == stamp(new)
+                && m.cur_stamp == stamp(cur)
+                && m.uidlist_stamp == file_stamp(&uidlist_path)?;
             if same && new.is_settled(now) && cur.is_settled(now) {
                 report.unchanged += 1;
                 return Ok(true);
@@ -133,8 +155,8 @@ impl UserStore {
             tracing::warn!(file = %bad.display(), "not a Maildir message name; left alone");
         }
         report.bad_names.extend(listing.bad_names.iter().cloned());
-        let heads: Vec<(u32, MessageHead)> = match &existing {
-            Some((id, _)) => self.index.read(|r| r.heads(*id))?,
+        let heads: Vec<(u32, MessageState)> = match &existing {
+            Some((id, _)) => self.index.read(|r| r.states(*id))?,
             None => Vec::new(),
         };
         let assigned = uids::assign(
@@ -144,7 +166,10 @@ impl UserStore {
                 Ok(existing.as_ref().map(|(_, m)| Known {
                     uidvalidity: m.uidvalidity,
                     uid_next: m.uid_next,
-                    files: heads.iter().map(|(u, h)| (*u, h.file_name.clone())).collect(),
+                    files: heads
+                        .iter()
+                        .map(|(u, h)| (*u, h.file_name.clone()))
+                        .collect(),
                 }))
             },
             self.opts.lock_timeout,
@@ -152,15 +177,21 @@ impl UserStore {
         let uidlist_stamp = file_stamp(&uidlist_path)?;
         let keywords = keyword_names(path)?;
 
-        let validity_changed = existing.as_ref().is_some_and(|(_, m)| m.uidvalidity != assigned.uidvalidity);
+        let validity_changed = existing
+            .as_ref()
+            .is_some_and(|(_, m)| m.uidvalidity != assigned.uidvalidity);
         if validity_changed {
             tracing::warn!(mailbox = %name, "UIDVALIDITY changed in dovecot-uidlist; re-indexing the mailbox");
             report.uidvalidity_changed.push(name.to_string());
         }
-        let indexed: HashMap<u32, &MessageHead> =
-            if validity_changed { HashMap::new() } else { heads.iter().map(|(u, h)| (*u, h)).collect() };
+        let indexed: HashMap<u32, &MessageState> = if validity_changed {
+            HashMap::new()
+        } else {
+            heads.iter().map(|(u, h)| (*u, h)).collect()
+        };
 
-        let (to_add, to_update, to_remove) = diff(name, &listing.entries, &assigned.by_base, &indexed);
+        let (to_add, to_update, to_remove) =
+            diff(name, &listing.entries, &assigned.by_base, &indexed);
         report.removed += to_remove.len();
         report.updated += to_update.len();
 
@@ -193,7 +224,8 @@ impl UserStore {
                 match convert::index_file(&file, entry_meta(e)) {
                     Ok(b) => built.push((*uid, b)),
                     Err(StoreError::Io { source, .. })
-                        if source.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(&file).is_err() =>
+                        if source.kind() == std::io::ErrorKind::NotFound
+                            && std::fs::symlink_metadata(&file).is_err() =>
                     {
                         // renamed or expunged by another tool since the listing: list again
                         complete = false;
@@ -231,10 +263,11 @@ impl UserStore {
         loop {
             let batch = std::sync::Arc::clone(&built);
             let r = self.index.write(move |w| {
-                for (uid, b) in batch.iter() {
-                    w.insert_message(id, *uid, b.record.clone(), &b.headers)?;
-                }
-                Ok(())
+                let items = batch
+                    .iter()
+                    .map(|(uid, b)| (*uid, b.record.clone(), b.headers.clone()))
+                    .collect();
+                w.insert_messages(id, items).map(drop)
             });
             match r {
                 Err(e) if e.is_retryable() && tries < 3 => tries += 1,
@@ -258,7 +291,9 @@ fn entry_meta(e: &Entry) -> Meta {
 /// Keyword names by letter index, from dovecot-keywords.
 pub(crate) fn keyword_names(path: &Path) -> Result<Vec<String>, StoreError> {
     let map = KeywordMap::read(path)?;
-    let mut names: Vec<String> = (b'a'..=b'z').map(|l| map.name_of(l).unwrap_or_default().to_string()).collect();
+    let mut names: Vec<String> = (b'a'..=b'z')
+        .map(|l| map.name_of(l).unwrap_or_default().to_string())
+        .collect();
     while names.last().is_some_and(String::is_empty) {
         names.pop();
     }
@@ -270,13 +305,15 @@ fn diff<'a>(
     mailbox: &str,
     entries: &'a [Entry],
     by_base: &HashMap<String, u32>,
-    indexed: &HashMap<u32, &MessageHead>,
+    indexed: &HashMap<u32, &MessageState>,
 ) -> (Vec<(u32, &'a Entry)>, Vec<Update>, Vec<u32>) {
     let mut add = Vec::new();
     let mut update = Vec::new();
     let mut seen = HashSet::with_capacity(entries.len());
     for e in entries {
-        let Some(&uid) = by_base.get(&e.name.base) else { continue };
+        let Some(&uid) = by_base.get(&e.name.base) else {
+            continue;
+        };
         if !seen.insert(uid) {
             // the same base name in new/ and cur/ (a tool copied instead of moving)
             tracing::warn!(mailbox, file = %e.file_name, uid, "duplicate Maildir base name; indexed once");
@@ -286,11 +323,21 @@ fn diff<'a>(
         match indexed.get(&uid) {
             None => add.push((uid, e)),
             Some(h) if h.file_name != e.file_name || h.in_new != in_new => {
-                update.push((uid, e.file_name.clone(), in_new, flag_bits(e.name.flags), e.name.keywords.0));
+                update.push((
+                    uid,
+                    e.file_name.clone(),
+                    in_new,
+                    flag_bits(e.name.flags),
+                    e.name.keywords.0,
+                ));
             }
             Some(_) => {}
         }
     }
-    let remove = indexed.keys().filter(|u| !seen.contains(u)).copied().collect();
+    let remove = indexed
+        .keys()
+        .filter(|u| !seen.contains(u))
+        .copied()
+        .collect();
     (add, update, remove)
 }

@@ -41,7 +41,15 @@ fn recreate(
         tracing::warn!(file = %file.display(), broken = ?broken, "dovecot-uidlist unusable or missing; recreating it from the index (UIDs kept)");
         let mut list = Uidlist::new(k.uidvalidity);
         list.next_uid = k.uid_next.max(1);
-        list.records = k.files.into_iter().map(|(uid, file_name)| UidRecord { uid, ext: vec![], file_name }).collect();
+        list.records = k
+            .files
+            .into_iter()
+            .map(|(uid, file_name)| UidRecord {
+                uid,
+                ext: vec![],
+                file_name,
+            })
+            .collect();
         if let Some(max) = list.records.iter().map(|r| r.uid).max() {
             list.next_uid = list.next_uid.max(max + 1);
         }
@@ -89,23 +97,36 @@ pub(crate) fn assign(
         .filter(|r| present.contains(r.base()))
         .map(|r| (r.base().to_string(), r.uid))
         .collect();
-    let mut fresh: Vec<&Entry> = entries.iter().filter(|e| !by_base.contains_key(e.name.base.as_str())).collect();
+    let mut fresh: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| !by_base.contains_key(e.name.base.as_str()))
+        .collect();
     fresh.sort_by(|a, b| sort_cmp(&a.file_name, &b.file_name));
     fresh.dedup_by(|a, b| a.name.base == b.name.base);
     let mut added = Vec::with_capacity(fresh.len());
     for e in fresh {
         let uid = list.next_uid;
-        list.next_uid = uid.checked_add(1).ok_or_else(|| StoreError::UidlistUnusable {
-            path: mailbox.join(uidlist::UIDLIST_NAME),
-            reason: "UIDs exhausted (next UID would overflow)".into(),
-        })?;
+        list.next_uid = uid
+            .checked_add(1)
+            .ok_or_else(|| StoreError::UidlistUnusable {
+                path: mailbox.join(uidlist::UIDLIST_NAME),
+                reason: "UIDs exhausted (next UID would overflow)".into(),
+            })?;
         by_base.insert(e.name.base.clone(), uid);
-        added.push(UidRecord { uid, ext: vec![], file_name: e.file_name.clone() });
+        added.push(UidRecord {
+            uid,
+            ext: vec![],
+            file_name: e.file_name.clone(),
+        });
     }
 
     // Records of files that are gone stay in the list until enough accumulate to be worth
     // a rewrite (they are harmless: base names are never reused), as Dovecot does.
-    let stale = list.records.iter().filter(|r| !present.contains(r.base())).count();
+    let stale = list
+        .records
+        .iter()
+        .filter(|r| !present.contains(r.base()))
+        .count();
     let rewrite = !existed || (stale > 32 && stale * 4 > list.records.len());
     if rewrite {
         list.records.retain(|r| present.contains(r.base()));
@@ -115,5 +136,9 @@ pub(crate) fn assign(
     } else if !added.is_empty() {
         lock.append(&added, list.next_uid)?;
     }
-    Ok(Assigned { uidvalidity: list.uidvalidity, next_uid: list.next_uid, by_base })
+    Ok(Assigned {
+        uidvalidity: list.uidvalidity,
+        next_uid: list.next_uid,
+        by_base,
+    })
 }

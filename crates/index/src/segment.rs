@@ -1,0 +1,340 @@
+//! Segments: immutable per-message data stored in groups of consecutive UIDs.
+//!
+//! Why: the cached data of one message (listing fields, or header blocks) is 1-3 kB, the
+//! worst size for LMDB's 4 KiB pages (one or two per leaf, or a whole overflow page each),
+//! and a single message's header compresses poorly on its own. A segment holds up to
+//! [`SEG`] messages of one mailbox under the key of its first UID; once full it is
+//! compressed as a whole with zstd, which also shares the structure that similar headers
+//! have in common. The last, still filling segment of a mailbox stays raw, so an arriving
+//! message costs a copy, not a recompression.
+//!
+//! Invariants: a segment's key (mailbox, uid) is at most the smallest UID in it; all UIDs
+//! of a segment are below the key of the next segment of the same mailbox; entries are
+//! sorted by UID. So the segment holding a UID is the one with the greatest key at or
+//! below (mailbox, uid).
+
+use std::ops::{Bound, ControlFlow, RangeInclusive};
+
+use heed::types::Bytes;
+use heed::{Database, RoTxn, RwTxn, WithoutTls};
+use serde::{Deserialize, Serialize};
+
+use crate::schema::{msg_key, split_msg_key};
+use crate::IndexError;
+
+/// Messages per segment before it is compressed and a new one is started.
+pub const SEG: usize = 16;
+/// zstd level for full segments (compressed once, read many times).
+const ZSTD_LEVEL: i32 = 3;
+const RAW: u8 = 0;
+const ZSTD: u8 = 1;
+
+/// Entries of one segment: (uid, data), sorted by uid.
+#[derive(Serialize, Deserialize, Default, Debug, Clone, PartialEq, Eq)]
+pub struct Entries(pub Vec<(u32, Vec<u8>)>);
+
+fn lmdb(e: heed::Error) -> IndexError {
+    IndexError::from_heed(e)
+}
+
+/// Encodes a segment: a kind byte (0 raw, 1 zstd) then the postcard of its entries.
+pub(crate) fn encode(entries: &Entries) -> Result<Vec<u8>, IndexError> {
+    let plain = crate::schema::encode(entries)?;
+    if entries.0.len() < SEG {
+        let mut out = Vec::with_capacity(plain.len() + 1);
+        out.push(RAW);
+        out.extend_from_slice(&plain);
+        return Ok(out);
+    }
+    let len =
+        u32::try_from(plain.len()).map_err(|_| IndexError::Encode("segment over 4 GiB".into()))?;
+    let frame =
+        zstd::bulk::compress(&plain, ZSTD_LEVEL).map_err(|e| IndexError::Encode(e.to_string()))?;
+    let mut out = Vec::with_capacity(frame.len() + 5);
+    out.push(ZSTD);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&frame);
+    Ok(out)
+}
+
+/// Decodes a segment.
+pub(crate) fn decode(bytes: &[u8], what: &str) -> Result<Entries, IndexError> {
+    match bytes.split_first() {
+        Some((&RAW, rest)) => crate::schema::decode(rest, what),
+        Some((&ZSTD, rest)) => {
+            let (len, frame) = rest
+                .split_first_chunk::<4>()
+                .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
+            let len = u32::from_be_bytes(*len) as usize;
+            let plain = zstd::bulk::decompress(frame, len)
+                .map_err(|e| IndexError::Corrupt(format!("{what}: {e}")))?;
+            crate::schema::decode(&plain, what)
+        }
+        _ => Err(IndexError::Corrupt(format!("{what}: unknown segment kind"))),
+    }
+}
+
+/// A database of segments.
+#[derive(Clone, Copy)]
+pub(crate) struct Segments<'e> {
+    pub db: Database<'e, Bytes, Bytes>,
+    pub name: &'static str,
+}
+
+impl Segments<'_> {
+    /// The segment that holds (or would hold) `uid`: its key's uid and its entries.
+    fn floor(
+        &self,
+        txn: &RoTxn<WithoutTls>,
+        mailbox: u32,
+        uid: u32,
+    ) -> Result<Option<(u32, Entries)>, IndexError> {
+        let key = msg_key(mailbox, uid);
+        let Some((k, v)) = self
+            .db
+            .get_lower_than_or_equal_to(txn, &key[..])
+            .map_err(lmdb)?
+        else {
+            return Ok(None);
+        };
+        match split_msg_key(k) {
+            Some((m, first)) if m == mailbox => Ok(Some((
+                first,
+                decode(v, &format!("{} {mailbox}/{first}", self.name))?,
+            ))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The data stored for `uid`.
+    pub fn get(
+        &self,
+        txn: &RoTxn<WithoutTls>,
+        mailbox: u32,
+        uid: u32,
+    ) -> Result<Option<Vec<u8>>, IndexError> {
+        let Some((_, mut entries)) = self.floor(txn, mailbox, uid)? else {
+            return Ok(None);
+        };
+        Ok(entries
+            .0
+            .binary_search_by_key(&uid, |e| e.0)
+            .ok()
+            .map(|i| std::mem::take(&mut entries.0[i].1)))
+    }
+
+    /// Calls `f` with each stored (uid, data) of `mailbox` in `uids`, in UID order.
+    pub fn for_each(
+        &self,
+        txn: &RoTxn<WithoutTls>,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        let start = match self.floor(txn, mailbox, *uids.start())? {
+            Some((first, _)) => first,
+            None => *uids.start(),
+        };
+        let (lo, hi) = (msg_key(mailbox, start), msg_key(mailbox, *uids.end()));
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        for item in self.db.range(txn, &range).map_err(lmdb)? {
+            let (k, v) = item.map_err(lmdb)?;
+            let first = split_msg_key(k).map_or(0, |(_, u)| u);
+            for (uid, data) in decode(v, &format!("{} {mailbox}/{first}", self.name))?.0 {
+                if uids.contains(&uid) && f(uid, &data)?.is_break() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores many (uid, data), each segment touched being read and written once: a batch
+    /// of new messages costs one write (and one compression) per segment, not per message.
+    pub fn put_many(
+        &self,
+        txn: &mut RwTxn,
+        mailbox: u32,
+        mut items: Vec<(u32, Vec<u8>)>,
+    ) -> Result<(), IndexError> {
+        items.sort_by_key(|(uid, _)| *uid);
+        let mut open: Option<Open> = None;
+        for (uid, data) in items {
+            let fits = open.as_ref().is_some_and(|o| o.takes(uid));
+            if !fits {
+                if let Some(o) = open.take() {
+                    self.flush(txn, mailbox, o)?;
+                }
+                open = Some(self.open_for(txn, mailbox, uid)?);
+            }
+            if let Some(o) = open.as_mut() {
+                match o.entries.binary_search_by_key(&uid, |e| e.0) {
+                    Ok(i) => o.entries[i].1 = data,
+                    Err(i) => o.entries.insert(i, (uid, data)),
+                }
+            }
+        }
+        match open {
+            Some(o) => self.flush(txn, mailbox, o),
+            None => Ok(()),
+        }
+    }
+
+    /// The segment that `uid` goes into: the one holding it, or a new one starting at it
+    /// (before the first segment, or past the end of a full one).
+    fn open_for(
+        &self,
+        txn: &RoTxn<WithoutTls>,
+        mailbox: u32,
+        uid: u32,
+    ) -> Result<Open, IndexError> {
+        let next = self.next_key(txn, mailbox, uid)?;
+        match self.floor(txn, mailbox, uid)? {
+            Some((first, entries))
+                if !(entries.0.len() >= SEG && entries.0.last().is_some_and(|e| e.0 < uid)) =>
+            {
+                Ok(Open {
+                    first,
+                    stored: true,
+                    entries: entries.0,
+                    next,
+                })
+            }
+            Some((_, _)) | None => Ok(Open {
+                first: uid,
+                stored: false,
+                entries: Vec::new(),
+                next,
+            }),
+        }
+    }
+
+    /// First UID of the segment after the one holding `uid`, if any.
+    fn next_key(
+        &self,
+        txn: &RoTxn<WithoutTls>,
+        mailbox: u32,
+        uid: u32,
+    ) -> Result<Option<u32>, IndexError> {
+        let key = msg_key(mailbox, uid);
+        match self.db.get_greater_than(txn, &key[..]).map_err(lmdb)? {
+            Some((k, _)) => Ok(split_msg_key(k)
+                .filter(|(m, _)| *m == mailbox)
+                .map(|(_, u)| u)),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes an open segment back, split into segments of [`SEG`] when it grew past that by
+    /// more than a segment (an old gap filled in).
+    fn flush(&self, txn: &mut RwTxn, mailbox: u32, o: Open) -> Result<(), IndexError> {
+        if o.stored {
+            // delete first: LMDB rewrites a value in place when its old pages are big enough
+            // and never shrinks them, so a segment that got compressed would keep the pages
+            // of its raw size
+            self.db
+                .delete(txn, &msg_key(mailbox, o.first)[..])
+                .map_err(lmdb)?;
+        }
+        let mut entries = o.entries;
+        let mut first = o.first;
+        while entries.len() > 2 * SEG {
+            let rest = entries.split_off(SEG);
+            self.write(txn, mailbox, first, &Entries(entries))?;
+            entries = rest;
+            first = entries[0].0;
+        }
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.write(txn, mailbox, first, &Entries(entries))
+    }
+
+    /// Removes `uid`. Returns whether it was there.
+    pub fn remove(&self, txn: &mut RwTxn, mailbox: u32, uid: u32) -> Result<bool, IndexError> {
+        let Some((first, mut entries)) = self.floor(txn, mailbox, uid)? else {
+            return Ok(false);
+        };
+        let Ok(i) = entries.0.binary_search_by_key(&uid, |e| e.0) else {
+            return Ok(false);
+        };
+        entries.0.remove(i);
+        if entries.0.is_empty() {
+            self.db
+                .delete(txn, &msg_key(mailbox, first)[..])
+                .map_err(lmdb)?;
+        } else {
+            self.write(txn, mailbox, first, &entries)?;
+        }
+        Ok(true)
+    }
+
+    /// Removes every segment of `mailbox`.
+    pub fn clear(&self, txn: &mut RwTxn, mailbox: u32) -> Result<(), IndexError> {
+        let (lo, hi) = (msg_key(mailbox, 0), msg_key(mailbox, u32::MAX));
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        self.db.delete_range(txn, &range).map_err(lmdb)?;
+        Ok(())
+    }
+
+    fn write(
+        &self,
+        txn: &mut RwTxn,
+        mailbox: u32,
+        first: u32,
+        entries: &Entries,
+    ) -> Result<(), IndexError> {
+        self.db
+            .put(txn, &msg_key(mailbox, first)[..], &encode(entries)?)
+            .map_err(lmdb)
+    }
+}
+
+/// A segment being changed in memory.
+struct Open {
+    /// Its key's UID.
+    first: u32,
+    /// Whether it exists in the database (and must be replaced).
+    stored: bool,
+    entries: Vec<(u32, Vec<u8>)>,
+    /// Key UID of the following segment: UIDs from there on belong to it.
+    next: Option<u32>,
+}
+
+impl Open {
+    fn takes(&self, uid: u32) -> bool {
+        if self.next.is_some_and(|n| uid >= n) || uid < self.first {
+            return false;
+        }
+        // past the end of a full segment: the next message starts a new one
+        !(self.entries.len() >= SEG && self.entries.last().is_some_and(|e| e.0 < uid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_segments_stay_raw_and_full_ones_are_compressed() {
+        let small = Entries((1..4).map(|u| (u, vec![b'a'; 100])).collect());
+        let full = Entries(
+            (1..=SEG as u32)
+                .map(|u| (u, b"Received: from x by y\n".repeat(20)))
+                .collect(),
+        );
+        let (s, f) = (encode(&small).unwrap(), encode(&full).unwrap());
+        assert_eq!(s[0], RAW);
+        assert_eq!(f[0], ZSTD);
+        assert!(f.len() < 16 * 440 / 4, "{} bytes", f.len());
+        assert_eq!(decode(&s, "t").unwrap(), small);
+        assert_eq!(decode(&f, "t").unwrap(), full);
+    }
+
+    #[test]
+    fn corrupt_segments_are_errors() {
+        assert!(decode(&[], "t").is_err());
+        assert!(decode(&[7, 1, 2], "t").is_err());
+        assert!(decode(&[ZSTD, 0, 0, 0, 9, 1, 2], "t").is_err());
+    }
+}

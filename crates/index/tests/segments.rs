@@ -1,0 +1,162 @@
+//! Segments against a model: any mix of batched inserts (in any UID order, filling gaps,
+//! replacing), removals and lookups gives exactly what a plain map would, in every mailbox.
+
+use std::collections::BTreeMap;
+
+use maildex_index::{Index, MessageRecord, OpenOptions};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert { mailbox: u32, uids: Vec<u32> },
+    Remove { mailbox: u32, uid: u32 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (1..3u32, proptest::collection::vec(1..200u32, 1..40)).prop_map(|(mailbox, uids)| Op::Insert { mailbox, uids }),
+        1 => (1..3u32, 1..200u32).prop_map(|(mailbox, uid)| Op::Remove { mailbox, uid }),
+    ]
+}
+
+/// uid -> (hot headers, header blocks)
+type Mailbox = BTreeMap<u32, (Vec<u8>, Vec<u8>)>;
+
+fn record(uid: u32, gen: usize) -> (MessageRecord, Vec<u8>) {
+    let rec = MessageRecord {
+        file_name: format!("{uid}.M{gen}P1.host:2,"),
+        hot_headers: format!("Subject: {uid}/{gen}\r\n")
+            .repeat(1 + (uid as usize % 7))
+            .into_bytes(),
+        ..MessageRecord::default()
+    };
+    let headers = format!("Received: from h{uid} by mx gen {gen}\n")
+        .repeat(1 + (uid as usize % 40))
+        .into_bytes();
+    (rec, headers)
+}
+
+fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(
+        dir.path(),
+        &OpenOptions {
+            map_size: 8 << 20,
+            durable: false,
+        },
+    )
+    .unwrap();
+    index
+        .write(|w| {
+            w.create_mailbox("INBOX", 1)?;
+            w.create_mailbox("Other", 2)?;
+            Ok(())
+        })
+        .unwrap();
+    let mut model: BTreeMap<u32, Mailbox> = BTreeMap::new();
+    for (gen, op) in ops.into_iter().enumerate() {
+        match op {
+            Op::Insert { mailbox, uids } => {
+                let mut batch = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                for uid in uids {
+                    if seen.insert(uid) {
+                        let (rec, headers) = record(uid, gen);
+                        model
+                            .entry(mailbox)
+                            .or_default()
+                            .insert(uid, (rec.hot_headers.clone(), headers.clone()));
+                        batch.push((uid, rec, headers));
+                    }
+                }
+                index
+                    .write(move |w| w.insert_messages(mailbox, batch).map(drop))
+                    .unwrap();
+            }
+            Op::Remove { mailbox, uid } => {
+                let was = model.entry(mailbox).or_default().remove(&uid).is_some();
+                let removed = index
+                    .write(move |w| Ok(w.remove_message(mailbox, uid)?.is_some()))
+                    .unwrap();
+                prop_assert_eq!(was, removed);
+            }
+        }
+    }
+    for mailbox in 1..3u32 {
+        let want = model.remove(&mailbox).unwrap_or_default();
+        let (all, singles) = index
+            .read(|r| {
+                let all = r.messages(mailbox)?;
+                let mut singles = Vec::new();
+                for (uid, _) in &all {
+                    singles.push((
+                        r.message(mailbox, *uid)?.map(|m| m.hot_headers),
+                        r.headers(mailbox, *uid)?,
+                    ));
+                }
+                Ok((all, singles))
+            })
+            .unwrap();
+        let got: Vec<(u32, Vec<u8>)> = all
+            .iter()
+            .map(|(u, m)| (*u, m.hot_headers.clone()))
+            .collect();
+        let expected: Vec<(u32, Vec<u8>)> =
+            want.iter().map(|(u, (h, _))| (*u, h.clone())).collect();
+        prop_assert_eq!(got, expected);
+        for ((_, (hot, headers)), (one_hot, one_headers)) in want.iter().zip(singles) {
+            prop_assert_eq!(Some(hot.clone()), one_hot);
+            prop_assert_eq!(Some(headers.clone()), one_headers);
+        }
+        let counts = index
+            .read(|r| Ok(r.require_mailbox(mailbox)?.counts.messages))
+            .unwrap();
+        prop_assert_eq!(counts as usize, want.len());
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn segments_behave_like_a_map(ops in proptest::collection::vec(op(), 1..30)) {
+        run(ops)?;
+    }
+}
+
+#[test]
+fn a_full_segment_is_stored_compact() {
+    // 160 messages with 4 kB of similar headers each: ten compressed segments, far smaller
+    // than the raw data, even though they were written one message at a time
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(
+        dir.path(),
+        &OpenOptions {
+            map_size: 8 << 20,
+            durable: false,
+        },
+    )
+    .unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    let mut raw = 0;
+    for uid in 1..=160u32 {
+        let (rec, _) = record(uid, 0);
+        let headers = format!("Received: from h{uid}.example.net by mx.example.org\n")
+            .repeat(100)
+            .into_bytes()[..4000]
+            .to_vec();
+        raw += headers.len();
+        index
+            .write(move |w| w.insert_message(id, uid, rec, headers).map(drop))
+            .unwrap();
+    }
+    let stats = index.read(|r| r.page_stats()).unwrap();
+    let h = stats.into_iter().find(|s| s.name == "headers").unwrap();
+    assert_eq!(h.entries, 10);
+    let stored = (h.leaf_pages + h.overflow_pages) * 4096;
+    assert!(
+        stored * 4 < raw,
+        "{stored} bytes of pages for {raw} bytes of headers"
+    );
+}
