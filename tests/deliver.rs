@@ -204,3 +204,58 @@ fn delivery_to_a_missing_mailbox_is_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("escape"), "{err}");
 }
+
+#[test]
+fn syncs_racing_deliveries_never_drop_a_message() {
+    let s = Scratch::new();
+    let store = Arc::new(s.open());
+    store.sync_mailbox("INBOX").unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let syncer = {
+        let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let (mut syncs, mut removed) = (0, 0);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = store.sync_mailbox("INBOX").unwrap();
+                syncs += 1;
+                removed += r.removed;
+            }
+            (syncs, removed)
+        })
+    };
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                (0..30)
+                    .map(|i| {
+                        let msg = message(&format!("r{t}m{i}"));
+                        store
+                            .deliver("INBOX", &mut &msg[..], &DeliverOptions::default())
+                            .unwrap()
+                            .uid
+                    })
+                    .collect::<Vec<u32>>()
+            })
+        })
+        .collect();
+    let mut uids: Vec<u32> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (syncs, removed) = syncer.join().unwrap();
+    assert!(syncs > 0);
+    assert_eq!(
+        removed, 0,
+        "a sync removed a message that was never expunged ({syncs} syncs)"
+    );
+    uids.sort();
+    assert_eq!(uids, (1..=180).collect::<Vec<u32>>());
+    let indexed = store
+        .index()
+        .read(|r| Ok(r.states(r.mailbox_id("INBOX")?.unwrap())?.len()))
+        .unwrap();
+    assert_eq!(indexed, 180);
+    assert_eq!(store.check().unwrap(), vec![]);
+}

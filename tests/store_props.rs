@@ -13,13 +13,26 @@ use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Deliver { folder: usize, seen: bool },
-    ExternalAdd { folder: usize, to_new: bool },
-    ExternalRename { pick: usize, letters: u8 },
-    ExternalDelete { pick: usize },
+    Deliver {
+        folder: usize,
+        seen: bool,
+    },
+    ExternalAdd {
+        folder: usize,
+        to_new: bool,
+    },
+    ExternalRename {
+        pick: usize,
+        letters: u8,
+    },
+    ExternalDelete {
+        pick: usize,
+    },
     Sync,
     Rebuild,
     DropIndex,
+    /// Close the store (index kept), so the next changes happen while it is closed.
+    Reopen,
 }
 
 const FOLDERS: [&str; 2] = ["INBOX", "Lists.rust"];
@@ -33,6 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Sync),
         1 => Just(Op::Rebuild),
         1 => Just(Op::DropIndex),
+        1 => Just(Op::Reopen),
     ]
 }
 
@@ -203,6 +217,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::DropIndex => {
                 store = None;
                 fs::remove_dir_all(&s.index).unwrap();
+                continue;
+            }
+            Op::Reopen => {
+                store = None;
                 continue;
             }
         }

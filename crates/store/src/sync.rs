@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use maildex_index::{record::Meta, Built, MailboxRecord, MessageState};
+use maildex_maildir::filename::base_of;
 use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::{folder, scan, uidlist, Entry, Sub};
 
@@ -150,15 +151,18 @@ impl UserStore {
             }
         }
 
+        // The index is read before the folders are listed: a delivery renames its file
+        // before it commits the index, so whatever the index holds now has its file on disk
+        // in time for the listing, and "indexed but not listed" really means gone.
+        let heads: Vec<(u32, MessageState)> = match &existing {
+            Some((id, _)) => self.index.read(|r| r.states(*id))?,
+            None => Vec::new(),
+        };
         let listing = scan::scan(path)?;
         for bad in &listing.bad_names {
             tracing::warn!(file = %bad.display(), "not a Maildir message name; left alone");
         }
         report.bad_names.extend(listing.bad_names.iter().cloned());
-        let heads: Vec<(u32, MessageState)> = match &existing {
-            Some((id, _)) => self.index.read(|r| r.states(*id))?,
-            None => Vec::new(),
-        };
         let assigned = uids::assign(
             path,
             &listing.entries,
@@ -190,8 +194,26 @@ impl UserStore {
             heads.iter().map(|(u, h)| (*u, h)).collect()
         };
 
-        let (to_add, to_update, to_remove) =
+        let (to_add, to_update, mut to_remove) =
             diff(name, &listing.entries, &assigned.by_base, &indexed);
+        let mut complete = true;
+        if !to_remove.is_empty() {
+            // readdir can miss a file that another tool renames (new flags) while we list:
+            // a removal becomes an EXPUNGE for clients, so confirm it with a second listing;
+            // a file found only then gets its new name in another pass
+            let again: HashSet<String> = scan::scan(path)?
+                .entries
+                .into_iter()
+                .map(|e| e.name.base)
+                .collect();
+            let before = to_remove.len();
+            to_remove.retain(|uid| {
+                indexed
+                    .get(uid)
+                    .is_none_or(|h| !again.contains(base_of(&h.file_name)))
+            });
+            complete = to_remove.len() == before;
+        }
         report.removed += to_remove.len();
         report.updated += to_update.len();
 
@@ -216,7 +238,6 @@ impl UserStore {
             Ok(id)
         })?;
 
-        let mut complete = true;
         for chunk in to_add.chunks(BATCH) {
             let mut built: Vec<(u32, Built)> = Vec::with_capacity(chunk.len());
             for (uid, e) in chunk {

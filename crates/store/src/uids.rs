@@ -11,7 +11,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use maildex_maildir::filename::sort_cmp;
-use maildex_maildir::{courier, uidlist, Entry, MaildirError, UidRecord, Uidlist, UidlistLock};
+use maildex_maildir::{
+    courier, scan, uidlist, Entry, MaildirError, UidRecord, Uidlist, UidlistLock,
+};
 
 use crate::StoreError;
 
@@ -129,7 +131,16 @@ pub(crate) fn assign(
         .count();
     let rewrite = !existed || (stale > 32 && stale * 4 > list.records.len());
     if rewrite {
-        list.records.retain(|r| present.contains(r.base()));
+        // `entries` was listed before the lock was taken, so a file delivered since then has a
+        // record but is missing from it. Dropping that record would renumber the message at
+        // the next sync: list again under the lock (deliveries rename before they append, so
+        // every recorded file is on disk now) and keep every record whose file is there.
+        let now_present: HashSet<String> = scan::scan(mailbox)?
+            .entries
+            .into_iter()
+            .map(|e| e.name.base)
+            .collect();
+        list.records.retain(|r| now_present.contains(r.base()));
         list.records.extend(added);
         list.records.sort_by_key(|r| r.uid);
         lock.rewrite(&list)?;
