@@ -111,13 +111,8 @@ fn part_tree(s: &mut String, p: &PartRecord, number: &str, depth: usize) {
     }
 }
 
-/// Renders one message record. `headers` is the decompressed header blocks if wanted.
-pub fn message(
-    uid: u32,
-    m: &MessageRecord,
-    keywords: &[String],
-    stored_headers_len: usize,
-) -> String {
+/// Renders one message record; `header_blocks` is the size of its stored header blocks.
+pub fn message(uid: u32, m: &MessageRecord, keywords: &[String], header_blocks: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "  uid {uid}");
     let _ = writeln!(
@@ -136,10 +131,7 @@ pub fn message(
     let _ = writeln!(s, "    internal_date  {}", m.internal_date);
     let _ = writeln!(s, "    save_date      {}", m.save_date);
     let _ = writeln!(s, "    size           {} (RFC822.SIZE {})", m.size, m.vsize);
-    let _ = writeln!(
-        s,
-        "    header blocks  {stored_headers_len} bytes compressed"
-    );
+    let _ = writeln!(s, "    header blocks  {header_blocks} bytes");
     let _ = writeln!(s, "    hot headers    {}", show_bytes(&m.hot_headers));
     let _ = writeln!(
         s,

@@ -80,8 +80,8 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         let store = open_store(&config, &entry.name)?;
         let report = store.sync_all()?;
         println!(
-            "{}: {} mailboxes in sync ({} messages indexed now, {} already current)",
-            entry.name, report.mailboxes, report.added, report.unchanged
+            "{}: {} mailboxes in sync ({} unchanged since the last sync), {} messages newly indexed",
+            entry.name, report.mailboxes, report.unchanged, report.added
         );
     }
     println!("config: {}", config_path.display());
