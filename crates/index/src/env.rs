@@ -107,6 +107,8 @@ pub struct Index {
     /// `mdb_env_set_mapsize` only when this process has no transaction open.
     resize: RwLock<()>,
     group: Mutex<Group>,
+    /// Write transactions committed (each may carry many writers' operations).
+    commits: std::sync::atomic::AtomicU64,
     _open_lock: File,
 }
 
@@ -213,6 +215,7 @@ impl Index {
             cell,
             resize: RwLock::new(()),
             group: Mutex::new(Group::default()),
+            commits: std::sync::atomic::AtomicU64::new(0),
             _open_lock: open_lock,
         };
         index.check_schema()?;
@@ -346,6 +349,7 @@ impl Index {
             }
             match wtxn.commit() {
                 Ok(()) => {
+                    self.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     for (reply, outcome) in results {
                         let _ = reply.send(outcome);
                     }
@@ -399,6 +403,16 @@ impl Index {
                 ))
             }
         }
+    }
+
+    /// Write transactions committed by this process since the env was opened.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Write operations waiting for the current leader's commit.
+    pub fn queued(&self) -> usize {
+        self.group.lock().map_or(0, |g| g.queue.len())
     }
 
     /// Map size in use and bytes actually used by the data file's pages.

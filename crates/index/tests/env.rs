@@ -101,6 +101,67 @@ fn a_failing_writer_does_not_undo_the_others_in_its_batch() {
 }
 
 #[test]
+fn writers_that_queue_during_a_commit_share_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(
+        dir.path(),
+        &OpenOptions {
+            map_size: 4 << 20,
+            durable: true,
+        },
+    )
+    .unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    let before = index.commits();
+    // the first writer's operation holds the leader until the others are queued
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let first = {
+        let index = Arc::clone(&index);
+        std::thread::spawn(move || {
+            index.write(move |w| {
+                started_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                w.insert_message(id, 1, msg(0, 1, 0), Vec::new())
+            })
+        })
+    };
+    started_rx.recv().unwrap();
+    let others: Vec<_> = (2..=64u32)
+        .map(|uid| {
+            let index = Arc::clone(&index);
+            std::thread::spawn(move || {
+                index.write(move |w| w.insert_message(id, uid, msg(0, 1, 0), Vec::new()))
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while index.queued() < 63 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writers did not queue"
+        );
+        std::thread::yield_now();
+    }
+    release_tx.send(()).unwrap();
+    first.join().unwrap().unwrap();
+    for t in others {
+        t.join().unwrap().unwrap();
+    }
+    assert_eq!(
+        index.commits() - before,
+        2,
+        "one commit for the first writer, one for the 63 queued"
+    );
+    assert_eq!(
+        index
+            .read(|r| Ok(r.require_mailbox(id)?.counts.messages))
+            .unwrap(),
+        64
+    );
+}
+
+#[test]
 fn the_map_grows_past_its_initial_size() {
     let dir = tempfile::tempdir().unwrap();
     let index = Index::open(dir.path(), &opts()).unwrap();
