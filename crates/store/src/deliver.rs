@@ -100,14 +100,15 @@ impl UserStore {
         };
         let mut built = convert::index_file(tmp.path(), meta)?;
         built.record.internal_date = secs(internal);
-        let delivered = tmp.commit(sub, opts.flags, keywords)?;
-        built.record.file_name = delivered.file_name.clone();
         // the index's keyword table follows dovecot-keywords in the same commit
         let keyword_table = if opts.keywords.is_empty() {
             None
         } else {
             Some(crate::sync::keyword_names(&path)?)
         };
+        // nothing after the rename may fail without removing the file again (below)
+        let delivered = tmp.commit(sub, opts.flags, keywords)?;
+        built.record.file_name = delivered.file_name.clone();
         match self.record_delivery(name, &path, &delivered, built, keyword_table) {
             Ok(d) => Ok(d),
             Err(e) => {
