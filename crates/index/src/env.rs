@@ -99,6 +99,18 @@ struct Group {
     leader_active: bool,
 }
 
+/// Held by the thread that leads a batch; gives up leadership even if that thread unwinds,
+/// so that no writer can be left waiting for a leader that is gone.
+struct Leadership<'a>(&'a Index);
+
+impl Drop for Leadership<'_> {
+    fn drop(&mut self) {
+        let mut group = self.0.group.lock().unwrap_or_else(|p| p.into_inner());
+        group.leader_active = false;
+        self.0.group_changed.notify_all();
+    }
+}
+
 /// One user's index environment. Cheap to share (`Arc`); closed when the last `Arc` drops.
 pub struct Index {
     path: PathBuf,
@@ -107,6 +119,8 @@ pub struct Index {
     /// `mdb_env_set_mapsize` only when this process has no transaction open.
     resize: RwLock<()>,
     group: Mutex<Group>,
+    /// Signalled when a leader finishes a batch.
+    group_changed: std::sync::Condvar,
     /// Write transactions committed (each may carry many writers' operations).
     commits: std::sync::atomic::AtomicU64,
     _open_lock: File,
@@ -215,6 +229,7 @@ impl Index {
             cell,
             resize: RwLock::new(()),
             group: Mutex::new(Group::default()),
+            group_changed: std::sync::Condvar::new(),
             commits: std::sync::atomic::AtomicU64::new(0),
             _open_lock: open_lock,
         };
@@ -267,8 +282,10 @@ impl Index {
     }
 
     /// Runs `f` in a write transaction shared with every other writer that queued meanwhile
-    /// (group commit): one leader applies the queued operations, each in a nested
-    /// transaction so that one failure does not undo the others, and commits once.
+    /// (group commit): a leader applies the queued operations, each in a nested transaction
+    /// so that one failure does not undo the others, and commits once. A thread leads at most
+    /// the batch that holds its own operation and then hands over, so under steady load no
+    /// caller is kept serving others.
     ///
     /// `f` must not call `write` itself (it would wait for its own batch).
     pub fn write<R: Send + 'static>(
@@ -277,32 +294,34 @@ impl Index {
     ) -> Result<R, IndexError> {
         let (reply, rx) = mpsc::sync_channel(1);
         let op: WriteOp = Box::new(move |w| f(w).map(|r| Box::new(r) as Box<dyn Any + Send>));
-        let lead = {
-            let mut group = self.group.lock().map_err(|_| IndexError::Poisoned)?;
-            group.queue.push(Pending { op, reply });
-            !std::mem::replace(&mut group.leader_active, true)
-        };
-        if lead {
-            self.lead();
-        }
-        let out = rx.recv().map_err(|_| IndexError::Poisoned)??;
+        self.group
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .queue
+            .push(Pending { op, reply });
+        let out = loop {
+            // a leader sends every result of its batch before it gives up leadership
+            if let Ok(out) = rx.try_recv() {
+                break out;
+            }
+            let mut group = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            if group.leader_active {
+                drop(
+                    self.group_changed
+                        .wait(group)
+                        .unwrap_or_else(|p| p.into_inner()),
+                );
+            } else if !group.queue.is_empty() {
+                group.leader_active = true;
+                let batch = std::mem::take(&mut group.queue);
+                drop(group);
+                let _leading = Leadership(self);
+                self.run_batch(batch);
+            }
+        }?;
         out.downcast::<R>()
             .map(|b| *b)
             .map_err(|_| IndexError::Internal("write result of unexpected type".into()))
-    }
-
-    fn lead(&self) {
-        loop {
-            let batch = match self.group.lock() {
-                Ok(mut group) if group.queue.is_empty() => {
-                    group.leader_active = false;
-                    return;
-                }
-                Ok(mut group) => std::mem::take(&mut group.queue),
-                Err(_) => return,
-            };
-            self.run_batch(batch);
-        }
     }
 
     fn run_batch(&self, batch: Vec<Pending>) {
@@ -417,6 +436,7 @@ impl Index {
 
     /// Map size in use and bytes actually used by the data file's pages.
     pub fn usage(&self) -> (usize, usize) {
+        let _guard = self.resize.read().unwrap_or_else(|p| p.into_inner());
         self.cell.with_dependent(|env, _| {
             let info = env.info();
             (info.map_size, (info.last_page_number + 1) * page_size())
@@ -454,6 +474,7 @@ impl Index {
 
     /// Writes a compacted copy of the env to `file` (used by `index compact`).
     pub fn copy_compacted(&self, file: &Path) -> Result<(), IndexError> {
+        let _guard = self.resize.read().map_err(|_| IndexError::Poisoned)?;
         self.cell.with_dependent(|env, _| {
             env.copy_to_path(file, heed::CompactionOption::Enabled)
                 .map(drop)
@@ -472,20 +493,24 @@ fn page_size() -> usize {
     }
 }
 
+/// Takes the env in `dir` for this process alone: fails with [`IndexError::InUse`] while any
+/// process (this one included) has it open. The env stays reserved while the file lives.
+pub fn lock_exclusive(dir: &Path) -> Result<File, IndexError> {
+    let lock = open_lock_file(dir)?;
+    match flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
+        Ok(()) => Ok(lock),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Err(IndexError::InUse {
+            path: dir.to_path_buf(),
+        }),
+        Err(e) => Err(IndexError::io(dir.join(OPEN_LOCK_FILE), e)),
+    }
+}
+
 /// Replaces the env in `dir` with a compacted copy. Refuses (with [`IndexError::InUse`])
 /// while any process, this one included, has the env open: the copy replaces the data
 /// file, which an open env would keep writing to.
 pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
-    let lock = open_lock_file(dir)?;
-    if let Err(e) = flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
-        return if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            Err(IndexError::InUse {
-                path: dir.to_path_buf(),
-            })
-        } else {
-            Err(IndexError::io(dir.join(OPEN_LOCK_FILE), e))
-        };
-    }
+    let lock = lock_exclusive(dir)?;
     let data = dir.join(DATA_FILE);
     let before = fs::metadata(&data)
         .map_err(|e| IndexError::io(&data, e))?

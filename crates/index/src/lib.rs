@@ -17,7 +17,7 @@ mod txn;
 
 use std::path::{Path, PathBuf};
 
-pub use env::{compact, Index, OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE};
+pub use env::{compact, lock_exclusive, Index, OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE};
 pub use record::{build, Built, Meta, HOT_HEADERS};
 pub use schema::{
     flag, Cached, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord, PartRecord,
@@ -40,6 +40,15 @@ pub enum IndexError {
     #[error("LMDB error in {path}: {message}")]
     Lmdb {
         /// The env folder or file.
+        path: PathBuf,
+        /// LMDB's message.
+        message: String,
+    },
+    /// The env's files are damaged or not an LMDB env of a version we read: rebuild it
+    /// (`maildex index rebuild` moves it aside and builds a new one from the Maildir).
+    #[error("{path}: index unusable ({message}); run `maildex index rebuild`")]
+    Unusable {
+        /// The env folder.
         path: PathBuf,
         /// LMDB's message.
         message: String,
@@ -97,6 +106,16 @@ impl IndexError {
         match e {
             heed::Error::Mdb(heed::MdbError::MapFull) => IndexError::MapFull { path },
             heed::Error::Io(source) => IndexError::Io { path, source },
+            heed::Error::Mdb(
+                e @ (heed::MdbError::Invalid
+                | heed::MdbError::Corrupted
+                | heed::MdbError::VersionMismatch
+                | heed::MdbError::PageNotFound
+                | heed::MdbError::Panic),
+            ) => IndexError::Unusable {
+                path,
+                message: e.to_string(),
+            },
             other => IndexError::Lmdb {
                 path,
                 message: other.to_string(),
@@ -126,6 +145,10 @@ impl IndexError {
                 message: message.clone(),
             },
             IndexError::MapFull { path } => IndexError::MapFull { path: path.clone() },
+            IndexError::Unusable { path, message } => IndexError::Unusable {
+                path: path.clone(),
+                message: message.clone(),
+            },
             IndexError::SchemaMismatch { path, found } => IndexError::SchemaMismatch {
                 path: path.clone(),
                 found: *found,

@@ -264,11 +264,15 @@ impl<'t, 'e> Writer<'t, 'e> {
             .mailbox_names
             .put(self.txn, name, &id)
             .map_err(lmdb)?;
+        // Modseqs of a new mailbox record start from the clock (microseconds), not from 0:
+        // a record made again after its index was deleted or moved aside can then never
+        // hand out a modseq below one a client has already seen (RFC 7162 §3.1.1).
         let rec = MailboxRecord {
             name: name.to_string(),
             uidvalidity,
             uid_next: 1,
             first_recent_uid: 1,
+            highest_modseq: modseq_floor(),
             ..MailboxRecord::default()
         };
         self.put_mailbox(id, &rec)?;
@@ -444,6 +448,14 @@ impl<'t, 'e> Writer<'t, 'e> {
         self.put_mailbox(mailbox, &mrec)?;
         Ok(claimed)
     }
+}
+
+/// Microseconds since the epoch: above any modseq an older index of this mailbox can have
+/// given out, since that would take one change per microsecond since 1970.
+fn modseq_floor() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_micros() as u64)
 }
 
 fn count(m: &mut MailboxRecord, uid: u32, msg: &MessageState) {

@@ -52,9 +52,10 @@ fn counters_follow_every_change() {
     assert_eq!(mbox.uidvalidity, 42);
     assert_eq!(msgs.iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![1, 5]);
     assert_eq!(msgs[0].1.file_name, "new-name:2,S");
-    // every change took a fresh modseq, and the mailbox's highest is the latest
-    assert!(msgs[0].1.modseq > msgs[1].1.modseq);
-    assert_eq!(mbox.highest_modseq, 6);
+    // every change took the next modseq: uid 5 was replaced by the 4th change, uid 1
+    // renamed by the 5th, and the 6th (the removal) is the mailbox's highest
+    assert_eq!(msgs[0].1.modseq, msgs[1].1.modseq + 1);
+    assert_eq!(mbox.highest_modseq, msgs[0].1.modseq + 1);
 
     let claimed = index.write(move |w| w.claim_recent(id)).unwrap();
     assert_eq!(claimed, 1..6);
@@ -98,6 +99,35 @@ fn a_failing_writer_does_not_undo_the_others_in_its_batch() {
     assert_eq!(uids, expected);
     assert_eq!(counts.messages, 56);
     assert_eq!(counts.vsize, 560);
+}
+
+#[test]
+fn modseqs_never_go_backwards_even_when_the_index_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = {
+        let index = Index::open(dir.path(), &opts()).unwrap();
+        index
+            .write(|w| {
+                let id = w.create_mailbox("INBOX", 1)?;
+                for uid in 1..=50 {
+                    w.insert_message(id, uid, msg(0, 1, 0), Vec::new())?;
+                }
+                Ok(w.reader().require_mailbox(id)?.highest_modseq)
+            })
+            .unwrap()
+    };
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let again = index
+        .write(|w| {
+            let id = w.create_mailbox("INBOX", 1)?;
+            Ok(w.insert_message(id, 1, msg(0, 1, 0), Vec::new())?)
+        })
+        .unwrap();
+    assert!(
+        again > seen,
+        "modseq {again} after a rebuild, {seen} before"
+    );
 }
 
 #[test]
