@@ -137,25 +137,50 @@ impl UserStore {
                 return self.find_delivered(name, delivered);
             }
         };
-        let Some((id, m)) = self.indexed_mailbox(name)? else {
+        let Some((id, _)) = self.indexed_mailbox(name)? else {
             return Err(StoreError::NoMailbox(name.to_string()));
         };
-        if m.uidvalidity != uidvalidity {
-            self.sync_mailbox(name)?;
-            return self.find_delivered(name, delivered);
-        }
-        let record = built.record;
-        let headers = built.headers;
-        let modseq = self.index.write(move |w| {
-            if let Some(table) = keyword_table {
-                let mut m = w.reader().require_mailbox(id)?;
-                if m.keywords != table {
-                    m.keywords = table;
+        let base = delivered.name.base.clone();
+        let shared = std::sync::Arc::new((built, keyword_table, base));
+        let mut tries = 0;
+        let committed = loop {
+            let shared = std::sync::Arc::clone(&shared);
+            // checked in the transaction that writes: another process may have re-indexed the
+            // mailbox under a new UIDVALIDITY, or the UID may already name another file (a
+            // uidlist restored from a backup); then a full sync settles it instead
+            let r = self.index.write(move |w| {
+                let (built, keyword_table, base) = &*shared;
+                let m = w.reader().require_mailbox(id)?;
+                if m.uidvalidity != uidvalidity {
+                    return Ok(None);
+                }
+                if let Some(old) = w.reader().state(id, uid)? {
+                    if maildex_maildir::filename::base_of(&old.file_name) != base {
+                        return Ok(None);
+                    }
+                }
+                if let Some(table) = keyword_table.as_ref().filter(|t| **t != m.keywords) {
+                    let mut m = m;
+                    m.keywords = table.clone();
                     w.put_mailbox(id, &m)?;
                 }
+                w.insert_message(id, uid, built.record.clone(), built.headers.clone())
+                    .map(Some)
+            });
+            match r {
+                Err(e) if e.is_retryable() && tries < 3 => tries += 1,
+                other => break other?,
             }
-            w.insert_message(id, uid, record, headers)
-        })?;
+        };
+        let Some(modseq) = committed else {
+            tracing::warn!(
+                mailbox = name,
+                uid,
+                "index changed under a delivery; syncing the mailbox"
+            );
+            self.sync_mailbox(name)?;
+            return self.find_delivered(name, delivered);
+        };
         Ok(DeliveredMessage {
             mailbox_id: id,
             uid,

@@ -46,9 +46,13 @@ impl UserStore {
             Ok(s) => Ok((s, None)),
             Err(StoreError::Index(
                 e @ (IndexError::SchemaMismatch { .. }
-                | IndexError::Lmdb { .. }
+                | IndexError::Unusable { .. }
                 | IndexError::Corrupt(_)),
             )) => {
+                // Only when no process has it open: a daemon (of another version, say) would
+                // go on writing into the moved folder. Modseqs of the new index start above
+                // the old ones (they start from the clock).
+                let _alone = maildex_index::lock_exclusive(index_dir)?;
                 let stamp = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs());

@@ -81,6 +81,15 @@ impl UserStore {
                 .collect())
         })?;
         for (id, name) in gone {
+            // it may have been created (and synced by someone else) since the listing
+            let lock = self.mailbox_lock(&name);
+            let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
+            if self
+                .mailbox_path(&name)
+                .is_ok_and(|p| p.join("cur").is_dir())
+            {
+                continue;
+            }
             tracing::info!(mailbox = %name, "folder gone from the Maildir; dropping it from the index");
             self.index.write(move |w| w.delete_mailbox(id))?;
             report.deleted_mailboxes.push(name);
@@ -118,6 +127,25 @@ impl UserStore {
         Err(StoreError::Busy(name))
     }
 
+    /// What the index knows of a mailbox's UIDs, read now (see [`uids::Known`]).
+    fn known_uids(&self, name: &str) -> Result<Option<Known>, StoreError> {
+        let Some((id, m)) = self.indexed_mailbox(name)? else {
+            return Ok(None);
+        };
+        let files: Vec<(u32, String)> = self.index.read(|r| {
+            Ok(r.states(id)?
+                .into_iter()
+                .map(|(u, h)| (u, h.file_name))
+                .collect())
+        })?;
+        let max = files.iter().map(|(u, _)| *u).max().unwrap_or(0);
+        Ok(Some(Known {
+            uidvalidity: m.uidvalidity,
+            uid_next: m.uid_next.max(max.saturating_add(1)),
+            files,
+        }))
+    }
+
     /// The id and record of mailbox `name` in the index, if it is there.
     pub(crate) fn indexed_mailbox(
         &self,
@@ -130,6 +158,8 @@ impl UserStore {
     }
 
     /// One pass; false when files vanished while we read them (another pass is needed).
+    /// The folder stamps are stored only when the pass saw everything (nothing unreadable,
+    /// no removal left for later), so that otherwise the next sync looks again.
     fn sync_pass(
         &self,
         name: &str,
@@ -166,16 +196,9 @@ impl UserStore {
         let assigned = uids::assign(
             path,
             &listing.entries,
-            || {
-                Ok(existing.as_ref().map(|(_, m)| Known {
-                    uidvalidity: m.uidvalidity,
-                    uid_next: m.uid_next,
-                    files: heads
-                        .iter()
-                        .map(|(u, h)| (*u, h.file_name.clone()))
-                        .collect(),
-                }))
-            },
+            // asked under the uidlist lock, only when the list is lost: read the index afresh,
+            // so deliveries committed since `heads` was read keep their UIDs too
+            || self.known_uids(name),
             self.opts.lock_timeout,
         )?;
         let uidlist_stamp = file_stamp(&uidlist_path)?;
@@ -197,22 +220,23 @@ impl UserStore {
         let (to_add, to_update, mut to_remove) =
             diff(name, &listing.entries, &assigned.by_base, &indexed);
         let mut complete = true;
+        let mut again = false;
         if !to_remove.is_empty() {
-            // readdir can miss a file that another tool renames (new flags) while we list:
-            // a removal becomes an EXPUNGE for clients, so confirm it with a second listing;
-            // a file found only then gets its new name in another pass
-            let again: HashSet<String> = scan::scan(path)?
-                .entries
-                .into_iter()
-                .map(|e| e.name.base)
-                .collect();
-            let before = to_remove.len();
-            to_remove.retain(|uid| {
-                indexed
-                    .get(uid)
-                    .is_none_or(|h| !again.contains(base_of(&h.file_name)))
-            });
-            complete = to_remove.len() == before;
+            // A removal is an EXPUNGE for clients: confirm it on a listing known to be
+            // complete, or leave it for a later sync when the folders are quiet. A UID whose
+            // file is still there but now numbered otherwise goes too (it was renumbered).
+            match uids::complete_listing(path)? {
+                Some(present) => to_remove.retain(|uid| {
+                    indexed.get(uid).is_none_or(|h| {
+                        let base = base_of(&h.file_name);
+                        !present.contains(base) || assigned.all.get(base) != Some(uid)
+                    })
+                }),
+                None => {
+                    to_remove.clear();
+                    complete = false;
+                }
+            }
         }
         report.removed += to_remove.len();
         report.updated += to_update.len();
@@ -250,10 +274,13 @@ impl UserStore {
                     {
                         // renamed or expunged by another tool since the listing: list again
                         complete = false;
+                        again = true;
                     }
                     Err(StoreError::Io { path, source }) => {
                         tracing::warn!(file = %path.display(), error = %source, "cannot read message file; not indexed (its UID is kept)");
                         report.unreadable.push(path);
+                        // not storing the stamps makes the next sync try it again
+                        complete = false;
                     }
                     Err(e) => return Err(e),
                 }
@@ -274,7 +301,7 @@ impl UserStore {
             }
             w.put_mailbox(id, &m)
         })?;
-        Ok(complete)
+        Ok(!again)
     }
 
     /// Inserts built records in one write, retrying once the map has grown.
@@ -343,6 +370,8 @@ fn diff<'a>(
         let in_new = e.sub == Sub::New;
         match indexed.get(&uid) {
             None => add.push((uid, e)),
+            // the UID now names another file (renumbered by another tool): index it afresh
+            Some(h) if base_of(&h.file_name) != e.name.base => add.push((uid, e)),
             Some(h) if h.file_name != e.file_name || h.in_new != in_new => {
                 update.push((
                     uid,

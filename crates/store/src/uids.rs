@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use maildex_maildir::filename::sort_cmp;
 use maildex_maildir::{
@@ -30,6 +30,23 @@ pub(crate) struct Assigned {
     pub next_uid: u32,
     /// Base file name -> UID, for every present file.
     pub by_base: HashMap<String, u32>,
+    /// Base file name -> UID, for every record of the list (present or not).
+    pub all: HashMap<String, u32>,
+}
+
+/// Lists the folders and returns the base names found, but only when the listing is known
+/// to be complete: the folders' stamps were more than a second old and did not change while
+/// they were read. readdir can miss a file that another tool renames (a flag change) while
+/// it runs, and anything dropped because of such a miss would be renumbered or shown as
+/// expunged, so callers that drop or remove things rely on this and wait otherwise.
+pub(crate) fn complete_listing(mailbox: &Path) -> Result<Option<HashSet<String>>, StoreError> {
+    let listing = scan::scan(mailbox)?;
+    let after = scan::stamps(mailbox)?;
+    let now = SystemTime::now();
+    let quiet = (listing.new, listing.cur) == after
+        && listing.new.is_settled(now)
+        && listing.cur.is_settled(now);
+    Ok(quiet.then(|| listing.entries.into_iter().map(|e| e.name.base).collect()))
 }
 
 /// Where the UIDs came from when dovecot-uidlist had to be (re)created.
@@ -122,34 +139,40 @@ pub(crate) fn assign(
         });
     }
 
-    // Records of files that are gone stay in the list until enough accumulate to be worth
-    // a rewrite (they are harmless: base names are never reused), as Dovecot does.
     let stale = list
         .records
         .iter()
         .filter(|r| !present.contains(r.base()))
         .count();
-    let rewrite = !existed || (stale > 32 && stale * 4 > list.records.len());
-    if rewrite {
-        // `entries` was listed before the lock was taken, so a file delivered since then has a
-        // record but is missing from it. Dropping that record would renumber the message at
-        // the next sync: list again under the lock (deliveries rename before they append, so
-        // every recorded file is on disk now) and keep every record whose file is there.
-        let now_present: HashSet<String> = scan::scan(mailbox)?
-            .entries
-            .into_iter()
-            .map(|e| e.name.base)
-            .collect();
-        list.records.retain(|r| now_present.contains(r.base()));
-        list.records.extend(added);
-        list.records.sort_by_key(|r| r.uid);
+    // Records of files that are gone stay in the list until enough accumulate to be worth
+    // a rewrite (they are harmless: base names are never reused), as Dovecot does. They are
+    // dropped only on a complete listing made under the lock (`entries` was listed before
+    // the lock, so a file delivered since has a record but is missing from it).
+    let compact = stale > 32 && stale * 4 > list.records.len();
+    let now_present = if compact || !existed {
+        complete_listing(mailbox)?
+    } else {
+        None
+    };
+    list.records.extend(added.iter().cloned());
+    list.records.sort_by_key(|r| r.uid);
+    if let Some(present) = &now_present {
+        list.records.retain(|r| present.contains(r.base()));
+    }
+    if !existed || (compact && now_present.is_some()) {
         lock.rewrite(&list)?;
     } else if !added.is_empty() {
         lock.append(&added, list.next_uid)?;
     }
+    let all = list
+        .records
+        .iter()
+        .map(|r| (r.base().to_string(), r.uid))
+        .collect();
     Ok(Assigned {
         uidvalidity: list.uidvalidity,
         next_uid: list.next_uid,
         by_base,
+        all,
     })
 }

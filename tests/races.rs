@@ -1,0 +1,143 @@
+//! Regression tests from a review of the store for data loss under concurrency.
+
+use std::fs::{self, File, FileTimes};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use maildex_maildir::{UidRecord, Uidlist, UidlistLock};
+use maildex_tests::{make_folder, message, put_file, Scratch};
+
+fn count(store: &maildex_store::UserStore, name: &str) -> usize {
+    store
+        .index()
+        .read(|r| Ok(r.states(r.mailbox_id(name)?.unwrap())?.len()))
+        .unwrap()
+}
+
+fn settle(dir: &std::path::Path) {
+    let past = SystemTime::now() - Duration::from_secs(60);
+    for sub in ["new", "cur"] {
+        File::open(dir.join(sub))
+            .unwrap()
+            .set_times(FileTimes::new().set_modified(past))
+            .unwrap();
+    }
+}
+
+/// A file unreadable at one sync is indexed by a later one once it can be read (the stamps
+/// of a sync that skipped a file are not kept).
+#[test]
+fn an_unreadable_file_is_retried_by_the_next_sync() {
+    let s = Scratch::new();
+    let store = s.open();
+    let target = s.dir.path().join("later");
+    std::os::unix::fs::symlink(&target, s.maildir.join("cur/1700000000.M1P1Q1.h:2,S")).unwrap();
+    settle(&s.maildir);
+    let r = store.sync_mailbox("INBOX").unwrap();
+    assert_eq!(r.unreadable.len(), 1);
+    fs::write(&target, message("x")).unwrap();
+    store.sync_mailbox("INBOX").unwrap();
+    assert_eq!(count(&store, "INBOX"), 1, "the message never got indexed");
+}
+
+/// sync_all must not drop a mailbox that was created (and synced elsewhere) after it
+/// listed the folders.
+#[test]
+fn sync_all_keeps_a_mailbox_created_meanwhile() {
+    let s = Scratch::new();
+    let store = Arc::new(s.open());
+    for f in 0..30 {
+        let p = s.maildir.join(format!(".F{f}"));
+        make_folder(&p);
+        for i in 0..60 {
+            put_file(
+                &p,
+                "cur",
+                &format!("17000000{i:02}.M{i}P{f}Q1.h:2,S"),
+                &message("m"),
+            );
+        }
+    }
+    let st = Arc::clone(&store);
+    let t = std::thread::spawn(move || st.sync_all().unwrap());
+    std::thread::sleep(Duration::from_millis(100));
+    let late = s.maildir.join(".Late");
+    make_folder(&late);
+    put_file(&late, "cur", "1700000000.M1P1Q1.h:2,S", &message("late"));
+    store.sync_mailbox("Late").unwrap();
+    let report = t.join().unwrap();
+    assert!(
+        !report.deleted_mailboxes.contains(&"Late".to_string()),
+        "{:?}",
+        report.deleted_mailboxes
+    );
+    assert_eq!(count(&store, "Late"), 1);
+}
+
+/// While another tool keeps renaming files (flag changes), a sync that would compact
+/// dovecot-uidlist must never drop the record of a file it failed to see: that file would
+/// be renumbered.
+#[test]
+fn uidlist_compaction_never_drops_a_file_renamed_during_the_listing() {
+    let s = Scratch::new();
+    let store = s.open();
+    let cur = s.maildir.join("cur");
+    for i in 0..3000 {
+        put_file(
+            &s.maildir,
+            "cur",
+            &format!("1700000000.M{i}P1Q1.host:2,"),
+            &message("m"),
+        );
+    }
+    store.sync_mailbox("INBOX").unwrap();
+    let orig = Uidlist::read(&s.maildir).unwrap().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let toggler = {
+        let (stop, cur) = (Arc::clone(&stop), cur.clone());
+        std::thread::spawn(move || {
+            let mut seen = [false; 300];
+            while !stop.load(Ordering::Relaxed) {
+                for (i, s) in seen.iter_mut().enumerate() {
+                    let base = format!("1700000000.M{i}P1Q1.host");
+                    let (a, b) = if *s { (":2,S", ":2,") } else { (":2,", ":2,S") };
+                    fs::rename(
+                        cur.join(format!("{base}{a}")),
+                        cur.join(format!("{base}{b}")),
+                    )
+                    .unwrap();
+                    *s = !*s;
+                }
+            }
+        })
+    };
+    let start = Instant::now();
+    let mut round = 0u32;
+    let mut lost = None;
+    while start.elapsed() < Duration::from_secs(6) && lost.is_none() {
+        // enough stale records that the next sync wants to rewrite the list
+        let mut lock = UidlistLock::acquire(&s.maildir, Duration::from_secs(5)).unwrap();
+        let list = lock.read().unwrap().unwrap();
+        let recs: Vec<UidRecord> = (0..1100)
+            .map(|k| UidRecord::new(list.next_uid + k, format!("gone{round}_{k}")))
+            .collect();
+        round += 1;
+        lock.append(&recs, list.next_uid + 1100).unwrap();
+        drop(lock);
+        let _ = store.sync_mailbox("INBOX");
+        let now = Uidlist::read(&s.maildir).unwrap().unwrap();
+        lost = orig
+            .records
+            .iter()
+            .find(|r| now.find_base(r.base()).is_none_or(|n| n.uid != r.uid))
+            .cloned();
+    }
+    stop.store(true, Ordering::Relaxed);
+    toggler.join().unwrap();
+    assert!(round > 1, "the race was not exercised");
+    assert_eq!(
+        lost, None,
+        "a file lost or changed its UID after {round} rounds"
+    );
+}
