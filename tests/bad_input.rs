@@ -71,7 +71,7 @@ fn a_50_mb_message_is_indexed_without_trouble() {
         .read(|r| r.message(d.mailbox_id, d.uid))
         .unwrap()
         .unwrap();
-    assert_eq!(rec.vsize, d.vsize);
+    assert_eq!(rec.state.vsize, d.vsize);
     assert_eq!(store.check().unwrap(), vec![]);
 }
 

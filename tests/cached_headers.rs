@@ -144,7 +144,7 @@ fn every_client_listing_is_answered_from_the_index() {
             let mut from_file = Vec::new();
             maildex_mime::header_fields(header, &names, false, &mut from_file);
             let mut from_index = Vec::new();
-            maildex_mime::header_fields(&rec.hot_headers, &names, false, &mut from_index);
+            maildex_mime::header_fields(&rec.cached.hot_headers, &names, false, &mut from_index);
             assert_eq!(
                 String::from_utf8_lossy(&from_index),
                 String::from_utf8_lossy(&from_file),

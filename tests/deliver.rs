@@ -81,9 +81,9 @@ fn flags_keywords_and_date_land_in_the_file_name_and_the_index() {
             ))
         })
         .unwrap();
-    assert_eq!(rec.flags, flag::SEEN | flag::FLAGGED);
-    assert_eq!(rec.keywords, 0b11);
-    assert_eq!(rec.internal_date, 1_600_000_000);
+    assert_eq!(rec.state.flags, flag::SEEN | flag::FLAGGED);
+    assert_eq!(rec.state.keywords, 0b11);
+    assert_eq!(rec.state.internal_date, 1_600_000_000);
     assert_eq!(mbox.keywords, vec!["$Junk".to_string(), "work".to_string()]);
     assert_eq!((mbox.counts.messages, mbox.counts.unseen), (2, 1));
     // a keyword already known is not added twice
@@ -98,22 +98,21 @@ fn flags_keywords_and_date_land_in_the_file_name_and_the_index() {
     assert_eq!(store.check().unwrap(), vec![]);
 }
 
-#[test]
-fn concurrent_deliveries_get_distinct_uids_and_exact_counts() {
-    let s = Scratch::new();
-    let store = Arc::new(s.open());
-    let threads: Vec<_> = (0..8)
+/// Delivers `per_thread` messages from each of `threads` threads at once; returns the UIDs.
+fn deliver_in_threads(
+    store: &Arc<maildex_store::UserStore>,
+    threads: usize,
+    per_thread: usize,
+) -> Vec<u32> {
+    let handles: Vec<_> = (0..threads)
         .map(|t| {
-            let store = Arc::clone(&store);
+            let store = Arc::clone(store);
             std::thread::spawn(move || {
-                (0..25)
+                (0..per_thread)
                     .map(|i| {
+                        let msg = message(&format!("t{t}m{i}"));
                         store
-                            .deliver(
-                                "INBOX",
-                                &mut &message(&format!("t{t}m{i}"))[..],
-                                &DeliverOptions::default(),
-                            )
+                            .deliver("INBOX", &mut &msg[..], &DeliverOptions::default())
                             .unwrap()
                             .uid
                     })
@@ -121,10 +120,17 @@ fn concurrent_deliveries_get_distinct_uids_and_exact_counts() {
             })
         })
         .collect();
-    let mut uids: Vec<u32> = threads
+    handles
         .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
+        .flat_map(|h| h.join().unwrap())
+        .collect()
+}
+
+#[test]
+fn concurrent_deliveries_get_distinct_uids_and_exact_counts() {
+    let s = Scratch::new();
+    let store = Arc::new(s.open());
+    let mut uids = deliver_in_threads(&store, 8, 25);
     uids.sort();
     assert_eq!(uids, (1..=200).collect::<Vec<u32>>());
     let counts = store
@@ -223,26 +229,7 @@ fn syncs_racing_deliveries_never_drop_a_message() {
             (syncs, removed)
         })
     };
-    let threads: Vec<_> = (0..6)
-        .map(|t| {
-            let store = Arc::clone(&store);
-            std::thread::spawn(move || {
-                (0..30)
-                    .map(|i| {
-                        let msg = message(&format!("r{t}m{i}"));
-                        store
-                            .deliver("INBOX", &mut &msg[..], &DeliverOptions::default())
-                            .unwrap()
-                            .uid
-                    })
-                    .collect::<Vec<u32>>()
-            })
-        })
-        .collect();
-    let mut uids: Vec<u32> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
+    let mut uids = deliver_in_threads(&store, 6, 30);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let (syncs, removed) = syncer.join().unwrap();
     assert!(syncs > 0);

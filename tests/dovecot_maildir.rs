@@ -103,10 +103,10 @@ fn observed(s: &Scratch) -> (Messages, BTreeMap<String, u32>) {
             for (id, m) in r.mailboxes()? {
                 validity.insert(m.name.clone(), m.uidvalidity);
                 for (uid, rec) in r.messages(id)? {
-                    let kws = maildex_index::dump::keyword_names(rec.keywords, &m.keywords);
+                    let kws = maildex_index::dump::keyword_names(rec.state.keywords, &m.keywords);
                     msgs.insert(
                         (m.name.clone(), uid),
-                        (rec.file_name.clone(), rec.flags, kws),
+                        (rec.state.file_name.clone(), rec.state.flags, kws),
                     );
                 }
             }

@@ -71,9 +71,9 @@ fn record_sizes(store: &UserStore) -> Result<Sizes> {
         for (id, _) in r.mailboxes()? {
             for (uid, m) in r.messages(id)? {
                 s.records += 1;
-                s.hot += m.hot_headers.len();
-                s.envelope += m.envelope.len();
-                s.bodystructure += m.body_structure.len() + m.body.len();
+                s.hot += m.cached.hot_headers.len();
+                s.envelope += m.cached.envelope.len();
+                s.bodystructure += m.cached.body_structure.len() + m.cached.body.len();
                 s.headers += r.headers(id, uid)?.map_or(0, |h| h.len());
             }
         }

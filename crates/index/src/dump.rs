@@ -112,7 +112,8 @@ fn part_tree(s: &mut String, p: &PartRecord, number: &str, depth: usize) {
 }
 
 /// Renders one message record; `header_blocks` is the size of its stored header blocks.
-pub fn message(uid: u32, m: &MessageRecord, keywords: &[String], header_blocks: usize) -> String {
+pub fn message(uid: u32, rec: &MessageRecord, keywords: &[String], header_blocks: usize) -> String {
+    let (m, c) = (&rec.state, &rec.cached);
     let mut s = String::new();
     let _ = writeln!(s, "  uid {uid}");
     let _ = writeln!(
@@ -132,19 +133,19 @@ pub fn message(uid: u32, m: &MessageRecord, keywords: &[String], header_blocks: 
     let _ = writeln!(s, "    save_date      {}", m.save_date);
     let _ = writeln!(s, "    size           {} (RFC822.SIZE {})", m.size, m.vsize);
     let _ = writeln!(s, "    header blocks  {header_blocks} bytes");
-    let _ = writeln!(s, "    hot headers    {}", show_bytes(&m.hot_headers));
+    let _ = writeln!(s, "    hot headers    {}", show_bytes(&c.hot_headers));
     let _ = writeln!(
         s,
         "    envelope       {}",
-        String::from_utf8_lossy(&m.envelope)
+        String::from_utf8_lossy(&c.envelope)
     );
     let _ = writeln!(
         s,
         "    bodystructure  {}",
-        String::from_utf8_lossy(&m.body_structure)
+        String::from_utf8_lossy(&c.body_structure)
     );
     let _ = writeln!(s, "    parts");
-    part_tree(&mut s, &m.parts, "", 0);
+    part_tree(&mut s, &c.parts, "", 0);
     s
 }
 

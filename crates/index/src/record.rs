@@ -2,7 +2,7 @@
 
 use maildex_mime::{Part, PartKind, Summary};
 
-use crate::schema::{MessageRecord, PartKindRecord, PartRecord};
+use crate::schema::{Cached, MessageRecord, MessageState, PartKindRecord, PartRecord};
 use crate::IndexError;
 
 /// Header fields kept uncompressed in every record, because the clients we serve list them
@@ -109,20 +109,24 @@ pub fn build(file: &[u8], summary: &Summary, meta: Meta) -> Result<Built, IndexE
     parts.walk(&mut |p| blocks.extend_from_slice(slice(file, p.header_start, p.body_start)));
 
     let record = MessageRecord {
-        file_name: meta.file_name,
-        in_new: meta.in_new,
-        flags: meta.flags,
-        keywords: meta.keywords,
-        modseq: 0,
-        internal_date: meta.internal_date,
-        save_date: meta.save_date,
-        size: summary.size,
-        vsize: summary.vsize,
-        hot_headers,
-        envelope,
-        body,
-        body_structure,
-        parts,
+        state: MessageState {
+            file_name: meta.file_name,
+            in_new: meta.in_new,
+            flags: meta.flags,
+            keywords: meta.keywords,
+            modseq: 0,
+            internal_date: meta.internal_date,
+            save_date: meta.save_date,
+            size: summary.size,
+            vsize: summary.vsize,
+        },
+        cached: Cached {
+            hot_headers,
+            envelope,
+            body,
+            body_structure,
+            parts,
+        },
     };
     Ok(Built {
         record,

@@ -209,91 +209,13 @@ pub struct Cached {
     pub parts: PartRecord,
 }
 
-/// A whole message as the API hands it out: its [`MessageState`] and its [`Cached`] data.
+/// A whole message as the API hands it out: what is stored in `messages` and in `cache`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MessageRecord {
-    /// See [`MessageState::file_name`].
-    pub file_name: String,
-    /// See [`MessageState::in_new`].
-    pub in_new: bool,
-    /// See [`MessageState::flags`].
-    pub flags: u8,
-    /// See [`MessageState::keywords`].
-    pub keywords: u32,
-    /// See [`MessageState::modseq`].
-    pub modseq: u64,
-    /// See [`MessageState::internal_date`].
-    pub internal_date: i64,
-    /// See [`MessageState::save_date`].
-    pub save_date: i64,
-    /// See [`MessageState::size`].
-    pub size: u64,
-    /// See [`MessageState::vsize`].
-    pub vsize: u64,
-    /// See [`Cached::hot_headers`].
-    pub hot_headers: Vec<u8>,
-    /// See [`Cached::envelope`].
-    pub envelope: Vec<u8>,
-    /// See [`Cached::body`].
-    pub body: Vec<u8>,
-    /// See [`Cached::body_structure`].
-    pub body_structure: Vec<u8>,
-    /// See [`Cached::parts`].
-    pub parts: PartRecord,
-}
-
-impl MessageRecord {
-    /// Splits into what is stored in `messages` and in `cache`.
-    pub fn split(self) -> (MessageState, Cached) {
-        let state = MessageState {
-            file_name: self.file_name,
-            in_new: self.in_new,
-            flags: self.flags,
-            keywords: self.keywords,
-            modseq: self.modseq,
-            internal_date: self.internal_date,
-            save_date: self.save_date,
-            size: self.size,
-            vsize: self.vsize,
-        };
-        let cached = Cached {
-            hot_headers: self.hot_headers,
-            envelope: self.envelope,
-            body: self.body,
-            body_structure: self.body_structure,
-            parts: self.parts,
-        };
-        (state, cached)
-    }
-
-    /// Joins a state and its cached data.
-    pub fn join(s: MessageState, c: Cached) -> MessageRecord {
-        MessageRecord {
-            file_name: s.file_name,
-            in_new: s.in_new,
-            flags: s.flags,
-            keywords: s.keywords,
-            modseq: s.modseq,
-            internal_date: s.internal_date,
-            save_date: s.save_date,
-            size: s.size,
-            vsize: s.vsize,
-            hot_headers: c.hot_headers,
-            envelope: c.envelope,
-            body: c.body,
-            body_structure: c.body_structure,
-            parts: c.parts,
-        }
-    }
-
-    /// True when the message lacks `\Seen`.
-    pub fn is_unseen(&self) -> bool {
-        self.flags & flag::SEEN == 0
-    }
-    /// True when the message has `\Deleted`.
-    pub fn is_deleted(&self) -> bool {
-        self.flags & flag::DELETED != 0
-    }
+    /// Flags, name, sizes, dates, modseq.
+    pub state: MessageState,
+    /// What a listing fetches.
+    pub cached: Cached,
 }
 
 /// Encodes a record with postcard.
@@ -321,25 +243,6 @@ mod tests {
         keys.sort();
         let split: Vec<_> = keys.iter().map(|k| split_msg_key(k).unwrap()).collect();
         assert_eq!(split, vec![(1, 2), (1, 256), (1, 300), (2, 1)]);
-    }
-
-    #[test]
-    fn split_and_join_are_inverse() {
-        let rec = MessageRecord {
-            file_name: "1.M2P3.h,S=10:2,S".into(),
-            flags: flag::SEEN,
-            keywords: 5,
-            modseq: 9,
-            size: 10,
-            vsize: 12,
-            hot_headers: b"Subject: x\r\n".to_vec(),
-            envelope: b"(NIL)".to_vec(),
-            ..MessageRecord::default()
-        };
-        let (state, cached) = rec.clone().split();
-        assert_eq!(state.vsize, 12);
-        assert_eq!(cached.hot_headers, rec.hot_headers);
-        assert_eq!(MessageRecord::join(state, cached), rec);
     }
 
     #[test]

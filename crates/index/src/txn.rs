@@ -96,7 +96,7 @@ impl<'t> Reader<'t> {
             return Ok(None);
         };
         let cached = self.cached(mailbox, uid)?.unwrap_or_default();
-        Ok(Some(MessageRecord::join(state, cached)))
+        Ok(Some(MessageRecord { state, cached }))
     }
 
     /// Calls `f` with the state of each message of `mailbox` whose UID lies in `uids`, in UID
@@ -161,7 +161,7 @@ impl<'t> Reader<'t> {
                 .next_if(|(u, _)| *u == uid)
                 .map(|(_, c)| c)
                 .unwrap_or_default();
-            out.push((uid, MessageRecord::join(state, c)));
+            out.push((uid, MessageRecord { state, cached: c }));
         }
         Ok(out)
     }
@@ -369,7 +369,7 @@ impl<'t, 'e> Writer<'t, 'e> {
             if let Some(old) = self.reader().state(mailbox, uid)? {
                 uncount(&mut mrec, uid, &old);
             }
-            let (mut state, cached) = msg.split();
+            let MessageRecord { mut state, cached } = msg;
             state.modseq = Self::bump_modseq(&mut mrec);
             count(&mut mrec, uid, &state);
             mrec.uid_next = mrec.uid_next.max(uid.saturating_add(1));

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use maildex_index::{compact, flag, Index, IndexError, MessageRecord, OpenOptions};
+use maildex_index::{
+    compact, flag, Cached, Index, IndexError, MessageRecord, MessageState, OpenOptions,
+};
 
 fn opts() -> OpenOptions {
     OpenOptions {
@@ -14,12 +16,17 @@ fn opts() -> OpenOptions {
 
 fn msg(flags: u8, vsize: u64, filler: usize) -> MessageRecord {
     MessageRecord {
-        file_name: format!("1.M1P1.host,S={vsize}:2,"),
-        flags,
-        size: vsize,
-        vsize,
-        hot_headers: vec![b'x'; filler],
-        ..MessageRecord::default()
+        state: MessageState {
+            file_name: format!("1.M1P1.host,S={vsize}:2,"),
+            flags,
+            size: vsize,
+            vsize,
+            ..Default::default()
+        },
+        cached: Cached {
+            hot_headers: vec![b'x'; filler],
+            ..Default::default()
+        },
     }
 }
 
@@ -51,11 +58,11 @@ fn counters_follow_every_change() {
     assert_eq!(mbox.uid_next, 6);
     assert_eq!(mbox.uidvalidity, 42);
     assert_eq!(msgs.iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![1, 5]);
-    assert_eq!(msgs[0].1.file_name, "new-name:2,S");
+    assert_eq!(msgs[0].1.state.file_name, "new-name:2,S");
     // every change took the next modseq: uid 5 was replaced by the 4th change, uid 1
     // renamed by the 5th, and the 6th (the removal) is the mailbox's highest
-    assert_eq!(msgs[0].1.modseq, msgs[1].1.modseq + 1);
-    assert_eq!(mbox.highest_modseq, msgs[0].1.modseq + 1);
+    assert_eq!(msgs[0].1.state.modseq, msgs[1].1.state.modseq + 1);
+    assert_eq!(mbox.highest_modseq, msgs[0].1.state.modseq + 1);
 
     let claimed = index.write(move |w| w.claim_recent(id)).unwrap();
     assert_eq!(claimed, 1..6);

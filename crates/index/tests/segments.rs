@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use maildex_index::{Index, MessageRecord, OpenOptions};
+use maildex_index::{Cached, Index, MessageRecord, MessageState, OpenOptions};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -24,11 +24,16 @@ type Mailbox = BTreeMap<u32, (Vec<u8>, Vec<u8>)>;
 
 fn record(uid: u32, gen: usize) -> (MessageRecord, Vec<u8>) {
     let rec = MessageRecord {
-        file_name: format!("{uid}.M{gen}P1.host:2,"),
-        hot_headers: format!("Subject: {uid}/{gen}\r\n")
-            .repeat(1 + (uid as usize % 7))
-            .into_bytes(),
-        ..MessageRecord::default()
+        state: MessageState {
+            file_name: format!("{uid}.M{gen}P1.host:2,"),
+            ..Default::default()
+        },
+        cached: Cached {
+            hot_headers: format!("Subject: {uid}/{gen}\r\n")
+                .repeat(1 + (uid as usize % 7))
+                .into_bytes(),
+            ..Default::default()
+        },
     };
     let headers = format!("Received: from h{uid} by mx gen {gen}\n")
         .repeat(1 + (uid as usize % 40))
@@ -65,7 +70,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         model
                             .entry(mailbox)
                             .or_default()
-                            .insert(uid, (rec.hot_headers.clone(), headers.clone()));
+                            .insert(uid, (rec.cached.hot_headers.clone(), headers.clone()));
                         batch.push((uid, rec, headers));
                     }
                 }
@@ -90,7 +95,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let mut singles = Vec::new();
                 for (uid, _) in &all {
                     singles.push((
-                        r.message(mailbox, *uid)?.map(|m| m.hot_headers),
+                        r.message(mailbox, *uid)?.map(|m| m.cached.hot_headers),
                         r.headers(mailbox, *uid)?,
                     ));
                 }
@@ -99,7 +104,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             .unwrap();
         let got: Vec<(u32, Vec<u8>)> = all
             .iter()
-            .map(|(u, m)| (*u, m.hot_headers.clone()))
+            .map(|(u, m)| (*u, m.cached.hot_headers.clone()))
             .collect();
         let expected: Vec<(u32, Vec<u8>)> =
             want.iter().map(|(u, (h, _))| (*u, h.clone())).collect();

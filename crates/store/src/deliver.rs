@@ -99,7 +99,7 @@ impl UserStore {
             save_date: convert::now_secs(),
         };
         let mut built = convert::index_file(tmp.path(), meta)?;
-        built.record.internal_date = secs(internal);
+        built.record.state.internal_date = secs(internal);
         // the index's keyword table follows dovecot-keywords in the same commit
         let keyword_table = if opts.keywords.is_empty() {
             None
@@ -108,7 +108,7 @@ impl UserStore {
         };
         // nothing after the rename may fail without removing the file again (below)
         let delivered = tmp.commit(sub, opts.flags, keywords)?;
-        built.record.file_name = delivered.file_name.clone();
+        built.record.state.file_name = delivered.file_name.clone();
         match self.record_delivery(name, &path, &delivered, built, keyword_table) {
             Ok(d) => Ok(d),
             Err(e) => {
