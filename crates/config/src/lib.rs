@@ -39,7 +39,7 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/maildex/maildex.toml";
 /// Default initial LMDB map size per user: 64 MiB. The map is address space, not
 /// disk (LMDB files grow with the data), and the index grows the map when LMDB
 /// reports MAP_FULL, so this only sets how often small mailboxes need to grow; at a
-/// few KiB of index per message it covers about ten thousand messages.
+/// couple of KiB of index per message it covers about 30,000 messages.
 pub const DEFAULT_INDEX_MAP_SIZE: u64 = 64 << 20;
 
 /// Smallest accepted `index_map_size` (1 MiB).

@@ -471,16 +471,6 @@ impl Index {
         // SAFETY: as in `grow`; size 0 asks LMDB to adopt the size another process set.
         unsafe { env.resize(0) }.map_err(|e| IndexError::lmdb(&self.path, e))
     }
-
-    /// Writes a compacted copy of the env to `file` (used by `index compact`).
-    pub fn copy_compacted(&self, file: &Path) -> Result<(), IndexError> {
-        let _guard = self.resize.read().map_err(|_| IndexError::Poisoned)?;
-        self.cell.with_dependent(|env, _| {
-            env.copy_to_path(file, heed::CompactionOption::Enabled)
-                .map(drop)
-                .map_err(|e| IndexError::lmdb(file, e))
-        })
-    }
 }
 
 fn page_size() -> usize {

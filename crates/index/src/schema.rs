@@ -78,6 +78,28 @@ pub struct Counts {
     pub vsize: u64,
 }
 
+impl Counts {
+    /// Counts message `uid` in (the one rule for what each counter means).
+    pub fn add(&mut self, uid: u32, msg: &MessageState, first_recent_uid: u32) {
+        self.messages += 1;
+        self.unseen += u32::from(msg.is_unseen());
+        self.deleted += u32::from(msg.is_deleted());
+        self.recent += u32::from(uid >= first_recent_uid);
+        self.vsize += msg.vsize;
+    }
+
+    /// Counts message `uid` out again.
+    pub fn remove(&mut self, uid: u32, msg: &MessageState, first_recent_uid: u32) {
+        self.messages = self.messages.saturating_sub(1);
+        self.unseen = self.unseen.saturating_sub(u32::from(msg.is_unseen()));
+        self.deleted = self.deleted.saturating_sub(u32::from(msg.is_deleted()));
+        self.recent = self
+            .recent
+            .saturating_sub(u32::from(uid >= first_recent_uid));
+        self.vsize = self.vsize.saturating_sub(msg.vsize);
+    }
+}
+
 /// A directory or file stamp: when it last changed, and which inode it is.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stamp {

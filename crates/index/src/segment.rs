@@ -190,16 +190,12 @@ impl Segments<'_> {
     ) -> Result<Open, IndexError> {
         let next = self.next_key(txn, mailbox, uid)?;
         match self.floor(txn, mailbox, uid)? {
-            Some((first, entries))
-                if !(entries.0.len() >= SEG && entries.0.last().is_some_and(|e| e.0 < uid)) =>
-            {
-                Ok(Open {
-                    first,
-                    stored: true,
-                    entries: entries.0,
-                    next,
-                })
-            }
+            Some((first, entries)) if !closed_before(&entries.0, uid) => Ok(Open {
+                first,
+                stored: true,
+                entries: entries.0,
+                next,
+            }),
             Some((_, _)) | None => Ok(Open {
                 first: uid,
                 stored: false,
@@ -290,6 +286,11 @@ impl Segments<'_> {
     }
 }
 
+/// True when `uid` comes after a full segment: it starts the next one.
+fn closed_before(entries: &[(u32, Vec<u8>)], uid: u32) -> bool {
+    entries.len() >= SEG && entries.last().is_some_and(|e| e.0 < uid)
+}
+
 /// A segment being changed in memory.
 struct Open {
     /// Its key's UID.
@@ -306,8 +307,7 @@ impl Open {
         if self.next.is_some_and(|n| uid >= n) || uid < self.first {
             return false;
         }
-        // past the end of a full segment: the next message starts a new one
-        !(self.entries.len() >= SEG && self.entries.last().is_some_and(|e| e.0 < uid))
+        !closed_before(&self.entries, uid)
     }
 }
 

@@ -459,21 +459,11 @@ fn modseq_floor() -> u64 {
 }
 
 fn count(m: &mut MailboxRecord, uid: u32, msg: &MessageState) {
-    let c = &mut m.counts;
-    c.messages += 1;
-    c.unseen += u32::from(msg.is_unseen());
-    c.deleted += u32::from(msg.is_deleted());
-    c.recent += u32::from(uid >= m.first_recent_uid);
-    c.vsize += msg.vsize;
+    let first_recent = m.first_recent_uid;
+    m.counts.add(uid, msg, first_recent);
 }
 
 fn uncount(m: &mut MailboxRecord, uid: u32, msg: &MessageState) {
-    let c = &mut m.counts;
-    c.messages = c.messages.saturating_sub(1);
-    c.unseen = c.unseen.saturating_sub(u32::from(msg.is_unseen()));
-    c.deleted = c.deleted.saturating_sub(u32::from(msg.is_deleted()));
-    c.recent = c
-        .recent
-        .saturating_sub(u32::from(uid >= m.first_recent_uid));
-    c.vsize = c.vsize.saturating_sub(msg.vsize);
+    let first_recent = m.first_recent_uid;
+    m.counts.remove(uid, msg, first_recent);
 }

@@ -48,10 +48,11 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
                 continue;
             }
             out.push_str(&dump::mailbox(id, &m));
-            for (uid, rec) in r.messages(id)? {
-                if a.uid.is_some_and(|want| want != uid) {
-                    continue;
-                }
+            let records = match a.uid {
+                Some(uid) => r.message(id, uid)?.map(|m| (uid, m)).into_iter().collect(),
+                None => r.messages(id)?,
+            };
+            for (uid, rec) in records {
                 let headers = r.headers(id, uid)?.unwrap_or_default();
                 out.push_str(&dump::message(uid, &rec, &m.keywords, headers.len()));
                 if a.uid.is_some() {

@@ -13,8 +13,8 @@ use crate::common::{load_config, open_store};
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Configuration file (TOML).
-    #[arg(long, short = 'c', conflicts_with = "dev")]
-    pub config: Option<PathBuf>,
+    #[arg(long, short = 'c', default_value = maildex_config::DEFAULT_CONFIG_PATH, env = "MAILDEX_CONFIG")]
+    pub config: PathBuf,
     /// Run on the embedded default: a data folder with a config, a demo user with a printed
     /// password and a few messages, loopback ports.
     #[arg(long)]
@@ -66,10 +66,10 @@ fn prepare_dev(data: &Path) -> Result<PathBuf> {
 }
 
 pub fn run(a: &ServeArgs) -> Result<ExitCode> {
-    let config_path = match (&a.config, a.dev) {
-        (_, true) => prepare_dev(&a.data)?,
-        (Some(c), false) => c.clone(),
-        (None, false) => PathBuf::from("/etc/maildex/maildex.toml"),
+    let config_path = if a.dev {
+        prepare_dev(&a.data)?
+    } else {
+        a.config.clone()
     };
     let config = load_config(&config_path)?;
     let users = maildex_auth::UsersFile::load(&config.auth.users_file)?;

@@ -8,9 +8,11 @@ use maildex_store::{StoreOptions, UserStore};
 
 use crate::UsersArg;
 
-pub fn init_logging() {
+/// Logs to stderr: `$MAILDEX_LOG` (a tracing filter) when set, else the config's
+/// `[log] level`.
+pub fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MAILDEX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -18,7 +20,10 @@ pub fn init_logging() {
 }
 
 pub fn load_config(path: &Path) -> Result<Config> {
-    Config::load(path).with_context(|| format!("loading config {}", path.display()))
+    let config =
+        Config::load(path).with_context(|| format!("loading config {}", path.display()))?;
+    init_logging(&config.log.level);
+    Ok(config)
 }
 
 pub fn store_options(config: &Config) -> StoreOptions {

@@ -82,7 +82,6 @@ enum UserCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    common::init_logging();
     let result = match cli.command {
         Command::Serve(a) => cmd_serve::run(&a),
         Command::Index(IndexCommand::Dump(a)) => cmd_index::dump(&a),

@@ -173,11 +173,7 @@ impl fmt::Display for Difference {
 fn recount(heads: &[(u32, MessageState)], first_recent_uid: u32) -> Counts {
     let mut c = Counts::default();
     for (uid, h) in heads {
-        c.messages += 1;
-        c.unseen += u32::from(h.flags & maildex_index::flag::SEEN == 0);
-        c.deleted += u32::from(h.flags & maildex_index::flag::DELETED != 0);
-        c.recent += u32::from(*uid >= first_recent_uid);
-        c.vsize += h.vsize;
+        c.add(*uid, h, first_recent_uid);
     }
     c
 }
@@ -242,7 +238,7 @@ impl UserStore {
                 index: m.uid_next,
             });
         }
-        let by_base: HashMap<&str, u32> = list.records.iter().map(|r| (r.base(), r.uid)).collect();
+        let by_base = list.uids_by_base();
         let indexed: HashMap<u32, &MessageState> = heads.iter().map(|(u, h)| (*u, h)).collect();
         let mut seen = HashSet::new();
         for e in &listing.entries {

@@ -9,7 +9,7 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use maildex_index::record::Meta;
 use maildex_maildir::keywords::KeywordMap;
@@ -48,13 +48,6 @@ pub struct DeliveredMessage {
     pub vsize: u64,
 }
 
-fn secs(t: SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs() as i64,
-        Err(e) => -(e.duration().as_secs() as i64),
-    }
-}
-
 impl UserStore {
     /// Delivers one message read from `src` into mailbox `mailbox` (see the module docs).
     pub fn deliver(
@@ -73,13 +66,10 @@ impl UserStore {
         }
         let mut tmp = TmpFile::create(&path)?;
         std::io::copy(src, &mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
-        let internal = opts.internal_date.unwrap_or_else(SystemTime::now);
-        tmp.set_mtime(internal);
-        if self.opts.fsync {
-            tmp.sync()?;
-        } else {
-            std::io::Write::flush(&mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
-        }
+        // INTERNALDATE is the file's mtime, as Dovecot keeps it (RFC 3501 §2.3.3)
+        tmp.set_mtime(opts.internal_date.unwrap_or_else(SystemTime::now));
+        tmp.set_durable(self.opts.fsync);
+        tmp.sync()?;
         let keywords = if opts.keywords.is_empty() {
             Keywords::EMPTY
         } else {
@@ -95,11 +85,10 @@ impl UserStore {
             in_new: sub == Sub::New,
             flags: flag_bits(opts.flags),
             keywords: keywords.0,
-            internal_date: secs(internal),
+            internal_date: 0, // read from the file
             save_date: convert::now_secs(),
         };
         let mut built = convert::index_file(tmp.path(), meta)?;
-        built.record.state.internal_date = secs(internal);
         // the index's keyword table follows dovecot-keywords in the same commit
         let keyword_table = if opts.keywords.is_empty() {
             None
@@ -204,25 +193,14 @@ impl UserStore {
             return Ok(None);
         };
         // a concurrent sync may already have numbered this file
-        if let Some(r) = list
-            .records
-            .iter()
-            .find(|r| r.base() == delivered.name.base)
-        {
+        if let Some(r) = list.find_base(&delivered.name.base) {
             return Ok(Some((r.uid, list.uidvalidity)));
         }
         let uid = list.next_uid;
         let Some(next) = uid.checked_add(1) else {
             return Ok(None);
         };
-        lock.append(
-            &[UidRecord {
-                uid,
-                ext: vec![],
-                file_name: delivered.file_name.clone(),
-            }],
-            next,
-        )?;
+        lock.append(&[UidRecord::new(uid, delivered.file_name.clone())], next)?;
         Ok(Some((uid, list.uidvalidity)))
     }
 

@@ -110,9 +110,6 @@ impl UserStore {
     ) -> Result<SyncReport, StoreError> {
         let name = Self::canonical(name).to_string();
         let path = self.mailbox_path(&name)?;
-        if !path.join("cur").is_dir() {
-            return Err(StoreError::NoMailbox(name));
-        }
         let lock = self.mailbox_lock(&name);
         let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut report = SyncReport {
@@ -167,7 +164,13 @@ impl UserStore {
         force: bool,
         report: &mut SyncReport,
     ) -> Result<bool, StoreError> {
-        let (new, cur) = scan::stamps(path)?;
+        let (new, cur) = scan::stamps(path).map_err(|e| {
+            if e.is_not_found() {
+                StoreError::NoMailbox(name.to_string())
+            } else {
+                e.into()
+            }
+        })?;
         let uidlist_path = path.join(uidlist::UIDLIST_NAME);
         let existing = self.indexed_mailbox(name)?;
         let now = SystemTime::now();

@@ -63,11 +63,7 @@ fn recreate(
         list.records = k
             .files
             .into_iter()
-            .map(|(uid, file_name)| UidRecord {
-                uid,
-                ext: vec![],
-                file_name,
-            })
+            .map(|(uid, file_name)| UidRecord::new(uid, file_name))
             .collect();
         if let Some(max) = list.records.iter().map(|r| r.uid).max() {
             list.next_uid = list.next_uid.max(max + 1);
@@ -132,11 +128,7 @@ pub(crate) fn assign(
                 reason: "UIDs exhausted (next UID would overflow)".into(),
             })?;
         by_base.insert(e.name.base.clone(), uid);
-        added.push(UidRecord {
-            uid,
-            ext: vec![],
-            file_name: e.file_name.clone(),
-        });
+        added.push(UidRecord::new(uid, e.file_name.clone()));
     }
 
     let stale = list
@@ -149,7 +141,7 @@ pub(crate) fn assign(
     // dropped only on a complete listing made under the lock (`entries` was listed before
     // the lock, so a file delivered since has a record but is missing from it).
     let compact = stale > 32 && stale * 4 > list.records.len();
-    let now_present = if compact || !existed {
+    let now_present = if compact || (!existed && stale > 0) {
         complete_listing(mailbox)?
     } else {
         None

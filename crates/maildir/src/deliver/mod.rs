@@ -40,6 +40,7 @@ pub struct TmpFile {
     dirty: bool,
     mtime: Option<SystemTime>,
     done: bool,
+    durable: bool,
 }
 
 /// A committed delivery.
@@ -78,6 +79,7 @@ impl TmpFile {
                         dirty: true,
                         mtime: None,
                         done: false,
+                        durable: true,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -124,10 +126,16 @@ impl TmpFile {
         })
     }
 
-    /// Flushes buffered bytes, applies the mtime, and fsyncs the file.
+    /// Whether [`TmpFile::sync`] and [`TmpFile::commit`] fsync the file and the folder
+    /// (default true). Off only where a crash may lose mail: tests and benchmarks.
+    pub fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
+    }
+
+    /// Flushes buffered bytes, applies the mtime, and fsyncs the file (when durable).
     pub fn sync(&mut self) -> Result<(), MaildirError> {
         let path = self.path.clone();
-        let mtime = self.mtime;
+        let (mtime, durable) = (self.mtime, self.durable);
         let out = self.out()?;
         out.flush()
             .map_err(|e| MaildirError::io("write", &path, e))?;
@@ -136,8 +144,10 @@ impl TmpFile {
             f.set_modified(t)
                 .map_err(|e| MaildirError::io("set mtime", &path, e))?;
         }
-        f.sync_all()
-            .map_err(|e| MaildirError::io("fsync", &path, e))?;
+        if durable {
+            f.sync_all()
+                .map_err(|e| MaildirError::io("fsync", &path, e))?;
+        }
         self.dirty = false;
         Ok(())
     }
@@ -188,7 +198,9 @@ impl TmpFile {
                             tracing::warn!(path = %self.path.display(), error = %e, "could not remove temporary file after link");
                         }
                     }
-                    fsync_dir(&dir)?;
+                    if self.durable {
+                        fsync_dir(&dir)?;
+                    }
                     return Ok(Delivered {
                         path: dest,
                         file_name,
