@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use maildex_index::{record::Meta, Built, MailboxRecord, MessageState};
+use maildex_index::{record::Meta, Built, IndexError, MailboxRecord, MessageState, Stamp, Writer};
 use maildex_maildir::filename::base_of;
 use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::{folder, scan, uidlist, Entry, Sub};
@@ -245,6 +245,13 @@ impl UserStore {
         report.updated += to_update.len();
 
         let (owned_name, uidvalidity) = (name.to_string(), assigned.uidvalidity);
+        let settle = |complete: bool| Settle {
+            next_uid: assigned.next_uid,
+            keywords: keywords.clone(),
+            stamps: complete.then(|| (stamp(listing.new), stamp(listing.cur), uidlist_stamp)),
+        };
+        // with nothing to parse, the mailbox record is settled in the same commit
+        let settle_now = to_add.is_empty().then(|| settle(complete));
         let id = self.index.write(move |w| {
             let id = w.create_mailbox(&owned_name, uidvalidity)?;
             let mut m = w.reader().require_mailbox(id)?;
@@ -261,6 +268,9 @@ impl UserStore {
             }
             for (uid, file_name, in_new, flags, kw) in to_update {
                 w.update_message(id, uid, flags, kw, &file_name, in_new)?;
+            }
+            if let Some(settle) = settle_now {
+                settle.apply(w, id)?;
             }
             Ok(id)
         })?;
@@ -292,18 +302,10 @@ impl UserStore {
             self.insert_batch(id, built)?;
         }
 
-        let next_uid = assigned.next_uid;
-        self.index.write(move |w| {
-            let mut m = w.reader().require_mailbox(id)?;
-            m.uid_next = m.uid_next.max(next_uid);
-            m.keywords = keywords;
-            if complete {
-                m.new_stamp = stamp(listing.new);
-                m.cur_stamp = stamp(listing.cur);
-                m.uidlist_stamp = uidlist_stamp;
-            }
-            w.put_mailbox(id, &m)
-        })?;
+        if !to_add.is_empty() {
+            let settle = settle(complete);
+            self.index.write(move |w| settle.apply(w, id))?;
+        }
         Ok(!again)
     }
 
@@ -325,6 +327,28 @@ impl UserStore {
                 other => return Ok(other?),
             }
         }
+    }
+}
+
+/// What a sync writes into the mailbox record at its end.
+struct Settle {
+    next_uid: u32,
+    keywords: Vec<String>,
+    /// Stamps of new/, cur/ and dovecot-uidlist, when the pass saw everything.
+    stamps: Option<(Stamp, Stamp, Stamp)>,
+}
+
+impl Settle {
+    fn apply(&self, w: &mut Writer<'_, '_>, id: u32) -> Result<(), IndexError> {
+        let mut m = w.reader().require_mailbox(id)?;
+        m.uid_next = m.uid_next.max(self.next_uid);
+        m.keywords.clone_from(&self.keywords);
+        if let Some((new, cur, uidlist)) = self.stamps {
+            m.new_stamp = new;
+            m.cur_stamp = cur;
+            m.uidlist_stamp = uidlist;
+        }
+        w.put_mailbox(id, &m)
     }
 }
 
