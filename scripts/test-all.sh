@@ -27,9 +27,13 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -q -- -D warnings
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 echo "== cargo test"
-cargo test --workspace --locked
+cargo test --workspace --locked 2>&1 | tee -a "$log"
 echo "== tests against a real Dovecot (ignored by plain cargo test: they need dovecot-core)"
-cargo test --workspace --locked -- --ignored
+cargo test --workspace --locked -- --ignored 2>&1 | tee -a "$log"
 echo "== benchmark smoke run (rebuild on 300 small messages)"
 cargo run -q --locked -p maildex-benches -- rebuild --messages 300 --scale 0.1
+# one closing line with the totals of both test runs
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
