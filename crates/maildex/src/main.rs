@@ -1,5 +1,6 @@
 //! `maildex`: the daemon and its admin commands.
 
+mod cmd_deliver;
 mod cmd_index;
 mod cmd_serve;
 mod cmd_user;
@@ -22,6 +23,9 @@ struct Cli {
 enum Command {
     /// Run the server (`--dev`: on its embedded default, with a demo user).
     Serve(cmd_serve::ServeArgs),
+    /// Deliver one message from stdin (postfix mailbox_command or pipe transport); exit
+    /// codes follow sysexits (75 retry, 67 unknown user).
+    Deliver(cmd_deliver::DeliverArgs),
     /// Inspect and maintain the per-user indexes.
     #[command(subcommand)]
     Index(IndexCommand),
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(a) => cmd_serve::run(&a),
+        Command::Deliver(a) => return cmd_deliver::run(&a),
         Command::Index(IndexCommand::Dump(a)) => cmd_index::dump(&a),
         Command::Index(IndexCommand::Rebuild(a)) => cmd_index::rebuild(&a),
         Command::Index(IndexCommand::Check(a)) => cmd_index::check(&a),

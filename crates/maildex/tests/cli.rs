@@ -180,3 +180,128 @@ fn a_missing_config_is_a_clear_error() {
         text(&o)
     );
 }
+
+/// Files in one Maildir folder's `new/`.
+fn new_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    fs::read_dir(dir.join("new"))
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn deliver_as_an_lda_with_sysexits() {
+    let (dir, config) = setup();
+    let o = maildex(
+        &config,
+        &["user", "add", "alice@example.org", "--password-stdin"],
+        Some("pw\n"),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let maildir = dir.path().join("mail/example.org/alice/Maildir");
+    let msg = "From: bob@example.net\nSubject: hi\n\nhello\n";
+
+    // unknown user: 67 (EX_NOUSER), postfix bounces; nothing is written
+    let o = maildex(
+        &config,
+        &["deliver", "--user", "nobody@example.org"],
+        Some(msg),
+    );
+    assert_eq!(o.status.code(), Some(67), "{}", text(&o));
+    assert!(text(&o).contains("unknown user"), "{}", text(&o));
+    assert!(!dir.path().join("mail/example.org/nobody").exists());
+
+    // delivered, with the envelope written as Dovecot's deliver writes it
+    let o = maildex(
+        &config,
+        &[
+            "deliver",
+            "-u",
+            "alice@example.org",
+            "-f",
+            "<bob@example.net>",
+            "-a",
+            "alice@example.org",
+        ],
+        Some(msg),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let files = new_files(&maildir);
+    assert_eq!(files.len(), 1);
+    let got = fs::read_to_string(&files[0]).unwrap();
+    assert_eq!(
+        got,
+        format!("Return-Path: <bob@example.net>\nDelivered-To: alice@example.org\n{msg}")
+    );
+
+    // a mailbox that does not exist means INBOX; one that exists gets the message
+    let o = maildex(
+        &config,
+        &["deliver", "-u", "alice@example.org", "-m", "Nope"],
+        Some(msg),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(new_files(&maildir).len(), 2);
+    for sub in ["cur", "new", "tmp"] {
+        fs::create_dir_all(maildir.join(".Lists").join(sub)).unwrap();
+    }
+    let o = maildex(
+        &config,
+        &["deliver", "-u", "alice@example.org", "-m", "Lists"],
+        Some(msg),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(new_files(&maildir.join(".Lists")).len(), 1);
+
+    // an envelope address cannot inject header lines
+    let o = maildex(
+        &config,
+        &[
+            "deliver",
+            "-u",
+            "alice@example.org",
+            "-f",
+            "x@y\nX-Injected: 1",
+        ],
+        Some(msg),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for f in new_files(&maildir) {
+        assert!(
+            !fs::read_to_string(&f).unwrap().contains("\nX-Injected"),
+            "{}",
+            f.display()
+        );
+    }
+
+    // no message: 65 (EX_DATAERR)
+    let o = maildex(&config, &["deliver", "-u", "alice@example.org"], Some(""));
+    assert_eq!(o.status.code(), Some(65), "{}", text(&o));
+
+    // everything delivered is indexed
+    let o = maildex(&config, &["index", "check", "--all"], None);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn deliver_fails_temporarily_when_the_spool_is_unusable() {
+    let (dir, config) = setup();
+    let o = maildex(
+        &config,
+        &["user", "add", "carol@example.org", "--password-stdin"],
+        Some("pw\n"),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    // a file where the mail folder should be: 75 (EX_TEMPFAIL), postfix keeps the message
+    fs::write(dir.path().join("mail"), b"").unwrap();
+    let o = maildex(
+        &config,
+        &["deliver", "-u", "carol@example.org"],
+        Some("Subject: x\n\nbody\n"),
+    );
+    assert_eq!(o.status.code(), Some(75), "{}", text(&o));
+    assert!(
+        text(&o).contains("mail"),
+        "the error names the path: {}",
+        text(&o)
+    );
+}

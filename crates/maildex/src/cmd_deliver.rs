@@ -1,0 +1,121 @@
+//! `maildex deliver`: a local delivery agent for postfix's `mailbox_command` or a `pipe`
+//! transport. Reads one message on stdin and delivers it through the store's one write
+//! path (file, dovecot-uidlist and index), streaming: the message is never held whole.
+//!
+//! Exit codes are sysexits(3), which postfix maps to retry or bounce: 0 delivered,
+//! 64 EX_USAGE, 65 EX_DATAERR (empty message), 67 EX_NOUSER (unknown user, bounced),
+//! 75 EX_TEMPFAIL (anything that may pass later: I/O, a full disk, a busy lock; postfix
+//! keeps the message and retries), 78 EX_CONFIG.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use maildex_store::{DeliverOptions, StoreError};
+
+use crate::common::{load_config, open_store};
+
+/// sysexits(3) codes.
+pub mod sysexits {
+    /// Delivered.
+    pub const OK: u8 = 0;
+    /// Command line usage error.
+    pub const USAGE: u8 = 64;
+    /// The input is not a message.
+    pub const DATAERR: u8 = 65;
+    /// No such user: postfix bounces.
+    pub const NOUSER: u8 = 67;
+    /// Temporary failure: postfix retries later.
+    pub const TEMPFAIL: u8 = 75;
+    /// Configuration error (postfix retries: the admin can fix it).
+    pub const CONFIG: u8 = 78;
+}
+
+#[derive(Args, Debug)]
+pub struct DeliverArgs {
+    /// Configuration file (TOML).
+    #[arg(long, short = 'c', default_value = maildex_config::DEFAULT_CONFIG_PATH, env = "MAILDEX_CONFIG")]
+    pub config: PathBuf,
+    /// Recipient's login name (postfix: `${user}@${domain}` or `${recipient}`).
+    #[arg(long, short = 'u')]
+    pub user: String,
+    /// Mailbox to deliver to; a mailbox that does not exist means INBOX (as Dovecot's
+    /// deliver does without autocreate).
+    #[arg(long, short = 'm', default_value = "INBOX")]
+    pub mailbox: String,
+    /// Envelope sender, written as a Return-Path header (postfix: `${sender}`).
+    #[arg(long, short = 'f')]
+    pub from: Option<String>,
+    /// Envelope recipient, written as a Delivered-To header (postfix: `${original_recipient}`).
+    #[arg(long, short = 'a')]
+    pub recipient: Option<String>,
+}
+
+/// Header lines to prepend, as Dovecot's deliver writes them. CR, LF and NUL are dropped
+/// from the values so an envelope address cannot inject header lines.
+fn trace_headers(a: &DeliverArgs) -> Vec<u8> {
+    let clean = |s: &str| {
+        s.chars()
+            .filter(|c| !matches!(c, '\r' | '\n' | '\0'))
+            .collect::<String>()
+    };
+    let mut out = String::new();
+    if let Some(from) = &a.from {
+        let from = clean(from);
+        let from = from.trim_start_matches('<').trim_end_matches('>');
+        out.push_str(&format!("Return-Path: <{from}>\n"));
+    }
+    if let Some(rcpt) = &a.recipient {
+        out.push_str(&format!("Delivered-To: {}\n", clean(rcpt)));
+    }
+    out.into_bytes()
+}
+
+pub fn run(a: &DeliverArgs) -> ExitCode {
+    let (code, message) = deliver(a);
+    if code != sysexits::OK {
+        // postfix puts this line in the bounce or in its log
+        eprintln!("maildex deliver: {message}");
+    }
+    ExitCode::from(code)
+}
+
+fn deliver(a: &DeliverArgs) -> (u8, String) {
+    let config = match load_config(&a.config) {
+        Ok(c) => c,
+        Err(e) => return (sysexits::CONFIG, format!("{e:#}")),
+    };
+    let users = match maildex_auth::UsersFile::load(&config.auth.users_file) {
+        Ok(u) => u,
+        Err(e) => return (sysexits::TEMPFAIL, e.to_string()),
+    };
+    if users.lookup(&a.user).is_none() {
+        return (sysexits::NOUSER, format!("5.1.1 unknown user {}", a.user));
+    }
+    let store = match open_store(&config, &a.user) {
+        Ok(s) => s,
+        Err(e) => return (sysexits::TEMPFAIL, format!("{e:#}")),
+    };
+    let mailbox = match store.mailbox_path(&a.mailbox) {
+        Ok(p) if p.join("cur").is_dir() => a.mailbox.as_str(),
+        Ok(_) => "INBOX",
+        Err(e) => return (sysexits::USAGE, e.to_string()),
+    };
+    let mut stdin = BufReader::with_capacity(64 * 1024, std::io::stdin().lock());
+    match stdin.fill_buf() {
+        Ok([]) => return (sysexits::DATAERR, "empty message on stdin".into()),
+        Ok(_) => {}
+        Err(e) => return (sysexits::TEMPFAIL, format!("reading stdin: {e}")),
+    }
+    let mut message = std::io::Cursor::new(trace_headers(a)).chain(stdin);
+    match store.deliver(mailbox, &mut message, &DeliverOptions::default()) {
+        Ok(d) => (
+            sysexits::OK,
+            format!("delivered to {mailbox} as UID {}", d.uid),
+        ),
+        // the mailbox vanished between the check and the delivery: postfix retries
+        Err(e @ StoreError::NoMailbox(_)) => (sysexits::TEMPFAIL, e.to_string()),
+        Err(e) => (sysexits::TEMPFAIL, format!("4.3.0 {e}")),
+    }
+}
