@@ -324,6 +324,23 @@ impl Index {
             .map_err(|_| IndexError::Internal("write result of unexpected type".into()))
     }
 
+    /// [`Index::write`] for an operation that can run more than once: when it meets a full
+    /// map (which the commit then grows), it is run again, up to three times.
+    pub fn write_retrying<R: Send + 'static>(
+        &self,
+        f: impl Fn(&mut Writer<'_, '_>) -> Result<R, IndexError> + Send + Sync + 'static,
+    ) -> Result<R, IndexError> {
+        let f = Arc::new(f);
+        let mut tries = 0;
+        loop {
+            let op = Arc::clone(&f);
+            match self.write(move |w| op(w)) {
+                Err(e) if e.is_retryable() && tries < 3 => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
     fn run_batch(&self, batch: Vec<Pending>) {
         if let Err(e) = self.grow_if_needed() {
             tracing::warn!(index = %self.path.display(), error = %e, "could not grow the LMDB map");

@@ -18,7 +18,7 @@ mod txn;
 use std::path::{Path, PathBuf};
 
 pub use env::{compact, lock_exclusive, Index, OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE};
-pub use record::{build, Built, Meta, HOT_HEADERS};
+pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord, PartRecord,
     Stamp,

@@ -41,23 +41,6 @@ pub const HOT_HEADERS: &[&[u8]] = &[
     b"x-k9mail-identity",
 ];
 
-/// What [`build`] needs besides the file.
-#[derive(Clone, Debug, Default)]
-pub struct Meta {
-    /// File name in new/ or cur/.
-    pub file_name: String,
-    /// True while in new/.
-    pub in_new: bool,
-    /// System flag bits ([`crate::flag`]).
-    pub flags: u8,
-    /// Keyword bits.
-    pub keywords: u32,
-    /// INTERNALDATE (seconds since the epoch).
-    pub internal_date: i64,
-    /// Save date (seconds since the epoch).
-    pub save_date: i64,
-}
-
 /// A record ready for [`crate::Writer::insert_message`].
 #[derive(Clone, Debug)]
 pub struct Built {
@@ -91,8 +74,9 @@ fn slice(bytes: &[u8], start: u64, end: u64) -> &[u8] {
     bytes.get(s..e.max(s)).unwrap_or_default()
 }
 
-/// Builds the record of one message from the file's bytes and its summary.
-pub fn build(file: &[u8], summary: &Summary, meta: Meta) -> Result<Built, IndexError> {
+/// Builds the record of one message from the file's bytes and its summary. `state` carries
+/// what the caller knows (name, flags, dates); the sizes come from the summary.
+pub fn build(file: &[u8], summary: &Summary, state: MessageState) -> Result<Built, IndexError> {
     let parts = part_record(&summary.root);
     let root_header = slice(file, summary.root.header_start, summary.root.body_start);
 
@@ -110,15 +94,9 @@ pub fn build(file: &[u8], summary: &Summary, meta: Meta) -> Result<Built, IndexE
 
     let record = MessageRecord {
         state: MessageState {
-            file_name: meta.file_name,
-            in_new: meta.in_new,
-            flags: meta.flags,
-            keywords: meta.keywords,
-            modseq: 0,
-            internal_date: meta.internal_date,
-            save_date: meta.save_date,
             size: summary.size,
             vsize: summary.vsize,
+            ..state
         },
         cached: Cached {
             hot_headers,

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use maildex_index::{flag, record::Meta, Built, Stamp};
+use maildex_index::{flag, Built, MessageState, Stamp};
 use maildex_maildir::{DirStamp, Flags};
 
 use crate::StoreError;
@@ -60,27 +60,27 @@ const READ_LIMIT: u64 = 256 * 1024;
 
 /// Reads a message file and builds its index record. INTERNALDATE is the file's mtime, as
 /// Dovecot keeps it for Maildir.
-pub(crate) fn index_file(path: &Path, mut meta: Meta) -> Result<Built, StoreError> {
+pub(crate) fn index_file(path: &Path, mut state: MessageState) -> Result<Built, StoreError> {
     let mut file = File::open(path).map_err(|e| StoreError::io(path, e))?;
     let md = file.metadata().map_err(|e| StoreError::io(path, e))?;
-    meta.internal_date = md.mtime();
+    state.internal_date = md.mtime();
     if md.len() <= READ_LIMIT {
         let mut bytes = Vec::with_capacity(md.len() as usize);
         file.read_to_end(&mut bytes)
             .map_err(|e| StoreError::io(path, e))?;
-        build(&bytes, meta)
+        build(&bytes, state)
     } else {
         // SAFETY: Maildir message files are written once in tmp/ and never modified after
         // the rename (every Maildir tool, Dovecot included, relies on this); a tool that
         // truncated one in place while we map it could fault us, as it would Dovecot.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
-        build(&map, meta)
+        build(&map, state)
     }
 }
 
-pub(crate) fn build(bytes: &[u8], meta: Meta) -> Result<Built, StoreError> {
+pub(crate) fn build(bytes: &[u8], state: MessageState) -> Result<Built, StoreError> {
     let summary = maildex_mime::summarize(bytes);
-    Ok(maildex_index::build(bytes, &summary, meta)?)
+    Ok(maildex_index::build(bytes, &summary, state)?)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::path::Path;
 use std::time::SystemTime;
 
-use maildex_index::record::Meta;
+use maildex_index::MessageState;
 use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::{deliver, Delivered, Flags, Keywords, Sub, TmpFile, UidRecord, UidlistLock};
 
@@ -80,15 +80,14 @@ impl UserStore {
         } else {
             Sub::Cur
         };
-        let meta = Meta {
-            file_name: String::new(),
+        let state = MessageState {
             in_new: sub == Sub::New,
             flags: flag_bits(opts.flags),
             keywords: keywords.0,
-            internal_date: 0, // read from the file
             save_date: convert::now_secs(),
+            ..MessageState::default()
         };
-        let mut built = convert::index_file(tmp.path(), meta)?;
+        let mut built = convert::index_file(tmp.path(), state)?;
         // the index's keyword table follows dovecot-keywords in the same commit
         let keyword_table = if opts.keywords.is_empty() {
             None
@@ -130,37 +129,27 @@ impl UserStore {
             return Err(StoreError::NoMailbox(name.to_string()));
         };
         let base = delivered.name.base.clone();
-        let shared = std::sync::Arc::new((built, keyword_table, base));
-        let mut tries = 0;
-        let committed = loop {
-            let shared = std::sync::Arc::clone(&shared);
-            // checked in the transaction that writes: another process may have re-indexed the
-            // mailbox under a new UIDVALIDITY, or the UID may already name another file (a
-            // uidlist restored from a backup); then a full sync settles it instead
-            let r = self.index.write(move |w| {
-                let (built, keyword_table, base) = &*shared;
-                let m = w.reader().require_mailbox(id)?;
-                if m.uidvalidity != uidvalidity {
+        // checked in the transaction that writes: another process may have re-indexed the
+        // mailbox under a new UIDVALIDITY, or the UID may already name another file (a
+        // uidlist restored from a backup); then a full sync settles it instead
+        let committed = self.index.write_retrying(move |w| {
+            let m = w.reader().require_mailbox(id)?;
+            if m.uidvalidity != uidvalidity {
+                return Ok(None);
+            }
+            if let Some(old) = w.reader().state(id, uid)? {
+                if maildex_maildir::filename::base_of(&old.file_name) != base {
                     return Ok(None);
                 }
-                if let Some(old) = w.reader().state(id, uid)? {
-                    if maildex_maildir::filename::base_of(&old.file_name) != base {
-                        return Ok(None);
-                    }
-                }
-                if let Some(table) = keyword_table.as_ref().filter(|t| **t != m.keywords) {
-                    let mut m = m;
-                    m.keywords = table.clone();
-                    w.put_mailbox(id, &m)?;
-                }
-                w.insert_message(id, uid, built.record.clone(), built.headers.clone())
-                    .map(Some)
-            });
-            match r {
-                Err(e) if e.is_retryable() && tries < 3 => tries += 1,
-                other => break other?,
             }
-        };
+            if let Some(table) = keyword_table.as_ref().filter(|t| **t != m.keywords) {
+                let mut m = m;
+                m.keywords = table.clone();
+                w.put_mailbox(id, &m)?;
+            }
+            w.insert_message(id, uid, built.record.clone(), built.headers.clone())
+                .map(Some)
+        })?;
         let Some(modseq) = committed else {
             tracing::warn!(
                 mailbox = name,

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use maildex_index::{record::Meta, Built, IndexError, MailboxRecord, MessageState, Stamp, Writer};
+use maildex_index::{Built, IndexError, MailboxRecord, MessageState, Stamp, Writer};
 use maildex_maildir::filename::base_of;
 use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::{folder, scan, uidlist, Entry, Sub};
@@ -279,7 +279,7 @@ impl UserStore {
             let mut built: Vec<(u32, Built)> = Vec::with_capacity(chunk.len());
             for (uid, e) in chunk {
                 let file = e.sub.path(path).join(&e.file_name);
-                match convert::index_file(&file, entry_meta(e)) {
+                match convert::index_file(&file, entry_state(e)) {
                     Ok(b) => built.push((*uid, b)),
                     Err(StoreError::Io { source, .. })
                         if source.kind() == std::io::ErrorKind::NotFound
@@ -309,24 +309,15 @@ impl UserStore {
         Ok(!again)
     }
 
-    /// Inserts built records in one write, retrying once the map has grown.
+    /// Inserts built records in one write (run again if the map had to grow).
     pub(crate) fn insert_batch(&self, id: u32, built: Vec<(u32, Built)>) -> Result<(), StoreError> {
-        let built = std::sync::Arc::new(built);
-        let mut tries = 0;
-        loop {
-            let batch = std::sync::Arc::clone(&built);
-            let r = self.index.write(move |w| {
-                let items = batch
-                    .iter()
-                    .map(|(uid, b)| (*uid, b.record.clone(), b.headers.clone()))
-                    .collect();
-                w.insert_messages(id, items).map(drop)
-            });
-            match r {
-                Err(e) if e.is_retryable() && tries < 3 => tries += 1,
-                other => return Ok(other?),
-            }
-        }
+        Ok(self.index.write_retrying(move |w| {
+            let items = built
+                .iter()
+                .map(|(uid, b)| (*uid, b.record.clone(), b.headers.clone()))
+                .collect();
+            w.insert_messages(id, items).map(drop)
+        })?)
     }
 }
 
@@ -352,14 +343,15 @@ impl Settle {
     }
 }
 
-fn entry_meta(e: &Entry) -> Meta {
-    Meta {
+/// What a listing tells of a file before it is read (size and date come from the file).
+fn entry_state(e: &Entry) -> MessageState {
+    MessageState {
         file_name: e.file_name.clone(),
         in_new: e.sub == Sub::New,
         flags: flag_bits(e.name.flags),
         keywords: e.name.keywords.0,
-        internal_date: 0,
         save_date: convert::now_secs(),
+        ..MessageState::default()
     }
 }
 
