@@ -70,10 +70,12 @@ impl UserStore {
         tmp.set_mtime(opts.internal_date.unwrap_or_else(SystemTime::now));
         tmp.set_durable(self.opts.fsync);
         tmp.sync()?;
-        let keywords = if opts.keywords.is_empty() {
-            Keywords::EMPTY
+        // the index's keyword table follows dovecot-keywords in the same commit
+        let (keywords, keyword_table) = if opts.keywords.is_empty() {
+            (Keywords::EMPTY, None)
         } else {
-            self.keyword_bits(name, &path, &opts.keywords)?
+            let (bits, table) = self.keyword_bits(name, &path, &opts.keywords)?;
+            (bits, Some(table))
         };
         let sub = if opts.flags.is_empty() && keywords.is_empty() {
             Sub::New
@@ -88,12 +90,6 @@ impl UserStore {
             ..MessageState::default()
         };
         let mut built = convert::index_file(tmp.path(), state)?;
-        // the index's keyword table follows dovecot-keywords in the same commit
-        let keyword_table = if opts.keywords.is_empty() {
-            None
-        } else {
-            Some(crate::sync::keyword_names(&path)?)
-        };
         // nothing after the rename may fail without removing the file again (below)
         let delivered = tmp.commit(sub, opts.flags, keywords)?;
         built.record.state.file_name = delivered.file_name.clone();
@@ -224,7 +220,7 @@ impl UserStore {
         })
     }
 
-    /// Letters for keyword names, adding new names to dovecot-keywords (at most 26, the
+    /// Letters for keyword names (and the resulting name table), adding new names to dovecot-keywords (at most 26, the
     /// Maildir limit; further keywords are dropped with a warning, as Dovecot does). New
     /// names are written under the dovecot-uidlist lock, which is what guards
     /// dovecot-keywords in Dovecot too.
@@ -233,14 +229,14 @@ impl UserStore {
         name: &str,
         path: &Path,
         names: &[String],
-    ) -> Result<Keywords, StoreError> {
-        let map = KeywordMap::read(path)?;
+    ) -> Result<(Keywords, Vec<String>), StoreError> {
+        let mut map = KeywordMap::read(path)?;
         let letters =
             |map: &KeywordMap| names.iter().map(|kw| map.letter_of(kw)).collect::<Vec<_>>();
         let mut found = letters(&map);
         if found.iter().any(Option::is_none) {
             let _lock = UidlistLock::acquire(path, self.opts.lock_timeout)?;
-            let mut map = KeywordMap::read(path)?;
+            map = KeywordMap::read(path)?;
             for kw in names {
                 if map.letter_of(kw).is_none() && map.get_or_add(kw).is_none() {
                     tracing::warn!(mailbox = name, keyword = %kw, "all 26 Maildir keyword letters are in use; keyword not stored");
@@ -257,6 +253,6 @@ impl UserStore {
         {
             bits.insert(i);
         }
-        Ok(bits)
+        Ok((bits, crate::sync::names_of(&map)))
     }
 }

@@ -357,14 +357,18 @@ fn entry_state(e: &Entry) -> MessageState {
 
 /// Keyword names by letter index, from dovecot-keywords.
 pub(crate) fn keyword_names(path: &Path) -> Result<Vec<String>, StoreError> {
-    let map = KeywordMap::read(path)?;
+    Ok(names_of(&KeywordMap::read(path)?))
+}
+
+/// Keyword names by letter index (empty for an unused letter, none after the last used).
+pub(crate) fn names_of(map: &KeywordMap) -> Vec<String> {
     let mut names: Vec<String> = (b'a'..=b'z')
         .map(|l| map.name_of(l).unwrap_or_default().to_string())
         .collect();
     while names.last().is_some_and(String::is_empty) {
         names.pop();
     }
-    Ok(names)
+    names
 }
 
 /// Splits the listing into files to index, renamed files and UIDs whose file is gone.
