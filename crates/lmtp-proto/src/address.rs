@@ -26,8 +26,14 @@ impl Address {
     pub fn split_detail(&self, delimiters: &str) -> (&str, Option<&str>) {
         match self.local_part.find(|c| delimiters.contains(c)) {
             Some(i) => {
-                let delim_len = self.local_part[i..].chars().next().map_or(1, char::len_utf8);
-                (&self.local_part[..i], Some(&self.local_part[i + delim_len..]))
+                let delim_len = self.local_part[i..]
+                    .chars()
+                    .next()
+                    .map_or(1, char::len_utf8);
+                (
+                    &self.local_part[..i],
+                    Some(&self.local_part[i + delim_len..]),
+                )
             }
             None => (&self.local_part, None),
         }
@@ -109,8 +115,8 @@ pub(crate) fn parse_path(
             if !is_domain(domain) {
                 return Err(PathError("Invalid domain"));
             }
-            let domain = String::from_utf8(domain.to_vec())
-                .map_err(|_| PathError("Domain is not UTF-8"))?;
+            let domain =
+                String::from_utf8(domain.to_vec()).map_err(|_| PathError("Domain is not UTF-8"))?;
             Ok((
                 Some(Address {
                     local_part: local,

@@ -52,7 +52,11 @@ impl Decoder {
     /// (RFC 5321 §4.5.3.1.6: 1000 octets including CRLF).
     pub(crate) fn new(dot_stuffed: bool, max_line: usize) -> Self {
         Decoder {
-            state: if dot_stuffed { State::LineStart } else { State::Mid },
+            state: if dot_stuffed {
+                State::LineStart
+            } else {
+                State::Mid
+            },
             dot_stuffed,
             line_len: 0,
             max_text: max_line.saturating_sub(2),

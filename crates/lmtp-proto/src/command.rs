@@ -20,7 +20,10 @@ pub(crate) enum Command {
     /// `DATA`.
     Data,
     /// `BDAT <size> [LAST]` (RFC 3030 §2).
-    Bdat { size: u64, last: bool },
+    Bdat {
+        size: u64,
+        last: bool,
+    },
     Rset,
     Noop,
     Quit,
@@ -112,7 +115,10 @@ fn keyword<'a>(args: &'a [u8], kw: &[u8]) -> Option<&'a [u8]> {
 
 /// Splits `SP`-separated `keyword[=value]` parameters (RFC 5321 §4.1.2
 /// Mail-parameters), tolerating repeated blanks.
-fn params(rest: &[u8]) -> Result<Vec<(Vec<u8>, Option<&[u8]>)>, CommandError> {
+/// A parameter: upper-cased keyword and its value, if any.
+type Param<'a> = (Vec<u8>, Option<&'a [u8]>);
+
+fn params(rest: &[u8]) -> Result<Vec<Param<'_>>, CommandError> {
     if !rest.is_empty() && rest[0] != b' ' {
         return Err(CommandError::Syntax("Space expected after the address"));
     }
@@ -135,7 +141,7 @@ fn parse_mail(args: &[u8]) -> Result<Command, CommandError> {
     let mut body = None;
     for (name, value) in params(rest)? {
         match (name.as_slice(), value) {
-            // RFC 1870 §6: SIZE=<decimal octets>, at most 20 digits.
+            // RFC 1870 §3: SIZE=<decimal octets>, at most 20 digits.
             (b"SIZE", Some(v)) => {
                 if size.is_some() {
                     return Err(CommandError::Syntax("Duplicate SIZE parameter"));
@@ -205,7 +211,7 @@ fn parse_bdat(args: &[u8]) -> Result<Command, CommandError> {
     Ok(Command::Bdat { size, last })
 }
 
-/// 1*20DIGIT as u64 (RFC 1870 §6 caps SIZE at 20 digits); `None` on overflow.
+/// 1*20DIGIT as u64 (RFC 1870 §3 caps SIZE at 20 digits); `None` on overflow.
 fn parse_decimal(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
         return None;
@@ -228,7 +234,10 @@ mod tests {
         else {
             panic!("not MAIL: {c:?}");
         };
-        assert_eq!(reverse_path.map(|a| a.to_string()).as_deref(), Some("a@b.c"));
+        assert_eq!(
+            reverse_path.map(|a| a.to_string()).as_deref(),
+            Some("a@b.c")
+        );
         assert_eq!(size, Some(1234));
         assert!(body_8bit);
         assert!(matches!(
@@ -247,7 +256,10 @@ mod tests {
             parse(b"MAIL FROM:<a@b> RET=FULL"),
             Err(CommandError::UnknownParameter("RET".into()))
         );
-        assert!(matches!(parse(b"MAIL FROM:<a@b> SIZE=x"), Err(CommandError::Syntax(_))));
+        assert!(matches!(
+            parse(b"MAIL FROM:<a@b> SIZE=x"),
+            Err(CommandError::Syntax(_))
+        ));
         assert!(matches!(
             parse(b"MAIL FROM:<a@b> SIZE=99999999999999999999999"),
             Err(CommandError::Syntax(_))
@@ -260,8 +272,14 @@ mod tests {
             parse(b"MAIL FROM:<a@b> BODY=BINARYMIME"),
             Err(CommandError::Syntax(_))
         ));
-        assert!(matches!(parse(b"MAIL FROM:<a@b>SIZE=1"), Err(CommandError::Syntax(_))));
-        assert!(matches!(parse(b"MAIL TO:<a@b>"), Err(CommandError::Syntax(_))));
+        assert!(matches!(
+            parse(b"MAIL FROM:<a@b>SIZE=1"),
+            Err(CommandError::Syntax(_))
+        ));
+        assert!(matches!(
+            parse(b"MAIL TO:<a@b>"),
+            Err(CommandError::Syntax(_))
+        ));
     }
 
     #[test]
@@ -276,16 +294,37 @@ mod tests {
 
     #[test]
     fn bdat_forms() {
-        assert_eq!(parse(b"BDAT 10"), Ok(Command::Bdat { size: 10, last: false }));
-        assert_eq!(parse(b"bdat 0 last"), Ok(Command::Bdat { size: 0, last: true }));
-        for bad in [&b"BDAT"[..], b"BDAT x", b"BDAT -1", b"BDAT 1 FIRST", b"BDAT 1 LAST x"] {
+        assert_eq!(
+            parse(b"BDAT 10"),
+            Ok(Command::Bdat {
+                size: 10,
+                last: false
+            })
+        );
+        assert_eq!(
+            parse(b"bdat 0 last"),
+            Ok(Command::Bdat {
+                size: 0,
+                last: true
+            })
+        );
+        for bad in [
+            &b"BDAT"[..],
+            b"BDAT x",
+            b"BDAT -1",
+            b"BDAT 1 FIRST",
+            b"BDAT 1 LAST x",
+        ] {
             assert_eq!(parse(bad), Err(CommandError::BdatSize));
         }
     }
 
     #[test]
     fn simple_verbs() {
-        assert_eq!(parse(b"LHLO  mx.example"), Ok(Command::Lhlo("mx.example".into())));
+        assert_eq!(
+            parse(b"LHLO  mx.example"),
+            Ok(Command::Lhlo("mx.example".into()))
+        );
         assert!(matches!(parse(b"LHLO"), Err(CommandError::Syntax(_))));
         assert_eq!(parse(b"EHLO x"), Ok(Command::HeloEhlo));
         assert_eq!(parse(b"NOOP whatever"), Ok(Command::Noop));

@@ -45,8 +45,28 @@
 //! [`Limits::max_line`] octets. Bytes fed but not yet drained stay buffered,
 //! so feed one socket read, then drain.
 //!
-//! Behaviour decisions are documented on [`Session`] and in the `body`
-//! module (line ends, dot-stuffing, long lines).
+//! # Message data
+//!
+//! [`Event::Data`] carries the message as maildex stores it (Maildir
+//! files with LF line ends):
+//! - CRLF becomes LF. A bare LF is taken as a line end too (RFC 5321 §2.3.8
+//!   forbids it; postfix and Dovecot accept it), also in command lines and
+//!   in the DATA terminator (`LF "." LF` ends the message). A bare CR not
+//!   followed by LF is kept as is.
+//! - DATA: one leading "." of a line is removed (RFC 5321 §4.5.2), the line
+//!   "." ends the message and is not passed on; the line end before it is
+//!   part of the message (§4.1.1.4).
+//! - BDAT (RFC 3030): no dot handling; a lone "." is data; a CRLF split
+//!   between two chunks is one line end; a final bare CR is kept.
+//! - NUL and 8-bit bytes pass through.
+//! - Lines longer than [`Limits::max_line`] are accepted (as Dovecot and
+//!   postfix do) and counted in [`DataSummary::long_lines`].
+//! - Size is counted in CRLF form; past [`Limits::max_message_size`] the
+//!   session sends [`Event::MessageTooBig`], reads the message to its end
+//!   and answers `552 5.3.4` for each recipient (RFC 1870 §6). BDAT
+//!   chunks before the LAST one are still answered `250`.
+//!
+//! Other rules (command order, reply codes) are listed on [`Session`].
 
 mod address;
 mod body;
@@ -63,7 +83,7 @@ pub use session::Session;
 pub struct Limits {
     /// Largest message accepted, in octets with CRLF line ends (the size
     /// RFC 1870 SIZE speaks of). Advertised as `SIZE <n>` in the LHLO reply;
-    /// 0 means no limit (RFC 1870 §4).
+    /// 0 means no limit (RFC 1870 §3).
     pub max_message_size: u64,
     /// Most accepted recipients per transaction; more get `452 4.5.3`
     /// (RFC 5321 §4.5.3.1.8 asks for at least 100).
@@ -114,7 +134,8 @@ pub enum Event {
     /// the transaction begins). Open the delivery files now.
     DataStart,
     /// A piece of the message, dot-unstuffed (DATA only) and with LF line
-    /// ends; the pieces together are the message. Never empty.
+    /// ends (see "Message data" above); the pieces together are the message.
+    /// Never empty; an empty message gives no `Data` at all.
     Data(Vec<u8>),
     /// The whole message was received. Deliver it to every accepted
     /// recipient, then call [`Session::data_results`] with one outcome per
@@ -123,10 +144,11 @@ pub enum Event {
     /// The message passed [`Limits::max_message_size`]: discard what was
     /// written. No more `Data` and no `DataEnd` follow for this transaction;
     /// the session reads the rest of the message and answers `552 5.3.4` for
-    /// every recipient by itself (RFC 1870 §6.3).
+    /// every recipient by itself (RFC 1870 §6).
     MessageTooBig,
-    /// The open transaction was abandoned (RSET, LHLO, QUIT or a failed
-    /// BDAT): forget its recipients and delete anything written for it.
+    /// The open transaction was abandoned (RSET, LHLO, QUIT, or just before
+    /// a [`ProtoError`]): forget its recipients and delete anything written
+    /// for it.
     Reset,
     /// QUIT was answered (the `221` reply came just before). Close the
     /// connection; the session yields nothing more.

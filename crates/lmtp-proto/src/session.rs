@@ -34,17 +34,18 @@ const SYNTAX: Enhanced = Enhanced::new(5, 5, 4);
 ///   (RFC 3030 §3). A refused BDAT still consumes its chunk (RFC 3030 §2).
 /// - Unknown verb `500 5.5.2`; bad arguments `501 5.5.4`; unknown MAIL or
 ///   RCPT parameter `555 5.5.4` (RFC 5321 §4.1.1.11); MAIL `SIZE=` over the
-///   limit `552 5.3.4` (RFC 1870 §6.1); accepted recipients beyond
+///   limit `552 5.3.4` (RFC 1870 §6); accepted recipients beyond
 ///   [`Limits::max_recipients`] `452 4.5.3` (RFC 5321 §4.5.3.1.10).
 /// - Command lines end with CRLF or a bare LF. Over 512 octets
 ///   (RFC 5321 §4.5.3.1.4) they get `500 5.5.2 Line too long`; over
 ///   [`Limits::max_line`] the session ends ([`ProtoError::LineTooLong`]).
-/// - Message bodies: see [`Event::Data`] and the line-end rules in the crate
-///   docs; a message over [`Limits::max_message_size`] is read to its end and
-///   refused with `552 5.3.4` per recipient ([`Event::MessageTooBig`]).
+/// - Message bodies: see "Message data" in the crate docs; a message over
+///   [`Limits::max_message_size`] is read to its end and refused with
+///   `552 5.3.4` per recipient ([`Event::MessageTooBig`]).
 /// - After the message: one reply per accepted recipient, in RCPT order
-///   (RFC 2033 §4.2), for DATA and for BDAT LAST alike (RFC 2033 §4.3 with
-///   RFC 3030). Non-LAST chunks get `250 2.0.0 <n> octets received`.
+///   (RFC 2033 §4.2), for DATA and alike for BDAT LAST, which ends the
+///   message under RFC 3030 §2. Non-LAST chunks get
+///   `250 2.0.0 <n> octets received`.
 #[derive(Debug)]
 pub struct Session {
     limits: Limits,
@@ -315,8 +316,8 @@ impl Session {
     }
 
     fn too_long_fatal(&mut self) {
-        self.push_reply(500, Enhanced::new(5, 5, 2), "Line too long");
         self.reset();
+        self.push_reply(500, Enhanced::new(5, 5, 2), "Line too long");
         self.phase = Phase::Failing(ProtoError::LineTooLong {
             limit: self.limits.max_line,
         });
@@ -333,8 +334,8 @@ impl Session {
                 return self.push_reply(555, SYNTAX, &format!("Unsupported parameter {p}"));
             }
             Err(CommandError::BdatSize) => {
-                self.push_reply(501, SYNTAX, "Invalid BDAT chunk size");
                 self.reset();
+                self.push_reply(501, SYNTAX, "Invalid BDAT chunk size");
                 self.phase = Phase::Failing(ProtoError::BadChunkSize);
                 return;
             }
@@ -411,7 +412,7 @@ impl Session {
     fn lhlo(&mut self, name: String) {
         self.reset();
         self.lhlo = Some(name);
-        // RFC 2033 §4.1 LHLO reply, RFC 1870 §4 SIZE, RFC 2920 PIPELINING,
+        // RFC 2033 §4.1 LHLO reply, RFC 1870 §3 SIZE, RFC 2920 PIPELINING,
         // RFC 2034 ENHANCEDSTATUSCODES, RFC 6152 8BITMIME, RFC 3030 CHUNKING.
         let lines = [
             self.limits.hostname.clone(),
@@ -432,7 +433,7 @@ impl Session {
         }
         let max = self.limits.max_message_size;
         if max > 0 && mail.size.is_some_and(|s| s > max) {
-            // RFC 1870 §6.1: declared size over the fixed maximum.
+            // RFC 1870 §6: declared size over the fixed maximum.
             return self.push_reply(
                 552,
                 Enhanced::new(5, 3, 4),
@@ -538,7 +539,13 @@ impl Session {
         used > 0 || ended
     }
 
-    fn step_chunk(&mut self, size: u64, remaining: u64, last: bool, refused: Option<Vec<u8>>) -> bool {
+    fn step_chunk(
+        &mut self,
+        size: u64,
+        remaining: u64,
+        last: bool,
+        refused: Option<Vec<u8>>,
+    ) -> bool {
         let avail = self.buf.len() - self.pos;
         if remaining > 0 && avail == 0 {
             self.phase = Phase::Chunk {
@@ -584,7 +591,7 @@ impl Session {
     }
 
     /// Counts decoded message bytes and hands them out, unless the message
-    /// is (now) too big (RFC 1870 §6.3: refuse after reading it).
+    /// is (now) too big (RFC 1870 §6: refuse after reading it).
     fn take_body(&mut self, out: Vec<u8>) {
         let max = self.limits.max_message_size;
         let Some(body) = self.tx.as_mut().and_then(|tx| tx.body.as_mut()) else {
