@@ -15,12 +15,16 @@ fn maildex(config: &Path, args: &[&str], stdin: Option<&str>) -> Output {
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("run maildex");
     if let Some(text) = stdin {
-        child
+        // a command may exit without reading its input (deliver to an unknown user does)
+        match child
             .stdin
             .take()
             .expect("stdin")
             .write_all(text.as_bytes())
-            .expect("write stdin");
+        {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("write stdin: {e}"),
+            _ => {}
+        }
     }
     drop(child.stdin.take());
     child.wait_with_output().expect("maildex output")
