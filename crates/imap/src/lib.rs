@@ -1,0 +1,9 @@
+//! maildex's IMAP server (RFC 3501 / RFC 9051 and the extensions listed in the README):
+//! listeners, TLS, and sessions whose listings are answered from the LMDB index.
+
+#![warn(missing_docs)]
+
+pub mod section;
+pub mod stream;
+pub mod tls;
+pub mod view;
