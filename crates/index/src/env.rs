@@ -123,6 +123,8 @@ pub struct Index {
     group_changed: std::sync::Condvar,
     /// Write transactions committed (each may carry many writers' operations).
     commits: std::sync::atomic::AtomicU64,
+    /// The commit generation, published after every successful commit (IDLE waits on it).
+    changes: tokio::sync::watch::Sender<u64>,
     _open_lock: File,
 }
 
@@ -231,6 +233,7 @@ impl Index {
             group: Mutex::new(Group::default()),
             group_changed: std::sync::Condvar::new(),
             commits: std::sync::atomic::AtomicU64::new(0),
+            changes: tokio::sync::watch::Sender::new(0),
             _open_lock: open_lock,
         };
         index.check_schema()?;
@@ -385,7 +388,11 @@ impl Index {
             }
             match wtxn.commit() {
                 Ok(()) => {
-                    self.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let generation =
+                        self.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    // published before the writers return, so a change a writer reports
+                    // is visible to every reader woken by it
+                    self.changes.send_replace(generation);
                     for (reply, outcome) in results {
                         let _ = reply.send(outcome);
                     }
@@ -444,6 +451,14 @@ impl Index {
     /// Write transactions committed by this process since the env was opened.
     pub fn commits(&self) -> u64 {
         self.commits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A receiver of the commit generation: its value changes after every commit of this
+    /// process (each carrying any number of writers' changes), so an IDLE session can await
+    /// `changed()` and then re-read what it shows. Commits of other processes (the CLI,
+    /// another daemon) are not seen here; the session's own periodic sync covers those.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Write operations waiting for the current leader's commit.

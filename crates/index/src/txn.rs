@@ -146,6 +146,45 @@ impl<'t> Reader<'t> {
         Ok(out)
     }
 
+    /// The UIDs of `mailbox` in ascending order, from the keys alone (no value is decoded).
+    pub fn uids(&self, mailbox: u32) -> Result<Vec<u32>, IndexError> {
+        let lo = msg_key(mailbox, 0);
+        let hi = msg_key(mailbox, u32::MAX);
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        let mut out = Vec::new();
+        let iter = self
+            .dbs
+            .messages
+            .remap_data_type::<heed::types::DecodeIgnore>()
+            .range(self.txn, &range)
+            .map_err(lmdb)?;
+        for item in iter {
+            let (key, ()) = item.map_err(lmdb)?;
+            let (_, uid) = split_msg_key(key).ok_or_else(|| {
+                IndexError::Corrupt(format!("message key of {} bytes", key.len()))
+            })?;
+            out.push(uid);
+        }
+        Ok(out)
+    }
+
+    /// The messages of `mailbox` whose modseq is above `modseq` (RFC 7162 §3.1.4
+    /// CHANGEDSINCE, §3.2.5 QRESYNC), in UID order. Expunged messages are not reported.
+    pub fn changed_since(
+        &self,
+        mailbox: u32,
+        modseq: u64,
+    ) -> Result<Vec<(u32, MessageState)>, IndexError> {
+        let mut out = Vec::new();
+        self.for_each_state(mailbox, 1..=u32::MAX, |uid, s| {
+            if s.modseq > modseq {
+                out.push((uid, s));
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(out)
+    }
+
     /// Every message of `mailbox`, whole, in UID order.
     pub fn messages(&self, mailbox: u32) -> Result<Vec<(u32, MessageRecord)>, IndexError> {
         let mut cached = Vec::new();
@@ -285,6 +324,30 @@ impl<'t, 'e> Writer<'t, 'e> {
             .mailboxes
             .put(self.txn, &id, &encode(rec)?)
             .map_err(lmdb)
+    }
+
+    /// Gives mailbox `id` the name `new_name` (RENAME); its id, messages and modseqs stay.
+    /// Fails with [`IndexError::Internal`] when another mailbox has that name.
+    pub fn rename_mailbox(&mut self, id: u32, new_name: &str) -> Result<(), IndexError> {
+        let mut rec = self.reader().require_mailbox(id)?;
+        if rec.name == new_name {
+            return Ok(());
+        }
+        if self.reader().mailbox_id(new_name)?.is_some() {
+            return Err(IndexError::Internal(format!(
+                "rename to {new_name:?}: a mailbox of that name is indexed"
+            )));
+        }
+        self.dbs
+            .mailbox_names
+            .delete(self.txn, &rec.name)
+            .map_err(lmdb)?;
+        self.dbs
+            .mailbox_names
+            .put(self.txn, new_name, &id)
+            .map_err(lmdb)?;
+        rec.name = new_name.to_string();
+        self.put_mailbox(id, &rec)
     }
 
     /// Removes a mailbox and everything indexed in it.

@@ -13,8 +13,14 @@
 
 mod check;
 mod convert;
+mod copy;
 mod deliver;
+mod expunge;
+mod flags;
+mod mailboxes;
+mod op_error;
 mod rebuild;
+mod subscriptions;
 mod sync;
 mod uids;
 
@@ -27,8 +33,13 @@ use maildex_index::{Index, IndexError, OpenOptions};
 use maildex_maildir::MaildirError;
 
 pub use check::Difference;
-pub use deliver::{DeliverOptions, DeliveredMessage};
+pub use copy::CopyOutcome;
+pub use deliver::{trace_headers, DeliverOptions, DeliveredMessage, LinkOrCopy, PreparedMessage};
+pub use flags::{FlagOp, FlagState, FlagsOutcome};
+pub use mailboxes::{MailboxInfo, SpecialUse};
+pub use op_error::OpError;
 pub use rebuild::{Progress, RebuildReport};
+pub use subscriptions::SUBSCRIPTIONS_FILE;
 pub use sync::SyncReport;
 
 /// What can go wrong in the store.
