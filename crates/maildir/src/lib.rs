@@ -18,6 +18,7 @@ pub mod folder;
 pub mod keywords;
 pub mod mutf7;
 pub mod scan;
+pub mod transfer;
 pub mod uidlist;
 mod util;
 

@@ -1,15 +1,104 @@
 //! EXPUNGE and UID EXPUNGE (RFC 3501 §6.4.3, RFC 4315 §2.1).
+//!
+//! Files first (unlink), then one index commit that removes the records (messages, cache
+//! and headers segments), fixes the counters and raises HIGHESTMODSEQ. dovecot-uidlist is
+//! not touched: its next UID stays (UIDs are never reused) and the records of removed files
+//! are dropped when the sync next compacts it on a complete listing (`uids::assign`).
+//! Expunged UIDs are not kept with their modseq (no QRESYNC VANISHED (EARLIER) history yet):
+//! a QRESYNC client whose modseq is older than the mailbox's must be sent the full
+//! VANISHED from its known UIDs, which RFC 7162 §3.2.5.2 allows.
 
+use maildex_index::MessageState;
+use maildex_maildir::deliver::{fsync_dir, remove};
+use maildex_maildir::filename::base_of;
+use maildex_maildir::transfer::find_base;
+use maildex_maildir::{MaildirName, Sub};
+
+use crate::opctx::Target;
 use crate::{OpError, UserStore};
 
 impl UserStore {
     /// Removes the messages of `mailbox` that have `\Deleted`: all of them, or only those
-    /// among `uids` (UID EXPUNGE). Unlinks the files, then removes the index records in one
-    /// commit (counters fixed, HIGHESTMODSEQ raised). Returns the UIDs expunged, ascending.
-    /// UIDs are never reused: dovecot-uidlist keeps its next UID, and its records of the
-    /// removed files are dropped at its next compaction.
+    /// among `uids` (UID EXPUNGE, RFC 4315 §2.1). Unlinks the files, then removes the index
+    /// records in one commit (counters fixed, HIGHESTMODSEQ raised). Returns the UIDs
+    /// expunged, ascending. A message another tool renamed meanwhile is found by its base
+    /// and expunged only if it still has `\Deleted` (T) on disk; one whose file is gone
+    /// already is left for the sync to remove (it removes only on a complete listing).
     pub fn expunge(&self, mailbox: &str, uids: Option<&[u32]>) -> Result<Vec<u32>, OpError> {
-        let _ = uids;
-        Err(OpError::NoMailbox(mailbox.to_string()))
+        let t = self.target(mailbox)?;
+        let id = t.id;
+        let chosen: Option<Vec<u32>> = uids.map(<[u32]>::to_vec);
+        let serial = self.serial(&[&t.name]);
+        serial.hold(|| {
+            let states: Vec<(u32, MessageState)> = self.index.read(move |r| {
+                let all = match chosen {
+                    None => r.states(id)?,
+                    Some(list) => {
+                        let mut out = Vec::with_capacity(list.len());
+                        for uid in list {
+                            if let Some(s) = r.state(id, uid)? {
+                                out.push((uid, s));
+                            }
+                        }
+                        out
+                    }
+                };
+                Ok(all.into_iter().filter(|(_, s)| s.is_deleted()).collect())
+            })?;
+            self.remove_messages(&t, states, true)
+        })
+    }
+
+    /// Unlinks the files of `states` and removes their records in one commit. With
+    /// `require_deleted`, a message renamed by another tool meanwhile goes only if its
+    /// current name still carries T. The caller holds the mailbox's serial lock.
+    pub(crate) fn remove_messages(
+        &self,
+        t: &Target,
+        mut states: Vec<(u32, MessageState)>,
+        require_deleted: bool,
+    ) -> Result<Vec<u32>, OpError> {
+        states.sort_by_key(|(u, _)| *u);
+        states.dedup_by_key(|(u, _)| *u);
+        let mut gone = Vec::with_capacity(states.len());
+        for (uid, s) in &states {
+            let sub = if s.in_new { Sub::New } else { Sub::Cur };
+            if remove(&t.path, sub, &s.file_name)? {
+                gone.push(*uid);
+                continue;
+            }
+            // renamed by another tool since we read the index: find it by its base
+            let base = base_of(&s.file_name);
+            match find_base(&t.path, base)? {
+                Some((sub, name)) => {
+                    let still_deleted = MaildirName::parse(&name)
+                        .is_ok_and(|n| n.flags.contains(maildex_maildir::Flags::DELETED));
+                    if (!require_deleted || still_deleted) && remove(&t.path, sub, &name)? {
+                        gone.push(*uid);
+                    }
+                }
+                None => tracing::debug!(mailbox = %t.name, uid, "file gone before expunge; left for the sync"),
+            }
+        }
+        if gone.is_empty() {
+            return Ok(gone);
+        }
+        if self.opts.fsync {
+            // an unlink lost in a crash would bring an expunged message back under its UID
+            fsync_dir(&Sub::Cur.path(&t.path))?;
+            fsync_dir(&Sub::New.path(&t.path))?;
+        }
+        let id = t.id;
+        let list = gone.clone();
+        let removed = self.index.write_retrying(move |w| {
+            let mut removed = Vec::with_capacity(list.len());
+            for &uid in &list {
+                if w.remove_message(id, uid)?.is_some() {
+                    removed.push(uid);
+                }
+            }
+            Ok(removed)
+        })?;
+        Ok(removed)
     }
 }

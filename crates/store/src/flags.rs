@@ -1,8 +1,22 @@
 //! STORE (RFC 3501 §6.4.6, RFC 7162 §3.1.3 UNCHANGEDSINCE): flag changes as Maildir renames.
+//!
+//! Order: keyword letters first (dovecot-keywords; a keyword that does not fit fails the
+//! STORE before anything changes), then one rename per changed message (a file in `new/`
+//! moves to `cur/` with its `:2,` info, as Dovecot does), then one index commit giving each
+//! changed message the next modseq. Another Maildir tool may rename or delete a file at any
+//! moment: a rename that meets ENOENT looks the message up by its base name (stable across
+//! flag changes) and applies the change to the flags it has now; a message whose file is
+//! gone is reported as vanished and left for the sync to remove.
 
-use maildex_maildir::Flags;
+use maildex_index::MessageState;
+use maildex_maildir::deliver::{rename_flags, RenameOutcome};
+use maildex_maildir::filename::base_of;
+use maildex_maildir::transfer::find_base;
+use maildex_maildir::{Flags, Keywords, MaildirName, Sub};
 
-use crate::{OpError, UserStore};
+use crate::convert::flag_bits;
+use crate::opctx::{flags_of, keyword_names, Target};
+use crate::{OpError, StoreError, UserStore};
 
 /// How STORE combines the given flags with a message's flags (RFC 3501 §6.4.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,13 +61,41 @@ pub struct FlagsOutcome {
     pub highest_modseq: u64,
 }
 
+impl FlagOp {
+    /// The flags and keywords a message with `old` gets.
+    fn apply(self, old: (Flags, Keywords), flags: Flags, kw: Keywords) -> (Flags, Keywords) {
+        match self {
+            FlagOp::Add => (old.0 | flags, Keywords(old.1 .0 | kw.0)),
+            FlagOp::Remove => (Flags(old.0 .0 & !flags.0), Keywords(old.1 .0 & !kw.0)),
+            // Maildir `P` has no IMAP flag, so a client cannot mean to clear it
+            FlagOp::Replace => (
+                Flags((flags.0 & !Flags::PASSED.0) | (old.0 .0 & Flags::PASSED.0)),
+                kw,
+            ),
+        }
+    }
+}
+
+/// A rename done on disk, for the index commit.
+struct Renamed {
+    uid: u32,
+    file_name: String,
+    flags: Flags,
+    keywords: Keywords,
+}
+
+/// How many times a rename chases a file that another tool keeps renaming.
+const CHASES: usize = 4;
+
 impl UserStore {
     /// Changes the flags and keywords of messages `uids` of `mailbox` (see the module docs).
     /// Maildir first (a rename per changed message; a file in `new/` moves to `cur/`), then
-    /// dovecot-keywords when a keyword is new, then one index commit with a new modseq per
-    /// changed message. `unchanged_since` is RFC 7162's UNCHANGEDSINCE. A keyword that does
-    /// not fit in the 26 Maildir letters fails the whole STORE with
-    /// [`OpError::KeywordLimit`] before anything changes.
+    /// one index commit with a new modseq per changed message (RFC 7162 §3.1: modseqs
+    /// strictly increase, HIGHESTMODSEQ follows). `unchanged_since` is RFC 7162's
+    /// UNCHANGEDSINCE (§3.1.3): a message whose modseq is above it is left alone and listed
+    /// in `modified`. A keyword that does not fit in the 26 Maildir letters fails the whole
+    /// STORE with [`OpError::KeywordLimit`] before anything changes. Unchanged messages
+    /// cost no rename and no modseq.
     pub fn set_flags(
         &self,
         mailbox: &str,
@@ -63,7 +105,155 @@ impl UserStore {
         keywords: &[String],
         unchanged_since: Option<u64>,
     ) -> Result<FlagsOutcome, OpError> {
-        let _ = (uids, op, flags, keywords, unchanged_since);
-        Err(OpError::NoMailbox(mailbox.to_string()))
+        let t = self.target(mailbox)?;
+        let letters = self.letters(&t, keywords, op != FlagOp::Remove)?;
+        let mut uids = uids.to_vec();
+        uids.sort_unstable();
+        uids.dedup();
+        let serial = self.serial(&[&t.name]);
+        serial.hold(|| self.set_flags_locked(&t, &uids, op, flags, letters, unchanged_since))
+    }
+
+    fn set_flags_locked(
+        &self,
+        t: &Target,
+        uids: &[u32],
+        op: FlagOp,
+        flags: Flags,
+        letters: crate::opctx::Letters,
+        unchanged_since: Option<u64>,
+    ) -> Result<FlagsOutcome, OpError> {
+        let id = t.id;
+        let wanted = uids.to_vec();
+        let states: Vec<(u32, Option<MessageState>)> = self.index.read(move |r| {
+            wanted
+                .iter()
+                .map(|&uid| Ok((uid, r.state(id, uid)?)))
+                .collect()
+        })?;
+        let mut out = FlagsOutcome::default();
+        let mut renamed: Vec<Renamed> = Vec::new();
+        // (uid, state) of messages left as they were
+        let mut unchanged: Vec<(u32, MessageState)> = Vec::new();
+        for (uid, state) in states {
+            let Some(state) = state else {
+                out.vanished.push(uid);
+                continue;
+            };
+            // RFC 7162 §3.1.3: only messages not changed since the given modseq
+            if unchanged_since.is_some_and(|u| state.modseq > u) {
+                out.modified.push(uid);
+                continue;
+            }
+            match self.rename_one(t, uid, &state, op, flags, letters.bits)? {
+                Some(Some(r)) => renamed.push(r),
+                Some(None) => unchanged.push((uid, state)),
+                None => out.vanished.push(uid),
+            }
+        }
+
+        let table = letters.table.clone();
+        let changes: Vec<(u32, String, u8, u32)> = renamed
+            .iter()
+            .map(|r| (r.uid, r.file_name.clone(), flag_bits(r.flags), r.keywords.0))
+            .collect();
+        let committed = self.index.write_retrying(move |w| {
+            let mut m = w.reader().require_mailbox(id)?;
+            if table != m.keywords {
+                m.keywords = table.clone();
+                w.put_mailbox(id, &m)?;
+            }
+            let mut done = Vec::with_capacity(changes.len());
+            for (uid, file_name, fl, kw) in &changes {
+                // the file is renamed already: the record follows it (gone only if an
+                // expunge committed meanwhile, which then stays)
+                if let Some(modseq) = w.update_message(id, *uid, *fl, *kw, file_name, false)? {
+                    done.push((*uid, modseq));
+                }
+            }
+            Ok((done, w.reader().require_mailbox(id)?.highest_modseq))
+        })?;
+        let (done, highest) = committed;
+        out.highest_modseq = highest;
+        let table = &letters.table;
+        for r in renamed {
+            match done.iter().find(|(u, _)| *u == r.uid) {
+                Some(&(_, modseq)) => out.messages.push(FlagState {
+                    uid: r.uid,
+                    flags: r.flags,
+                    keywords: keyword_names(r.keywords.0, table),
+                    modseq,
+                    changed: true,
+                }),
+                None => out.vanished.push(r.uid),
+            }
+        }
+        for (uid, s) in unchanged {
+            out.messages.push(FlagState {
+                uid,
+                flags: flags_of(s.flags),
+                keywords: keyword_names(s.keywords, table),
+                modseq: s.modseq,
+                changed: false,
+            });
+        }
+        out.messages.sort_by_key(|m| m.uid);
+        out.vanished.sort_unstable();
+        Ok(out)
+    }
+
+    /// Renames one message's file to carry its new flags. `Some(Some)` renamed, `Some(None)`
+    /// nothing to change, `None` the file is gone.
+    fn rename_one(
+        &self,
+        t: &Target,
+        uid: u32,
+        state: &MessageState,
+        op: FlagOp,
+        flags: Flags,
+        kw: Keywords,
+    ) -> Result<Option<Option<Renamed>>, OpError> {
+        let base = base_of(&state.file_name).to_string();
+        let mut sub = if state.in_new { Sub::New } else { Sub::Cur };
+        let mut file_name = state.file_name.clone();
+        let mut old = (flags_of(state.flags), Keywords(state.keywords));
+        for _ in 0..CHASES {
+            let (nf, nk) = op.apply(old, flags, kw);
+            let same = (nf, nk) == old;
+            if same && file_name == state.file_name {
+                return Ok(Some(None));
+            }
+            if same && sub == Sub::Cur {
+                // another tool already gave it these flags: only the index follows
+                return Ok(Some(Some(Renamed {
+                    uid,
+                    file_name,
+                    flags: nf,
+                    keywords: nk,
+                })));
+            }
+            match rename_flags(&t.path, sub, &file_name, nf, nk)? {
+                RenameOutcome::Renamed(new_name) => {
+                    return Ok(Some(Some(Renamed {
+                        uid,
+                        file_name: new_name,
+                        flags: nf,
+                        keywords: nk,
+                    })))
+                }
+                RenameOutcome::Vanished => {
+                    // renamed (new flags) or expunged by another tool: find it by its base
+                    let Some((now_sub, now_name)) = find_base(&t.path, &base)? else {
+                        return Ok(None);
+                    };
+                    let parsed = MaildirName::parse(&now_name)
+                        .map_err(|e| OpError::Store(StoreError::Maildir(e)))?;
+                    sub = now_sub;
+                    file_name = now_name;
+                    old = (parsed.flags, parsed.keywords);
+                }
+            }
+        }
+        Err(OpError::Store(StoreError::Busy(t.name.clone())))
     }
 }

@@ -19,6 +19,7 @@ mod expunge;
 mod flags;
 mod mailboxes;
 mod op_error;
+mod opctx;
 mod rebuild;
 mod subscriptions;
 mod sync;

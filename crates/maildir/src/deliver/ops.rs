@@ -27,7 +27,7 @@ pub enum RenameOutcome {
 /// the filesystem has no hard links, falls back to a rename that does not replace
 /// (`renameat2(RENAME_NOREPLACE)` on Linux). Returns true when `src` still exists
 /// (it was linked, not renamed).
-pub(super) fn link_noreplace(src: &Path, dest: &Path) -> io::Result<bool> {
+pub(crate) fn link_noreplace(src: &Path, dest: &Path) -> io::Result<bool> {
     match fs::hard_link(src, dest) {
         Ok(()) => Ok(true),
         Err(e) if link_unsupported(&e) => rename_noreplace(src, dest).map(|()| false),
@@ -43,7 +43,7 @@ fn link_unsupported(e: &io::Error) -> bool {
 }
 
 #[cfg(target_os = "linux")]
-fn rename_noreplace(src: &Path, dest: &Path) -> io::Result<()> {
+pub(crate) fn rename_noreplace(src: &Path, dest: &Path) -> io::Result<()> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     let to_c = |p: &Path| {
@@ -72,7 +72,7 @@ fn rename_noreplace(src: &Path, dest: &Path) -> io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn rename_noreplace(src: &Path, dest: &Path) -> io::Result<()> {
+pub(crate) fn rename_noreplace(src: &Path, dest: &Path) -> io::Result<()> {
     rename_checked(src, dest)
 }
 
