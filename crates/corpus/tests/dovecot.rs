@@ -2,83 +2,36 @@
 //! "Réunions"), message counts, unseen counts and virtual sizes (the `W=` in file names),
 //! and a BODYSTRUCTURE and ENVELOPE for every message.
 //!
-//! Needs `dovecot` and `doveadm` (Debian package `dovecot-core`) and root (the Maildir is
-//! handed to uid 65534 since Dovecot refuses uid 0), so it is ignored by default:
+//! Needs Dovecot (`dovecot-core dovecot-imapd dovecot-lmtpd`, started through
+//! maildex-dovecot-harness, which hands the Maildir to uid 65534 when run as root since
+//! Dovecot refuses uid 0), so it is ignored by default:
 //! `cargo test -p maildex-corpus --test dovecot -- --ignored`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use maildex_corpus::{generate, Spec};
+use maildex_corpus::{generate, user_address, Spec};
+use maildex_dovecot_harness::{Dovecot, Options, User};
 
-struct Dovecot {
-    conf: PathBuf,
+/// Starts Dovecot on `mail_root` with mail_location as documented in the crate docs:
+/// ROOT/%d/%n/Maildir.
+fn start(base: &std::path::Path, mail_root: &std::path::Path, users: usize) -> Dovecot {
+    let opts = Options {
+        mail_location: format!("maildir:{}/%d/%n/Maildir", mail_root.display()),
+        users: (0..users)
+            .map(|i| User::new(user_address(i), "unused"))
+            .collect(),
+        mail_root: Some(mail_root.to_owned()),
+        ..Options::default()
+    };
+    Dovecot::start(base, opts).unwrap_or_else(|e| panic!("{e}"))
 }
 
-impl Drop for Dovecot {
-    fn drop(&mut self) {
-        let _ = Command::new("doveadm")
-            .arg("-c")
-            .arg(&self.conf)
-            .arg("stop")
-            .status();
-    }
-}
-
-impl Dovecot {
-    fn start(base: &Path, mail_root: &Path) -> Dovecot {
-        for d in ["run", "state", "home"] {
-            std::fs::create_dir_all(base.join(d)).unwrap();
-        }
-        let conf = base.join("dovecot.conf");
-        // mail_location as documented in the crate docs: ROOT/%d/%n/Maildir.
-        std::fs::write(
-            &conf,
-            format!(
-                "ssl = no\nprotocols =\nmail_location = maildir:{m}/%d/%n/Maildir\n\
-                 base_dir = {b}/run\nstate_dir = {b}/state\nlog_path = {b}/dovecot.log\n\
-                 userdb {{\n  driver = static\n  args = uid=65534 gid=65534 home={b}/home/%u\n}}\n\
-                 passdb {{\n  driver = static\n  args = nopassword\n}}\n",
-                m = mail_root.display(),
-                b = base.display()
-            ),
-        )
-        .unwrap();
-        let st = Command::new("chown")
-            .args(["-R", "65534:65534"])
-            .arg(mail_root)
-            .arg(base.join("home"))
-            .status()
-            .unwrap();
-        assert!(st.success());
-        assert!(Command::new("dovecot")
-            .arg("-c")
-            .arg(&conf)
-            .status()
-            .expect("dovecot")
-            .success());
-        Dovecot { conf }
-    }
-
-    fn doveadm(&self, args: &[&str]) -> String {
-        let out = Command::new("doveadm")
-            .arg("-c")
-            .arg(&self.conf)
-            .args(args)
-            .output()
-            .expect("doveadm");
-        assert!(
-            out.status.success(),
-            "doveadm {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
+fn doveadm(dc: &Dovecot, args: &[&str]) -> String {
+    dc.doveadm(args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
-#[ignore = "needs dovecot-core and root"]
+#[ignore = "needs dovecot-core, dovecot-imapd, dovecot-lmtpd"]
 fn dovecot_reads_the_corpus() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("mail");
@@ -90,19 +43,22 @@ fn dovecot_reads_the_corpus() {
         size_scale: 0.5,
     };
     let stats = generate(&spec, &root).unwrap();
-    let dc = Dovecot::start(&tmp.path().join("dovecot"), &root);
+    let dc = start(&tmp.path().join("dovecot"), &root, 2);
 
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let (mut unseen, mut vsize_dovecot) = (0usize, 0u64);
     for user in ["user0001@example.org", "user0002@example.org"] {
-        let status = dc.doveadm(&[
-            "mailbox",
-            "status",
-            "-u",
-            user,
-            "messages unseen vsize",
-            "*",
-        ]);
+        let status = doveadm(
+            &dc,
+            &[
+                "mailbox",
+                "status",
+                "-u",
+                user,
+                "messages unseen vsize",
+                "*",
+            ],
+        );
         for line in status.lines() {
             // "<name> messages=N unseen=N vsize=N"; names may contain spaces.
             let (name, rest) = line.split_once(" messages=").unwrap();
@@ -114,13 +70,16 @@ fn dovecot_reads_the_corpus() {
             unseen += nums[1] as usize;
             vsize_dovecot += nums[2];
         }
-        let fetched = dc.doveadm(&[
-            "fetch",
-            "-u",
-            user,
-            "uid imap.bodystructure imap.envelope",
-            "all",
-        ]);
+        let fetched = doveadm(
+            &dc,
+            &[
+                "fetch",
+                "-u",
+                user,
+                "uid imap.bodystructure imap.envelope",
+                "all",
+            ],
+        );
         let structures = fetched
             .lines()
             .filter(|l| l.len() > 25 && l.starts_with("imap.bodystructure: "))
