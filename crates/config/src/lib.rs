@@ -10,10 +10,15 @@
 //!   `["127.0.0.1:993"]` when `[tls]` is present, else empty),
 //!   `plaintext_auth_on_loopback` (default true).
 //! - `[lmtp]`: `listen` (default `["127.0.0.1:24"]`), `socket_mode` (default
-//!   `"0660"`), `socket_owner`, `socket_group`.
+//!   `"0660"`), `socket_owner`, `socket_group`, `hostname` (default: the system's),
+//!   `aliases_file`, `recipient_delimiter` (default `"+"`), `save_to_detail_mailbox`
+//!   (default false), `max_message_size` (default 50 MiB), `max_recipients` (default
+//!   100), `max_line_length` (default 1000), `max_connections` (default 100),
+//!   `command_timeout` (default 5 min), `data_timeout` (default 5 min),
+//!   `shutdown_timeout` (default 30 s).
 //! - `[tls]`: `cert`, `key`; absent means plain IMAP only.
 //! - `[storage]`: `mail_location` (required), `index_root`, `index_map_size`
-//!   (default 64 MiB), `fsync` (default true).
+//!   (default 64 MiB), `fsync` (default true), `quota` (default none).
 //! - `[auth]`: `users_file` (required).
 //! - `[log]`: `level` (default `"info"`).
 
@@ -23,6 +28,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 mod error;
 mod paths;
@@ -51,6 +57,31 @@ pub const MAX_INDEX_MAP_SIZE: u64 = 1 << 40;
 /// Default mode of LMTP unix sockets: owner and group may deliver (postfix is
 /// usually put in the socket's group).
 pub const DEFAULT_SOCKET_MODE: u32 = 0o660;
+
+/// Default largest LMTP message: 50 MiB (CRLF octets, as SIZE counts).
+pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 50 << 20;
+
+/// Default most recipients per LMTP transaction (RFC 5321 §4.5.3.1.8: at least 100).
+pub const DEFAULT_MAX_RECIPIENTS: usize = 100;
+
+/// Default longest LMTP line in octets including CRLF (RFC 5321 §4.5.3.1.6).
+pub const DEFAULT_MAX_LINE_LENGTH: usize = 1000;
+
+/// Smallest accepted `max_line_length`: a command line may be 512 octets
+/// (RFC 5321 §4.5.3.1.4).
+pub const MIN_MAX_LINE_LENGTH: usize = 512;
+
+/// Default most LMTP connections at once (postfix opens a handful per destination).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 100;
+
+/// Default wait for the next LMTP command: RFC 5321 §4.5.3.2.7 server timeout (5 min).
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Default wait for more message data within DATA/BDAT: the same 5 minutes.
+pub const DEFAULT_DATA_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Default time a running LMTP transaction gets to finish on shutdown.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +143,56 @@ pub struct LmtpConfig {
     pub socket_owner: Option<String>,
     /// Group (group name or numeric gid) for unix sockets, if it should be changed.
     pub socket_group: Option<String>,
+    /// Name in the greeting and replies; `None` means the system's host name.
+    pub hostname: Option<String>,
+    /// Aliases file (`source: user1, user2` lines), if any (absolute path).
+    pub aliases_file: Option<PathBuf>,
+    /// Characters that separate a user from a detail (`user+detail@domain`), as
+    /// Dovecot's `recipient_delimiter`; empty disables details.
+    pub recipient_delimiter: String,
+    /// Deliver `user+detail` to the folder named by the detail when it exists
+    /// (Dovecot's `lmtp_save_to_detail_mailbox`); otherwise to INBOX.
+    pub save_to_detail_mailbox: bool,
+    /// Largest message in octets with CRLF line ends (advertised as SIZE, RFC 1870);
+    /// 0 means no limit.
+    pub max_message_size: u64,
+    /// Most accepted recipients per transaction; more get `452 4.5.3`.
+    pub max_recipients: usize,
+    /// Longest line in octets including CRLF: the hard cap on a command line
+    /// (longer message lines are accepted and counted).
+    pub max_line_length: usize,
+    /// Most connections served at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// How long to wait for the next command before `421 4.4.2` and close.
+    pub command_timeout: Duration,
+    /// How long to wait for more message data during DATA or BDAT.
+    pub data_timeout: Duration,
+    /// On shutdown, how long a transaction in progress may take to finish before
+    /// the session gets `421 4.3.2` (its message then stays with the client).
+    pub shutdown_timeout: Duration,
+}
+
+impl LmtpConfig {
+    /// `[lmtp]` with every default and the given listeners.
+    pub fn with_listeners(listen: Vec<Listen>) -> LmtpConfig {
+        LmtpConfig {
+            listen,
+            socket_mode: DEFAULT_SOCKET_MODE,
+            socket_owner: None,
+            socket_group: None,
+            hostname: None,
+            aliases_file: None,
+            recipient_delimiter: "+".to_owned(),
+            save_to_detail_mailbox: false,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            max_recipients: DEFAULT_MAX_RECIPIENTS,
+            max_line_length: DEFAULT_MAX_LINE_LENGTH,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            data_timeout: DEFAULT_DATA_TIMEOUT,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+        }
+    }
 }
 
 /// `[tls]`.
@@ -136,6 +217,10 @@ pub struct StorageConfig {
     /// fsync files and directories on delivery. Only turn off for tests and benchmarks:
     /// without it an acknowledged message can be lost in a crash.
     pub fsync: bool,
+    /// Default storage quota per user in bytes (sum of RFC822.SIZE over all mailboxes,
+    /// as the index counts it); `None` means no quota. A users-file entry can set its
+    /// own with Dovecot's `userdb_quota_rule=*:storage=<size>` extra field.
+    pub quota: Option<u64>,
 }
 
 /// `[auth]`.
@@ -217,12 +302,7 @@ pub fn dev(data_dir: &Path) -> Config {
             listen_tls: vec![lo(1993)],
             plaintext_auth_on_loopback: true,
         },
-        lmtp: LmtpConfig {
-            listen: vec![Listen::Tcp(lo(1024))],
-            socket_mode: DEFAULT_SOCKET_MODE,
-            socket_owner: None,
-            socket_group: None,
-        },
+        lmtp: LmtpConfig::with_listeners(vec![Listen::Tcp(lo(1024))]),
         tls: Some(TlsConfig {
             cert: data_dir.join("tls/cert.pem"),
             key: data_dir.join("tls/key.pem"),
@@ -232,6 +312,7 @@ pub fn dev(data_dir: &Path) -> Config {
             index_root: Some(index_root),
             index_map_size: DEFAULT_INDEX_MAP_SIZE,
             fsync: true,
+            quota: None,
         },
         auth: AuthConfig {
             users_file: data_dir.join("users"),
@@ -295,21 +376,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     };
 
     let lmtp_raw = raw.lmtp.unwrap_or_default();
-    let lmtp = LmtpConfig {
-        listen: match lmtp_raw.listen {
-            Some(v) => v
-                .into_iter()
-                .map(|l| match l {
-                    RawListen::Tcp(a) => Listen::Tcp(a),
-                    RawListen::Unix(p) => Listen::Unix(resolve(p)),
-                })
-                .collect(),
-            None => vec![Listen::Tcp(lo(24))],
-        },
-        socket_mode: lmtp_raw.socket_mode.map_or(DEFAULT_SOCKET_MODE, |m| m.0),
-        socket_owner: lmtp_raw.socket_owner.map(|s| s.0),
-        socket_group: lmtp_raw.socket_group.map(|s| s.0),
-    };
+    let lmtp = validate_lmtp(lmtp_raw, &resolve).map_err(|(key, m)| invalid(key, m))?;
     check_duplicates(&imap, &lmtp).map_err(|(key, m)| invalid(key, m))?;
 
     let storage_raw = raw
@@ -350,6 +417,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         index_root,
         index_map_size,
         fsync: storage_raw.fsync.unwrap_or(true),
+        quota: storage_raw.quota.map(|q| q.0).filter(|&q| q > 0),
     };
 
     let users_file = raw
@@ -373,6 +441,89 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         auth,
         log,
     })
+}
+
+fn validate_lmtp(
+    raw: raw::RawLmtp,
+    resolve: &dyn Fn(PathBuf) -> PathBuf,
+) -> Result<LmtpConfig, (&'static str, String)> {
+    let lo = |port| SocketAddr::from(([127, 0, 0, 1], port));
+    let listen = match raw.listen {
+        Some(v) => v
+            .into_iter()
+            .map(|l| match l {
+                RawListen::Tcp(a) => Listen::Tcp(a),
+                RawListen::Unix(p) => Listen::Unix(resolve(p)),
+            })
+            .collect(),
+        None => vec![Listen::Tcp(lo(24))],
+    };
+    let mut c = LmtpConfig::with_listeners(listen);
+    c.socket_mode = raw.socket_mode.map_or(DEFAULT_SOCKET_MODE, |m| m.0);
+    c.socket_owner = raw.socket_owner.map(|s| s.0);
+    c.socket_group = raw.socket_group.map(|s| s.0);
+    c.hostname = raw.hostname.map(|s| s.0);
+    if let Some(h) = &c.hostname {
+        if h.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
+            return Err(("lmtp.hostname", format!("{h:?} contains whitespace")));
+        }
+    }
+    c.aliases_file = raw.aliases_file.map(resolve);
+    if let Some(d) = raw.recipient_delimiter {
+        if d.chars()
+            .any(|ch| ch == '@' || ch.is_whitespace() || ch.is_control())
+        {
+            return Err((
+                "lmtp.recipient_delimiter",
+                format!("{d:?}: '@', whitespace and control characters cannot separate a detail"),
+            ));
+        }
+        c.recipient_delimiter = d;
+    }
+    c.save_to_detail_mailbox = raw.save_to_detail_mailbox.unwrap_or(false);
+    if let Some(m) = raw.max_message_size {
+        c.max_message_size = m.0;
+    }
+    if let Some(n) = raw.max_recipients {
+        if n == 0 {
+            return Err((
+                "lmtp.max_recipients",
+                "must be at least 1 (RFC 5321 §4.5.3.1.8 asks for 100)".into(),
+            ));
+        }
+        c.max_recipients = n as usize;
+    }
+    if let Some(n) = raw.max_line_length {
+        if (n as usize) < MIN_MAX_LINE_LENGTH {
+            return Err((
+                "lmtp.max_line_length",
+                format!("{n} is below {MIN_MAX_LINE_LENGTH}, the longest command line RFC 5321 §4.5.3.1.4 allows"),
+            ));
+        }
+        c.max_line_length = n as usize;
+    }
+    if let Some(n) = raw.max_connections {
+        if n == 0 {
+            return Err(("lmtp.max_connections", "must be at least 1".into()));
+        }
+        c.max_connections = n as usize;
+    }
+    let secs = |v: Option<raw::Seconds>, key: &'static str, default: Duration| match v {
+        None => Ok(default),
+        Some(raw::Seconds(0)) => Err((key, "must be at least 1 second".to_owned())),
+        Some(raw::Seconds(n)) => Ok(Duration::from_secs(n)),
+    };
+    c.command_timeout = secs(
+        raw.command_timeout,
+        "lmtp.command_timeout",
+        DEFAULT_COMMAND_TIMEOUT,
+    )?;
+    c.data_timeout = secs(raw.data_timeout, "lmtp.data_timeout", DEFAULT_DATA_TIMEOUT)?;
+    c.shutdown_timeout = match raw.shutdown_timeout {
+        None => DEFAULT_SHUTDOWN_TIMEOUT,
+        Some(s) => Duration::from_secs(s.0),
+    };
+    Ok(c)
 }
 
 /// Two listeners on one address would fail at bind time; say so at load time.

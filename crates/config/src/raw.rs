@@ -34,6 +34,17 @@ pub(crate) struct RawLmtp {
     pub socket_mode: Option<Mode>,
     pub socket_owner: Option<NonEmpty>,
     pub socket_group: Option<NonEmpty>,
+    pub hostname: Option<NonEmpty>,
+    pub aliases_file: Option<PathBuf>,
+    pub recipient_delimiter: Option<String>,
+    pub save_to_detail_mailbox: Option<bool>,
+    pub max_message_size: Option<ByteSize>,
+    pub max_recipients: Option<u32>,
+    pub max_line_length: Option<u32>,
+    pub max_connections: Option<u32>,
+    pub command_timeout: Option<Seconds>,
+    pub data_timeout: Option<Seconds>,
+    pub shutdown_timeout: Option<Seconds>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -50,6 +61,7 @@ pub(crate) struct RawStorage {
     pub index_root: Option<RawTemplate>,
     pub index_map_size: Option<ByteSize>,
     pub fsync: Option<bool>,
+    pub quota: Option<ByteSize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -215,6 +227,45 @@ impl<'de> Deserialize<'de> for ByteSize {
     }
 }
 
+/// A duration: an integer number of seconds, or a string with a unit.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Seconds(pub u64);
+
+/// Parses `"300"`, `"300s"`, `"5m"`, `"5 min"`, `"1h"` into seconds.
+pub(crate) fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad =
+        || format!("invalid duration {s:?}: expected seconds or e.g. \"30s\", \"5m\", \"1h\"");
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let mul = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "s" | "sec" | "secs" | "second" | "seconds" => 1,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60,
+        "h" | "hour" | "hours" => 3600,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("duration {s:?} is too large"))
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Int(i64),
+            Str(String),
+        }
+        match Either::deserialize(d)? {
+            Either::Int(n) => u64::try_from(n)
+                .map(Seconds)
+                .map_err(|_| de::Error::custom("duration must not be negative")),
+            Either::Str(s) => parse_duration(&s).map(Seconds).map_err(de::Error::custom),
+        }
+    }
+}
+
 /// A path template, syntax-checked but not yet resolved against the config dir.
 #[derive(Debug, Clone)]
 pub(crate) struct RawTemplate(pub String);
@@ -281,6 +332,19 @@ mod tests {
         assert_eq!(parse_size("512k"), Ok(512 << 10));
         for bad in ["", "MiB", "1.5GiB", "-1", "10 parsecs", "99999999999TiB"] {
             assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("0"), Ok(0));
+        assert_eq!(parse_duration("300"), Ok(300));
+        assert_eq!(parse_duration("30s"), Ok(30));
+        assert_eq!(parse_duration("5m"), Ok(300));
+        assert_eq!(parse_duration("5 min"), Ok(300));
+        assert_eq!(parse_duration("2H"), Ok(7200));
+        for bad in ["", "m", "1.5m", "-1", "3 days", "99999999999999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -429,3 +429,61 @@ fn paths_for_refuses_escaping_names() {
         }
     }
 }
+
+#[test]
+fn lmtp_keys_and_defaults() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.lmtp.recipient_delimiter, "+");
+    assert!(!c.lmtp.save_to_detail_mailbox);
+    assert_eq!(c.lmtp.max_message_size, 50 << 20);
+    assert_eq!(c.lmtp.max_recipients, 100);
+    assert_eq!(c.lmtp.command_timeout.as_secs(), 300);
+    assert_eq!(c.storage.quota, None);
+    let c = with(
+        "[lmtp]\naliases_file = \"aliases\"\nrecipient_delimiter = \"+-\"\n\
+         save_to_detail_mailbox = true\nmax_message_size = \"1MiB\"\nmax_recipients = 3\n\
+         max_line_length = 2000\nmax_connections = 7\ncommand_timeout = \"2m\"\n\
+         data_timeout = 45\nshutdown_timeout = \"0\"\nhostname = \"mx.test\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.lmtp.aliases_file.as_deref(),
+        Some(Path::new("/etc/maildex/aliases"))
+    );
+    assert_eq!(c.lmtp.recipient_delimiter, "+-");
+    assert!(c.lmtp.save_to_detail_mailbox);
+    assert_eq!(c.lmtp.max_message_size, 1 << 20);
+    assert_eq!(c.lmtp.max_recipients, 3);
+    assert_eq!(c.lmtp.max_line_length, 2000);
+    assert_eq!(c.lmtp.max_connections, 7);
+    assert_eq!(c.lmtp.command_timeout.as_secs(), 120);
+    assert_eq!(c.lmtp.data_timeout.as_secs(), 45);
+    assert_eq!(c.lmtp.shutdown_timeout.as_secs(), 0);
+    assert_eq!(c.lmtp.hostname.as_deref(), Some("mx.test"));
+    let c = parse(&MINIMAL.replace("[auth]", "quota = \"100M\"\n[auth]")).unwrap();
+    assert_eq!(c.storage.quota, Some(100 << 20));
+    let c = parse(&MINIMAL.replace("[auth]", "quota = 0\n[auth]")).unwrap();
+    assert_eq!(c.storage.quota, None, "0 means no quota");
+}
+
+#[test]
+fn lmtp_values_are_checked() {
+    for (extra, key) in [
+        ("[lmtp]\nmax_line_length = 100\n", "lmtp.max_line_length"),
+        ("[lmtp]\nmax_recipients = 0\n", "lmtp.max_recipients"),
+        ("[lmtp]\nmax_connections = 0\n", "lmtp.max_connections"),
+        ("[lmtp]\ncommand_timeout = 0\n", "lmtp.command_timeout"),
+        (
+            "[lmtp]\nrecipient_delimiter = \"@\"\n",
+            "lmtp.recipient_delimiter",
+        ),
+        ("[lmtp]\nhostname = \"a b\"\n", "lmtp.hostname"),
+    ] {
+        match with(extra) {
+            Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key, "{extra}"),
+            other => panic!("{extra}: {other:?}"),
+        }
+    }
+    let (_, _, key, _) = toml_err(with("[lmtp]\ndata_timeout = \"soon\"\n"));
+    assert_eq!(key.as_deref(), Some("lmtp.data_timeout"));
+}

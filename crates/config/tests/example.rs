@@ -26,6 +26,12 @@ fn example_config_parses() {
     assert!(c.storage.fsync);
     assert_eq!(c.auth.users_file, Path::new("/etc/maildex/users"));
     assert_eq!(c.log.level, "info");
+    assert_eq!(c.storage.quota, None);
+    let d = maildex_config::LmtpConfig::with_listeners(c.lmtp.listen.clone());
+    assert_eq!(
+        c.lmtp, d,
+        "the example shows the [lmtp] defaults (aliases_file and hostname commented out)"
+    );
     let p = c.storage.paths_for("Alice@Example.org").unwrap();
     assert_eq!(p.maildir, Path::new("/var/mail/example.org/alice/Maildir"));
     assert_eq!(p.index_dir, Path::new("/var/lib/maildex/example.org/alice"));
@@ -44,6 +50,18 @@ fn example_config_mentions_every_key() {
         "socket_mode =",
         "socket_owner =",
         "socket_group =",
+        "hostname =",
+        "aliases_file =",
+        "recipient_delimiter =",
+        "save_to_detail_mailbox =",
+        "max_message_size =",
+        "max_recipients =",
+        "max_line_length =",
+        "max_connections =",
+        "command_timeout =",
+        "data_timeout =",
+        "shutdown_timeout =",
+        "quota =",
         "[tls]",
         "cert =",
         "key =",

@@ -8,12 +8,16 @@
 //! that the sender's retry cannot duplicate it; the UID it got is simply never used.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use maildex_index::MessageState;
+use maildex_index::{Built, MessageState};
+use maildex_maildir::filename::unique_id;
 use maildex_maildir::keywords::KeywordMap;
-use maildex_maildir::{deliver, Delivered, Flags, Keywords, Sub, TmpFile, UidRecord, UidlistLock};
+use maildex_maildir::{
+    deliver, Delivered, Flags, Keywords, MaildirError, MaildirName, Sub, TmpFile, UidRecord,
+    UidlistLock,
+};
 
 use crate::convert::{self, flag_bits};
 use crate::{StoreError, UserStore};
@@ -48,6 +52,117 @@ pub struct DeliveredMessage {
     pub vsize: u64,
 }
 
+/// How many fresh unique names a link tries before giving up (a collision needs a clock
+/// jump).
+const LINK_ATTEMPTS: u32 = 10;
+
+/// How [`UserStore::deliver_file`] put the file into the mailbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkOrCopy {
+    /// A hard link to the prepared file (same inode, no data written).
+    Linked,
+    /// A copy (the mailbox is on another filesystem, or links are not supported).
+    Copied,
+}
+
+/// A message file written in some mailbox's `tmp/`, fsynced and summarized once, ready
+/// for [`UserStore::deliver_file`] into any number of mailboxes. It refers to the file by
+/// path: keep the [`TmpFile`] alive until the last delivery, then drop it (which removes
+/// the `tmp/` name; delivered links stay).
+#[derive(Clone, Debug)]
+pub struct PreparedMessage {
+    path: PathBuf,
+    built: Built,
+    size: u64,
+    vsize: u64,
+    mtime: SystemTime,
+}
+
+impl PreparedMessage {
+    /// Flushes and fsyncs `tmp` (setting its mtime, the messages' INTERNALDATE, to
+    /// `internal_date` or now) and builds its index record from the file.
+    pub fn prepare(
+        tmp: &mut TmpFile,
+        internal_date: Option<SystemTime>,
+    ) -> Result<PreparedMessage, StoreError> {
+        let mtime = internal_date.unwrap_or_else(SystemTime::now);
+        tmp.set_mtime(mtime);
+        tmp.sync()?;
+        let built = convert::index_file(tmp.path(), MessageState::default())?;
+        Ok(PreparedMessage {
+            path: tmp.path().to_path_buf(),
+            built,
+            size: tmp.size(),
+            vsize: tmp.vsize(),
+            mtime,
+        })
+    }
+
+    /// Physical size of the file.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// RFC822.SIZE (CRLF line ends): what quotas count.
+    pub fn vsize(&self) -> u64 {
+        self.vsize
+    }
+}
+
+/// Where a delivery lands (see `UserStore::placement`).
+struct Placement {
+    sub: Sub,
+    keywords: Keywords,
+    keyword_table: Option<Vec<String>>,
+    state: MessageState,
+}
+
+/// The trace header lines a delivery agent prepends, as Dovecot's LDA and LMTP write
+/// them: `Return-Path: <sender>` (RFC 5321 §4.4; `<>` for a bounce) and, when given,
+/// `Delivered-To: <recipient>` (Dovecot adds it only for a single recipient, which the
+/// caller decides). CR, LF and NUL are dropped from the values so an envelope address
+/// cannot inject header lines. LF line ends, as the files are stored.
+pub fn trace_headers(return_path: Option<&str>, delivered_to: Option<&str>) -> Vec<u8> {
+    let clean = |s: &str| {
+        s.chars()
+            .filter(|c| !matches!(c, '\r' | '\n' | '\0'))
+            .collect::<String>()
+    };
+    let mut out = String::new();
+    if let Some(from) = return_path {
+        let from = clean(from);
+        let from = from.trim_start_matches('<').trim_end_matches('>');
+        out.push_str(&format!("Return-Path: <{from}>\n"));
+    }
+    if let Some(rcpt) = delivered_to {
+        out.push_str(&format!("Delivered-To: {}\n", clean(rcpt)));
+    }
+    out.into_bytes()
+}
+
+impl StoreError {
+    /// True when the error comes from a full disk or an exhausted disk quota (ENOSPC,
+    /// EDQUOT): the caller answers "insufficient storage" (LMTP `452 4.3.1`) rather
+    /// than a generic temporary failure.
+    pub fn is_no_space(&self) -> bool {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cur {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+                    return true;
+                }
+            }
+            if let Some(MaildirError::Io { source, .. }) = e.downcast_ref::<MaildirError>() {
+                if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+                    return true;
+                }
+            }
+            cur = e.source();
+        }
+        false
+    }
+}
+
 impl UserStore {
     /// Delivers one message read from `src` into mailbox `mailbox` (see the module docs).
     pub fn deliver(
@@ -56,6 +171,60 @@ impl UserStore {
         src: &mut dyn Read,
         opts: &DeliverOptions,
     ) -> Result<DeliveredMessage, StoreError> {
+        let (name, path) = self.delivery_target(mailbox)?;
+        let mut tmp = self.tmp_in(&path)?;
+        std::io::copy(src, &mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
+        // INTERNALDATE is the file's mtime, as Dovecot keeps it (RFC 3501 §2.3.3)
+        tmp.set_mtime(opts.internal_date.unwrap_or_else(SystemTime::now));
+        tmp.sync()?;
+        let target = self.placement(name, &path, opts)?;
+        let built = convert::index_file(tmp.path(), target.state.clone())?;
+        // nothing after the rename may fail without removing the file again (finish)
+        let delivered = tmp.commit(target.sub, opts.flags, target.keywords)?;
+        self.finish_delivery(name, &path, target, delivered, built)
+    }
+
+    /// Starts a message file in `tmp/` of `mailbox`, to be filled by the caller, then
+    /// [`PreparedMessage::prepare`]d and handed to [`UserStore::deliver_file`] for one or
+    /// more mailboxes (LMTP streams DATA into it). Dropping the file without that removes
+    /// it. fsync follows the store's options.
+    pub fn create_tmp(&self, mailbox: &str) -> Result<TmpFile, StoreError> {
+        let (_, path) = self.delivery_target(mailbox)?;
+        self.tmp_in(&path)
+    }
+
+    /// Delivers a message file that is already written and summarized (LMTP: one file
+    /// for every recipient) into `mailbox` of this store: a hard link into `new/` (or
+    /// `cur/` with flags) when the file is on the same filesystem, a copy through this
+    /// mailbox's `tmp/` otherwise (EXDEV, or a filesystem without hard links); then the
+    /// same steps as [`UserStore::deliver`]: fsync of the folder, dovecot-uidlist, index
+    /// commit. The index record is the one built once by [`PreparedMessage::prepare`]
+    /// (the file is immutable, so it holds for every link). INTERNALDATE is the file's
+    /// mtime: `opts.internal_date` is ignored here.
+    pub fn deliver_file(
+        &self,
+        mailbox: &str,
+        msg: &PreparedMessage,
+        opts: &DeliverOptions,
+    ) -> Result<(DeliveredMessage, LinkOrCopy), StoreError> {
+        let (name, path) = self.delivery_target(mailbox)?;
+        let target = self.placement(name, &path, opts)?;
+        let mut built = msg.built.clone();
+        built.record.state = MessageState {
+            internal_date: built.record.state.internal_date,
+            size: built.record.state.size,
+            vsize: built.record.state.vsize,
+            ..target.state.clone()
+        };
+        let (delivered, how) =
+            self.place_file(msg, &path, target.sub, opts.flags, target.keywords)?;
+        self.finish_delivery(name, &path, target, delivered, built)
+            .map(|d| (d, how))
+    }
+
+    /// Canonical name and folder of an existing mailbox, indexed (synced once if the index
+    /// does not know it yet).
+    fn delivery_target<'n>(&self, mailbox: &'n str) -> Result<(&'n str, PathBuf), StoreError> {
         let name = Self::canonical(mailbox);
         let path = self.mailbox_path(name)?;
         if !path.join("cur").is_dir() {
@@ -64,17 +233,27 @@ impl UserStore {
         if self.indexed_mailbox(name)?.is_none() {
             self.sync_mailbox(name)?;
         }
-        let mut tmp = TmpFile::create(&path)?;
-        std::io::copy(src, &mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
-        // INTERNALDATE is the file's mtime, as Dovecot keeps it (RFC 3501 §2.3.3)
-        tmp.set_mtime(opts.internal_date.unwrap_or_else(SystemTime::now));
+        Ok((name, path))
+    }
+
+    fn tmp_in(&self, path: &Path) -> Result<TmpFile, StoreError> {
+        let mut tmp = TmpFile::create(path)?;
         tmp.set_durable(self.opts.fsync);
-        tmp.sync()?;
-        // the index's keyword table follows dovecot-keywords in the same commit
+        Ok(tmp)
+    }
+
+    /// Where and with which state a delivery lands: keyword letters (new names go into
+    /// dovecot-keywords, whose table follows in the same index commit), `new/` or `cur/`.
+    fn placement(
+        &self,
+        name: &str,
+        path: &Path,
+        opts: &DeliverOptions,
+    ) -> Result<Placement, StoreError> {
         let (keywords, keyword_table) = if opts.keywords.is_empty() {
             (Keywords::EMPTY, None)
         } else {
-            let (bits, table) = self.keyword_bits(name, &path, &opts.keywords)?;
+            let (bits, table) = self.keyword_bits(name, path, &opts.keywords)?;
             (bits, Some(table))
         };
         let sub = if opts.flags.is_empty() && keywords.is_empty() {
@@ -89,14 +268,110 @@ impl UserStore {
             save_date: convert::now_secs(),
             ..MessageState::default()
         };
-        let mut built = convert::index_file(tmp.path(), state)?;
-        // nothing after the rename may fail without removing the file again (below)
-        let delivered = tmp.commit(sub, opts.flags, keywords)?;
+        Ok(Placement {
+            sub,
+            keywords,
+            keyword_table,
+            state,
+        })
+    }
+
+    /// Links (or copies) a prepared file into `path`'s `sub` folder under a fresh unique
+    /// name, never replacing a file, and fsyncs the folder.
+    fn place_file(
+        &self,
+        msg: &PreparedMessage,
+        path: &Path,
+        sub: Sub,
+        flags: Flags,
+        keywords: Keywords,
+    ) -> Result<(Delivered, LinkOrCopy), StoreError> {
+        let dir = sub.path(path);
+        for _ in 0..LINK_ATTEMPTS {
+            let name = MaildirName {
+                base: format!("{},S={},W={}", unique_id(), msg.size, msg.vsize),
+                size: Some(msg.size),
+                vsize: Some(msg.vsize),
+                flags,
+                keywords,
+                unknown_flags: String::new(),
+                has_info: sub == Sub::Cur,
+            };
+            let file_name = name.file_name();
+            let dest = dir.join(&file_name);
+            match std::fs::hard_link(&msg.path, &dest) {
+                Ok(()) => {
+                    if self.opts.fsync {
+                        deliver::fsync_dir(&dir)?;
+                    }
+                    let delivered = Delivered {
+                        path: dest,
+                        file_name,
+                        name,
+                        size: msg.size,
+                        vsize: msg.vsize,
+                    };
+                    return Ok((delivered, LinkOrCopy::Linked));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                // another filesystem (EXDEV) or one without hard links: copy
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(
+                            libc::EXDEV
+                                | libc::EPERM
+                                | libc::EOPNOTSUPP
+                                | libc::ENOSYS
+                                | libc::EMLINK
+                        )
+                    ) =>
+                {
+                    return self.copy_file(msg, path, sub, flags, keywords);
+                }
+                Err(e) => return Err(StoreError::io(&dest, e)),
+            }
+        }
+        Err(StoreError::io(
+            &dir,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "no unused unique file name",
+            ),
+        ))
+    }
+
+    fn copy_file(
+        &self,
+        msg: &PreparedMessage,
+        path: &Path,
+        sub: Sub,
+        flags: Flags,
+        keywords: Keywords,
+    ) -> Result<(Delivered, LinkOrCopy), StoreError> {
+        let mut src = std::fs::File::open(&msg.path).map_err(|e| StoreError::io(&msg.path, e))?;
+        let mut tmp = self.tmp_in(path)?;
+        std::io::copy(&mut src, &mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
+        tmp.set_mtime(msg.mtime);
+        tmp.sync()?;
+        Ok((tmp.commit(sub, flags, keywords)?, LinkOrCopy::Copied))
+    }
+
+    /// The steps after the file is visible: uidlist and index. On failure the file is
+    /// removed again, so that the sender's retry cannot duplicate it.
+    fn finish_delivery(
+        &self,
+        name: &str,
+        path: &Path,
+        target: Placement,
+        delivered: Delivered,
+        mut built: maildex_index::Built,
+    ) -> Result<DeliveredMessage, StoreError> {
         built.record.state.file_name = delivered.file_name.clone();
-        match self.record_delivery(name, &path, &delivered, built, keyword_table) {
+        match self.record_delivery(name, path, &delivered, built, target.keyword_table) {
             Ok(d) => Ok(d),
             Err(e) => {
-                if let Err(rm) = deliver::remove(&path, sub, &delivered.file_name) {
+                if let Err(rm) = deliver::remove(path, target.sub, &delivered.file_name) {
                     tracing::error!(file = %delivered.path.display(), error = %rm, "could not remove a delivery that failed");
                 }
                 Err(e)

@@ -1,0 +1,415 @@
+//! maildex-accounts: who the users are and where their mail lives, shared by the LMTP
+//! and IMAP servers.
+//!
+//! [`Accounts`] holds the configuration, the users file, the aliases file and a cache
+//! of open stores (one [`UserStore`] per user per process: the index registry allows
+//! one LMDB env per folder). It answers:
+//! - [`Accounts::lookup`] / [`Accounts::verify_login`]: the users-file rules of
+//!   `maildex-auth` (a full address wins over a bare local part; a bare entry matches
+//!   any domain);
+//! - [`Accounts::resolve_recipient`]: an LMTP recipient to users and mailboxes, through
+//!   the aliases and `user+detail` (Dovecot's `recipient_delimiter` and
+//!   `lmtp_save_to_detail_mailbox`);
+//! - [`Accounts::over_quota`]: a user's storage quota against the index's counts.
+//!
+//! [`Accounts::reload`] (SIGHUP) re-reads the users and aliases files and swaps them in
+//! at once; lookups in flight keep the version they started with.
+
+#![warn(missing_docs)]
+
+mod aliases;
+mod quota;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use maildex_auth::{AuthError, UsersFile};
+use maildex_config::{Config, ConfigError};
+use maildex_store::{StoreError, StoreOptions, UserStore};
+
+pub use aliases::Aliases;
+pub use quota::usage;
+
+/// What can go wrong loading accounts or opening a user's mail.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountsError {
+    /// The users file could not be read or parsed (the error names the file and line).
+    #[error(transparent)]
+    Users(#[from] AuthError),
+    /// A bad line in the aliases file.
+    #[error("{} line {line}: {reason}", path.display())]
+    Aliases {
+        /// The aliases file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A users-file entry with an unusable extra field (e.g. a quota rule).
+    #[error("{} line {line}: user {user}: {reason}", path.display())]
+    UserField {
+        /// The users file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The user.
+        user: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The user's paths could not be derived from the config.
+    #[error("user {user}: {source}")]
+    Paths {
+        /// The user.
+        user: String,
+        /// Why.
+        source: ConfigError,
+    },
+    /// The user's store failed.
+    #[error("user {user}: {source}")]
+    Store {
+        /// The user.
+        user: String,
+        /// Why.
+        source: StoreError,
+    },
+}
+
+impl AccountsError {
+    /// True when the failure is a full disk or disk quota (ENOSPC/EDQUOT).
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, AccountsError::Store { source, .. } if source.is_no_space())
+    }
+}
+
+/// Why a recipient cannot be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum RecipientError {
+    /// No user and no alias by that name (LMTP `550 5.1.1`).
+    #[error("no such user: {0}")]
+    Unknown(String),
+    /// Something that may pass later (LMTP `451 4.3.0`).
+    #[error("recipient {address}: {reason}")]
+    Temporary {
+        /// The address asked for.
+        address: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// A user of the users file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// The users-file entry name: the identity that maps to paths
+    /// ([`maildex_config::StorageConfig::paths_for`]).
+    pub name: String,
+    /// Storage quota in bytes (per-user rule, else the config default); `None` is
+    /// unlimited.
+    pub quota: Option<u64>,
+}
+
+/// Where one message for a recipient goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recipient {
+    /// The user.
+    pub user: User,
+    /// The mailbox: `INBOX`, or the detail's folder when that is enabled and exists.
+    pub mailbox: String,
+}
+
+/// The users file and aliases, swapped as one on reload.
+#[derive(Debug)]
+struct Directory {
+    users: UsersFile,
+    aliases: Aliases,
+    /// Folded user name -> quota (resolved once per load).
+    quotas: HashMap<String, Option<u64>>,
+}
+
+/// Users, aliases, quotas and open stores of one process. See the crate docs.
+pub struct Accounts {
+    config: Config,
+    directory: RwLock<Arc<Directory>>,
+    stores: Mutex<HashMap<String, Arc<UserStore>>>,
+}
+
+impl std::fmt::Debug for Accounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Accounts")
+            .field("users_file", &self.config.auth.users_file)
+            .field("aliases_file", &self.config.lmtp.aliases_file)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Store options from the config (`[storage] index_map_size`, `fsync`).
+pub fn store_options(config: &Config) -> StoreOptions {
+    let mut opts = StoreOptions::default();
+    opts.index.map_size = config.storage.index_map_size as usize;
+    opts.fsync = config.storage.fsync;
+    opts.index.durable = config.storage.fsync;
+    opts
+}
+
+fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
+    let users = UsersFile::load(&config.auth.users_file)?;
+    let aliases = match &config.lmtp.aliases_file {
+        Some(p) => Aliases::load(p)?,
+        None => Aliases::default(),
+    };
+    let mut quotas = HashMap::new();
+    for e in users.list() {
+        let rule = quota::rule_from_extra(&e.extra).map_err(|reason| AccountsError::UserField {
+            path: config.auth.users_file.clone(),
+            line: e.line,
+            user: e.name.clone(),
+            reason,
+        })?;
+        let q = rule.unwrap_or(config.storage.quota);
+        quotas.insert(e.name.to_ascii_lowercase(), q);
+    }
+    for (source, target) in aliases.all_targets() {
+        if users.lookup(target).is_none() {
+            tracing::warn!(
+                alias = source,
+                target,
+                "alias target is not in the users file; it will be skipped"
+            );
+        }
+    }
+    Ok(Directory {
+        users,
+        aliases,
+        quotas,
+    })
+}
+
+impl Accounts {
+    /// Loads the users file and the aliases file named by `config`.
+    pub fn load(config: Config) -> Result<Arc<Accounts>, AccountsError> {
+        let dir = load_directory(&config)?;
+        Ok(Arc::new(Accounts {
+            config,
+            directory: RwLock::new(Arc::new(dir)),
+            stores: Mutex::default(),
+        }))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Re-reads the users file and the aliases file and swaps both in at once (SIGHUP).
+    /// On error the old versions stay in force.
+    pub fn reload(&self) -> Result<(), AccountsError> {
+        let dir = Arc::new(load_directory(&self.config)?);
+        *self.directory.write().unwrap_or_else(|p| p.into_inner()) = dir;
+        Ok(())
+    }
+
+    fn dir(&self) -> Arc<Directory> {
+        Arc::clone(&self.directory.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn user_of(dir: &Directory, entry: &maildex_auth::UserEntry) -> User {
+        User {
+            name: entry.name.clone(),
+            quota: dir
+                .quotas
+                .get(&entry.name.to_ascii_lowercase())
+                .copied()
+                .flatten(),
+        }
+    }
+
+    /// The user a login name (or recipient address) names, by the users-file rules.
+    pub fn lookup(&self, login: &str) -> Option<User> {
+        let dir = self.dir();
+        let entry = dir.users.lookup(login)?;
+        Some(Self::user_of(&dir, entry))
+    }
+
+    /// Checks a password. BLOCKING (runs the KDF): async callers use `spawn_blocking`.
+    /// An unknown user costs the same time as a known one
+    /// ([`maildex_auth::verify_unknown_user`]), so timing does not reveal who exists.
+    pub fn verify_login(
+        &self,
+        login: &str,
+        password: &[u8],
+    ) -> Result<Option<User>, AccountsError> {
+        let dir = self.dir();
+        match dir.users.lookup(login) {
+            Some(entry) => {
+                if maildex_auth::verify(&entry.password, password)? {
+                    Ok(Some(Self::user_of(&dir, entry)))
+                } else {
+                    Ok(None)
+                }
+            }
+            None => {
+                maildex_auth::verify_unknown_user(password);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Where mail for `address` (`local@domain`, or a bare local part) goes.
+    ///
+    /// Order: the whole address through the aliases, then the users file; if neither
+    /// knows it and the local part holds a `recipient_delimiter` character, the part
+    /// before it the same way, the rest being the detail. With
+    /// `save_to_detail_mailbox`, a detail naming an existing folder (`INBOX` in any
+    /// case too) selects it, otherwise INBOX (Dovecot's `lmtp_save_to_detail_mailbox`
+    /// without autocreate). Targets of one alias that name the same user and mailbox
+    /// are delivered once. Looks at the file system (whether the folder exists): call
+    /// it off the async reactor.
+    pub fn resolve_recipient(&self, address: &str) -> Result<Vec<Recipient>, RecipientError> {
+        let dir = self.dir();
+        let mut users = Self::expand(&dir, address);
+        let mut detail = None;
+        if users.is_empty() {
+            if let Some((base, d)) = self.split_detail(address) {
+                users = Self::expand(&dir, &base);
+                detail = Some(d);
+            }
+        }
+        if users.is_empty() {
+            return Err(RecipientError::Unknown(address.to_owned()));
+        }
+        let mut out: Vec<Recipient> = Vec::with_capacity(users.len());
+        for user in users {
+            let mailbox = match &detail {
+                Some(d) if self.config.lmtp.save_to_detail_mailbox => self
+                    .detail_mailbox(&user, d)
+                    .map_err(|reason| RecipientError::Temporary {
+                        address: address.to_owned(),
+                        reason,
+                    })?,
+                _ => "INBOX".to_owned(),
+            };
+            let dup = out
+                .iter()
+                .any(|r| r.user.name.eq_ignore_ascii_case(&user.name) && r.mailbox == mailbox);
+            if !dup {
+                out.push(Recipient { user, mailbox });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Users for an address: alias targets, else the users-file entry.
+    fn expand(dir: &Directory, address: &str) -> Vec<User> {
+        if let Some(targets) = dir.aliases.lookup(address) {
+            return targets
+                .iter()
+                .filter_map(|t| match dir.users.lookup(t) {
+                    Some(e) => Some(Self::user_of(dir, e)),
+                    None => {
+                        tracing::warn!(alias = address, target = %t, "alias target is not a user; skipped");
+                        None
+                    }
+                })
+                .collect();
+        }
+        dir.users
+            .lookup(address)
+            .map(|e| vec![Self::user_of(dir, e)])
+            .unwrap_or_default()
+    }
+
+    /// `user+detail@domain` -> (`user@domain`, `detail`), at the first delimiter.
+    fn split_detail(&self, address: &str) -> Option<(String, String)> {
+        let delims = &self.config.lmtp.recipient_delimiter;
+        if delims.is_empty() {
+            return None;
+        }
+        let (local, domain) = match address.rsplit_once('@') {
+            Some((l, d)) => (l, Some(d)),
+            None => (address, None),
+        };
+        let i = local.find(|c| delims.contains(c))?;
+        let delim_len = local[i..].chars().next().map_or(1, char::len_utf8);
+        let (user, detail) = (&local[..i], &local[i + delim_len..]);
+        if user.is_empty() {
+            return None;
+        }
+        let base = match domain {
+            Some(d) => format!("{user}@{d}"),
+            None => user.to_owned(),
+        };
+        Some((base, detail.to_owned()))
+    }
+
+    fn detail_mailbox(&self, user: &User, detail: &str) -> Result<String, String> {
+        if detail.is_empty() || detail.eq_ignore_ascii_case("INBOX") {
+            return Ok("INBOX".to_owned());
+        }
+        let paths = self
+            .config
+            .storage
+            .paths_for(&user.name)
+            .map_err(|e| e.to_string())?;
+        // a name that cannot be a folder simply is not one: INBOX
+        match maildex_maildir::folder::folder_path(&paths.maildir, detail) {
+            Ok(p) if p.join("cur").is_dir() => Ok(detail.to_owned()),
+            _ => Ok("INBOX".to_owned()),
+        }
+    }
+
+    /// The user's store, opened once per process and cached. BLOCKING on first use
+    /// (opens the LMDB env, creates the Maildir if missing).
+    pub fn store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
+        let key = user.name.to_ascii_lowercase();
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = stores.get(&key) {
+            return Ok(Arc::clone(s));
+        }
+        let paths = self
+            .config
+            .storage
+            .paths_for(&user.name)
+            .map_err(|source| AccountsError::Paths {
+                user: user.name.clone(),
+                source,
+            })?;
+        let store = UserStore::open(
+            &paths.maildir,
+            &paths.index_dir,
+            store_options(&self.config),
+        )
+        .map_err(|source| AccountsError::Store {
+            user: user.name.clone(),
+            source,
+        })?;
+        let store = Arc::new(store);
+        stores.insert(key, Arc::clone(&store));
+        Ok(store)
+    }
+
+    /// Whether `incoming` more bytes would take `user` over quota (always false without
+    /// a quota). With `incoming == 0` (size not known yet), true once the user is at or
+    /// over the limit. Reads the index counts: BLOCKING on first use of the store.
+    pub fn over_quota(&self, user: &User, incoming: u64) -> Result<bool, AccountsError> {
+        let Some(limit) = user.quota else {
+            return Ok(false);
+        };
+        let store = self.store(user)?;
+        let used = usage(&store).map_err(|source| AccountsError::Store {
+            user: user.name.clone(),
+            source,
+        })?;
+        Ok(used.saturating_add(incoming.max(1)) > limit)
+    }
+}

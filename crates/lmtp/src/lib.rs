@@ -1,0 +1,1 @@
+//! maildex-lmtp: the LMTP server.
