@@ -100,7 +100,7 @@ impl<'a> Parser<'a> {
                 return fail("Double space");
             }
             Ok(())
-        } else if self.at_end() {
+        } else if self.at_end() || self.peek() == Some(b')') {
             fail("Missing argument")
         } else {
             fail("Expected space")
