@@ -48,7 +48,7 @@ pub use fetch::{FetchArgs, FetchItem, FetchMacro, Partial, Section, SectionText}
 pub use limits::Limits;
 pub use list::{ListArgs, ListReturn, ListSelect, SpecialUse, StatusItem};
 pub use parse::{parse_command, CommandError};
-pub use receiver::{AppendMessage, Input, LineTooLong, Receiver};
+pub use receiver::{AppendMessage, Input, LineTooLong, Receiver, MAX_LITERALS};
 pub use search::{SearchArgs, SearchKey, SearchReturn};
 pub use sequence::{SeqNum, SeqRange, SequenceSet};
 pub use types::{Date, DateTime, Flag, Mailbox, Tag};

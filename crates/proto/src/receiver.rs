@@ -136,6 +136,8 @@ pub struct Receiver {
     pending: VecDeque<Input>,
     /// The last octets of a line being skipped (to see a literal at its end).
     skip_tail: Vec<u8>,
+    /// Literals in the command being assembled.
+    literals: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,6 +175,11 @@ struct Tail {
 
 /// How many octets of a skipped line are kept to find a literal at its end.
 const TAIL_KEEP: usize = 32;
+
+/// Most literals in one command. Each synchronizing literal makes the
+/// receiver check the command so far (linear in its size), so this bounds
+/// the work a client can cause with one command of many tiny literals.
+pub const MAX_LITERALS: usize = 1000;
 
 /// `{n}`, `{n+}` or `~{n}` at the end of a line (RFC 3501 §9 `literal`,
 /// RFC 7888 §8, RFC 3516 §7).
@@ -219,6 +226,7 @@ impl Receiver {
             mode: Mode::Normal,
             pending: VecDeque::new(),
             skip_tail: Vec::new(),
+            literals: 0,
         }
     }
 
@@ -278,6 +286,7 @@ impl Receiver {
     }
 
     fn reset(&mut self) {
+        self.literals = 0;
         self.cmd.clear();
         self.mode = Mode::Normal;
         self.state = State::Line;
@@ -598,6 +607,12 @@ impl Receiver {
             return;
         };
         let n = usize::try_from(n).unwrap_or(usize::MAX);
+        self.literals += 1;
+        if self.literals > MAX_LITERALS {
+            self.bad(tag, Some(ResponseCode::Limit), "Too many literals");
+            self.skip_literal_of(Some(t));
+            return;
+        }
         if n > self.limits.max_inline_literal
             || self.cmd.len().saturating_add(n) > self.limits.max_command
         {
