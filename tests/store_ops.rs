@@ -268,18 +268,28 @@ fn move_renames_files_and_moves_records_in_one_commit() {
     let uids: Vec<u32> = (0..3).map(|i| deliver(&store, "INBOX", &format!("mv{i}"))).collect();
     store.set_flags("INBOX", &uids[1..2], FlagOp::Add, Flags::SEEN, &kw(&["work"]), None).unwrap();
     let src = states(&store, "INBOX");
+    let mut inodes: Vec<u64> = src[..2]
+        .iter()
+        .map(|(_, st)| {
+            let sub = if st.in_new { "new" } else { "cur" };
+            fs::metadata(s.maildir.join(sub).join(&st.file_name)).unwrap().ino()
+        })
+        .collect();
     let hm_src = mailbox(&store, "INBOX").1.highest_modseq;
     let commits = store.index().commits();
     let out = store.move_messages("INBOX", "Archive", &uids[..2]).unwrap();
     assert_eq!(store.index().commits(), commits + 1, "one index commit");
     assert_eq!(out.pairs, vec![(uids[0], 1), (uids[1], 2)]);
     let arch = s.maildir.join(".Archive");
-    // the same base names, now in Archive
-    let moved: BTreeSet<String> = files(&arch, "new").into_iter().chain(files(&arch, "cur")).collect();
-    for (_, st) in &src[..2] {
-        let base = st.file_name.split(':').next().unwrap();
-        assert!(moved.iter().any(|f| f.starts_with(base)), "{base} not in {moved:?}");
-    }
+    // the files themselves (same inodes), under new base names, in Archive
+    let mut moved: Vec<u64> = [("new", files(&arch, "new")), ("cur", files(&arch, "cur"))]
+        .iter()
+        .flat_map(|(sub, fs_)| fs_.iter().map(|f| fs::metadata(arch.join(sub).join(f)).unwrap().ino()).collect::<Vec<_>>())
+        .collect();
+    moved.sort_unstable();
+    inodes.sort_unstable();
+    assert_eq!(moved, inodes, "rename, not copy");
+    assert_eq!(files(&s.maildir, "new").len() + files(&s.maildir, "cur").len(), 1);
     assert_eq!(states(&store, "INBOX").iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![uids[2]]);
     let (_, inbox) = mailbox(&store, "INBOX");
     assert_eq!(inbox.counts.messages, 1);
@@ -294,6 +304,23 @@ fn move_renames_files_and_moves_records_in_one_commit() {
     let same = store.move_messages("Archive", "Archive", &[1]).unwrap();
     assert_eq!(same.pairs, vec![(1, 3)]);
     assert_eq!(states(&store, "Archive").iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![2, 3]);
+    clean(&store);
+}
+
+/// Regression (found by the model test): a message moved out of INBOX and back kept its base
+/// name, INBOX's dovecot-uidlist still had a record of that base, and the message got its old
+/// UID again: a UID reused after EXPUNGE.
+#[test]
+fn a_message_moved_out_and_back_gets_a_new_uid() {
+    let s = Scratch::new();
+    let store = s.open();
+    store.create_mailbox("Other").unwrap();
+    let uid = deliver(&store, "INBOX", "boomerang");
+    let out = store.move_messages("INBOX", "Other", &[uid]).unwrap();
+    let back = store.move_messages("Other", "INBOX", &[out.pairs[0].1]).unwrap();
+    assert_eq!(back.pairs, vec![(1, 2)]);
+    let list = Uidlist::read(&s.maildir).unwrap().unwrap();
+    assert_eq!(list.next_uid, 3);
     clean(&store);
 }
 
@@ -418,4 +445,183 @@ fn reader_uids_and_changed_since() {
     assert_eq!(changed.iter().map(|(u, s)| (*u, s.modseq)).collect::<Vec<_>>(), vec![(uids[2], out.messages[0].modseq)]);
     assert_eq!(states(&store, "INBOX")[2].1.in_new, false);
     let _ = Sub::Cur;
+}
+
+mod model {
+    //! Random sequences of deliver / STORE / EXPUNGE / COPY / MOVE on a model and on the
+    //! store: the index must equal the model after every step (UIDs, flags, keywords, which
+    //! message is which), modseqs must rise with every change, and `check()` must be clean
+    //! at the end.
+
+    use std::collections::BTreeMap;
+
+    use maildex_maildir::Flags;
+    use maildex_store::{DeliverOptions, FlagOp, UserStore};
+    use maildex_tests::{message, Scratch};
+    use proptest::prelude::*;
+
+    const BOXES: [&str; 2] = ["INBOX", "Other"];
+    const KW: &str = "$Kw";
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Deliver(usize),
+        Store(usize, Vec<usize>, u8, u8, bool),
+        Expunge(usize, Option<Vec<usize>>),
+        Copy(usize, usize, Vec<usize>),
+        Move(usize, usize, Vec<usize>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let picks = || proptest::collection::vec(0usize..8, 0..4);
+        prop_oneof![
+            3 => (0usize..2).prop_map(Op::Deliver),
+            3 => (0usize..2, picks(), 0u8..3, prop::sample::select(vec![1u8, 4, 8, 9, 13]), any::<bool>())
+                .prop_map(|(m, p, o, f, k)| Op::Store(m, p, o, f, k)),
+            1 => (0usize..2, prop::option::of(picks())).prop_map(|(m, p)| Op::Expunge(m, p)),
+            1 => (0usize..2, 0usize..2, picks()).prop_map(|(a, b, p)| Op::Copy(a, b, p)),
+            1 => (0usize..2, 0usize..2, picks()).prop_map(|(a, b, p)| Op::Move(a, b, p)),
+        ]
+    }
+
+    /// uid -> (flags, has the keyword, subject)
+    #[derive(Default)]
+    struct Box {
+        msgs: BTreeMap<u32, (u8, bool, String)>,
+        next: u32,
+    }
+
+    fn pick(b: &Box, picks: &[usize]) -> Vec<u32> {
+        let uids: Vec<u32> = b.msgs.keys().copied().collect();
+        if uids.is_empty() {
+            return Vec::new();
+        }
+        let mut out: Vec<u32> = picks.iter().map(|i| uids[i % uids.len()]).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn highest(store: &UserStore, name: &str) -> u64 {
+        store
+            .index()
+            .read(|r| Ok(r.require_mailbox(r.mailbox_id(name)?.unwrap())?.highest_modseq))
+            .unwrap()
+    }
+
+    fn compare(store: &UserStore, model: &[Box]) {
+        for (i, name) in BOXES.iter().enumerate() {
+            let got = store
+                .index()
+                .read(|r| {
+                    let id = r.mailbox_id(name)?.unwrap();
+                    let mut out = BTreeMap::new();
+                    for (uid, rec) in r.messages(id)? {
+                        let subject = String::from_utf8_lossy(&rec.cached.hot_headers)
+                            .lines()
+                            .find_map(|l| l.strip_prefix("Subject: ").map(str::to_string))
+                            .unwrap_or_default();
+                        out.insert(uid, (rec.state.flags, rec.state.keywords != 0, subject));
+                    }
+                    Ok(out)
+                })
+                .unwrap();
+            assert_eq!(got, model[i].msgs, "mailbox {name}");
+        }
+    }
+
+    fn run(ops: Vec<Op>) {
+        let s = Scratch::new();
+        let store = s.open();
+        store.sync_all().unwrap();
+        store.create_mailbox(BOXES[1]).unwrap();
+        let mut model: Vec<Box> = (0..2).map(|_| Box { next: 1, ..Box::default() }).collect();
+        let mut n = 0;
+        for op in ops {
+            let moving = matches!(op, Op::Move(..));
+            match op {
+                Op::Deliver(m) => {
+                    n += 1;
+                    let subject = format!("s{n}");
+                    let d = store
+                        .deliver(BOXES[m], &mut &message(&subject)[..], &DeliverOptions::default())
+                        .unwrap();
+                    assert_eq!(d.uid, model[m].next);
+                    model[m].next += 1;
+                    model[m].msgs.insert(d.uid, (0, false, subject));
+                }
+                Op::Store(m, picks, o, bits, with_kw) => {
+                    let uids = pick(&model[m], &picks);
+                    let op = [FlagOp::Add, FlagOp::Remove, FlagOp::Replace][usize::from(o)];
+                    let kws: Vec<String> = if with_kw { vec![KW.into()] } else { vec![] };
+                    let before = highest(&store, BOXES[m]);
+                    let out = store.set_flags(BOXES[m], &uids, op, Flags(bits), &kws, None).unwrap();
+                    let mut changed = 0;
+                    for uid in &uids {
+                        let e = model[m].msgs.get_mut(uid).unwrap();
+                        let new = match op {
+                            FlagOp::Add => (e.0 | bits, e.1 || with_kw),
+                            FlagOp::Remove => (e.0 & !bits, e.1 && !with_kw),
+                            FlagOp::Replace => (bits, with_kw),
+                        };
+                        if new != (e.0, e.1) {
+                            changed += 1;
+                        }
+                        (e.0, e.1) = new;
+                    }
+                    assert_eq!(out.messages.iter().filter(|m| m.changed).count(), changed);
+                    let after = highest(&store, BOXES[m]);
+                    assert_eq!(after, before + changed as u64, "one modseq per changed message");
+                }
+                Op::Expunge(m, picks) => {
+                    let chosen = picks.map(|p| pick(&model[m], &p));
+                    let before = highest(&store, BOXES[m]);
+                    let gone = store.expunge(BOXES[m], chosen.as_deref()).unwrap();
+                    let expected: Vec<u32> = model[m]
+                        .msgs
+                        .iter()
+                        .filter(|(u, e)| e.0 & 8 != 0 && chosen.as_ref().is_none_or(|c| c.contains(u)))
+                        .map(|(u, _)| *u)
+                        .collect();
+                    assert_eq!(gone, expected);
+                    for u in &gone {
+                        model[m].msgs.remove(u);
+                    }
+                    assert!(gone.is_empty() || highest(&store, BOXES[m]) > before);
+                }
+                Op::Copy(a, b, picks) | Op::Move(a, b, picks) => {
+                    let uids = pick(&model[a], &picks);
+                    let out = if moving {
+                        store.move_messages(BOXES[a], BOXES[b], &uids).unwrap()
+                    } else {
+                        store.copy(BOXES[a], BOXES[b], &uids).unwrap()
+                    };
+                    let mut pairs = Vec::new();
+                    for u in &uids {
+                        let e = model[a].msgs[u].clone();
+                        let nu = model[b].next;
+                        model[b].next += 1;
+                        model[b].msgs.insert(nu, e);
+                        pairs.push((*u, nu));
+                    }
+                    if moving {
+                        for u in &uids {
+                            model[a].msgs.remove(u);
+                        }
+                    }
+                    assert_eq!(out.pairs, pairs);
+                }
+            }
+            compare(&store, &model);
+        }
+        assert_eq!(store.check().unwrap(), vec![]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #[test]
+        fn random_operations_keep_index_equal_to_model(ops in proptest::collection::vec(op(), 1..24)) {
+            run(ops);
+        }
+    }
 }

@@ -6,7 +6,10 @@
 //! BODYSTRUCTURE, header blocks): nothing is parsed again.
 //!
 //! **MOVE and crashes.** Each file is moved with one `rename(2)` that never replaces
-//! (`transfer::move_file`), so at every instant each message is in exactly one folder:
+//! (`transfer::move_file`), so at every instant each message is in exactly one folder. The
+//! moved file gets a new base name in dst, because dst's dovecot-uidlist may still hold a
+//! record of its old base (moved out earlier, not yet compacted away), whose UID must not be
+//! given again:
 //! - crash before a rename: the message is still in `src`, untouched;
 //! - crash after the renames, before dst's uidlist append: the files sit in `dst` without
 //!   UIDs; the next sync of `dst` numbers and indexes them (parsing them, the one case where
@@ -25,7 +28,7 @@ use std::path::PathBuf;
 
 use maildex_index::{Cached, MessageRecord, MessageState};
 use maildex_maildir::deliver::{fsync_dir, remove, Delivered};
-use maildex_maildir::filename::base_of;
+use maildex_maildir::filename::{base_of, unique_base};
 use maildex_maildir::transfer::{copy_file, find_base, move_file, MoveOutcome};
 use maildex_maildir::{Keywords, MaildirName, Sub, UidRecord, UidlistLock};
 
@@ -287,7 +290,8 @@ impl UserStore {
         Ok(placed)
     }
 
-    /// Renames each source file into dst, keeping its base; its name carries dst's letters.
+    /// Renames each source file into dst under a new base (see below); its name carries dst's
+    /// keyword letters.
     fn place_moved(
         &self,
         s: &Target,
@@ -302,11 +306,15 @@ impl UserStore {
             let mut sub = if m.state.in_new { Sub::New } else { Sub::Cur };
             let mut name = m.state.file_name.clone();
             let mut moved = false;
+            // A new base in dst: dst's dovecot-uidlist may still hold a record of the old
+            // base (a message moved out and back keeps its record until the list is
+            // compacted), and reusing that record's UID would reuse a UID.
+            let new_base = unique_base(m.state.size, m.state.vsize);
             for _ in 0..3 {
                 let target_name = if sub == Sub::New {
-                    name.clone()
+                    new_base.clone()
                 } else {
-                    MaildirName::parse(&name)?.with_flags(flags, kw).file_name()
+                    MaildirName::parse(&new_base)?.with_flags(flags, kw).file_name()
                 };
                 let from = sub.path(&s.path).join(&name);
                 match move_file(&from, &d.path, sub, &target_name, self.opts.fsync)? {
