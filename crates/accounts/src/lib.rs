@@ -73,7 +73,7 @@ pub enum AccountsError {
         /// The user.
         user: String,
         /// Why.
-        source: ConfigError,
+        source: Box<ConfigError>,
     },
     /// The user's store failed.
     #[error("user {user}: {source}")]
@@ -81,7 +81,7 @@ pub enum AccountsError {
         /// The user.
         user: String,
         /// Why.
-        source: StoreError,
+        source: Box<StoreError>,
     },
 }
 
@@ -382,7 +382,7 @@ impl Accounts {
             .paths_for(&user.name)
             .map_err(|source| AccountsError::Paths {
                 user: user.name.clone(),
-                source,
+                source: Box::new(source),
             })?;
         let store = UserStore::open(
             &paths.maildir,
@@ -391,7 +391,7 @@ impl Accounts {
         )
         .map_err(|source| AccountsError::Store {
             user: user.name.clone(),
-            source,
+            source: Box::new(source),
         })?;
         let store = Arc::new(store);
         stores.insert(key, Arc::clone(&store));
@@ -408,7 +408,7 @@ impl Accounts {
         let store = self.store(user)?;
         let used = usage(&store).map_err(|source| AccountsError::Store {
             user: user.name.clone(),
-            source,
+            source: Box::new(source),
         })?;
         Ok(used.saturating_add(incoming.max(1)) > limit)
     }

@@ -1,0 +1,310 @@
+//! One connection: reads bytes into the sans-IO session, acts on its events, writes
+//! its replies. Replies are gathered and written once the session needs more input
+//! (RFC 2920 §3.2 allows batching), and always before a slow step (a delivery).
+
+use std::sync::Arc;
+
+use maildex_lmtp_proto::{Event, ProtoError, RcptOutcome, Session};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::deliver::{self, Body, Txn, WRITE_BATCH};
+use crate::Shared;
+
+/// A client stream (TCP or unix).
+pub(crate) trait AsyncStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> AsyncStream for T {}
+
+const READ_SIZE: usize = 64 * 1024;
+
+/// Why event handling stopped early.
+enum Stop {
+    /// The session ended with a protocol error (its reply is queued).
+    Proto(ProtoError),
+    /// Writing to the client failed.
+    Io(std::io::Error),
+}
+
+impl From<ProtoError> for Stop {
+    fn from(e: ProtoError) -> Self {
+        Stop::Proto(e)
+    }
+}
+
+/// Why a connection ends.
+enum End {
+    /// QUIT answered, or the client closed.
+    Done,
+    /// The socket failed.
+    Io(std::io::Error),
+}
+
+struct Conn {
+    stream: crate::listen::Stream,
+    session: Session,
+    shared: Arc<Shared>,
+    out: Vec<u8>,
+    txn: Option<Txn>,
+    quit: bool,
+}
+
+/// Serves one connection to its end.
+pub(crate) async fn serve(
+    stream: crate::listen::Stream,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+) {
+    let session = Session::new(shared.limits.proto.clone());
+    let mut c = Conn {
+        stream,
+        session,
+        shared,
+        out: Vec::new(),
+        txn: None,
+        quit: false,
+    };
+    tracing::debug!("LMTP connection");
+    match c.run(shutdown).await {
+        Ok(End::Done) => tracing::debug!("LMTP connection closed"),
+        Ok(End::Io(e)) | Err(e) => tracing::debug!(error = %e, "LMTP connection ended"),
+    }
+    if c.txn
+        .as_ref()
+        .is_some_and(|t| !matches!(t.body, Body::None))
+    {
+        tracing::info!("connection ended inside a transaction; its data is discarded");
+    }
+    // dropping the transaction removes any tmp/ file (TmpFile's Drop); off the reactor
+    if let Some(t) = c.txn.take() {
+        let _ = tokio::task::spawn_blocking(move || drop(t)).await;
+    }
+}
+
+impl Conn {
+    async fn run(&mut self, shutdown: CancellationToken) -> std::io::Result<End> {
+        let mut buf = vec![0u8; READ_SIZE];
+        let mut deadline: Option<Instant> = None;
+        loop {
+            match self.drain().await {
+                Ok(()) => {}
+                Err(Stop::Proto(e)) => {
+                    self.flush().await?;
+                    tracing::info!(error = %e, "closing LMTP session");
+                    return Ok(End::Done);
+                }
+                Err(Stop::Io(e)) => return Ok(End::Io(e)),
+            }
+            self.flush().await?;
+            if self.quit {
+                return Ok(End::Done);
+            }
+            let in_data = self.session.in_transaction()
+                && self
+                    .txn
+                    .as_ref()
+                    .is_some_and(|t| !matches!(t.body, Body::None));
+            let limits = &self.shared.limits;
+            let idle = if in_data {
+                limits.data_timeout
+            } else {
+                limits.command_timeout
+            };
+            if deadline.is_some() && !self.session.in_transaction() {
+                // shutting down and the transaction is over
+                return self.close_with(self.session.shutdown_reply()).await;
+            }
+            let wake = match deadline {
+                Some(d) => d.min(Instant::now() + idle),
+                None => Instant::now() + idle,
+            };
+            tokio::select! {
+                r = self.stream.read(&mut buf) => match r {
+                    Ok(0) => return Ok(End::Done),
+                    Ok(n) => self.session.feed(&buf[..n]),
+                    Err(e) => return Ok(End::Io(e)),
+                },
+                _ = shutdown.cancelled(), if deadline.is_none() => {
+                    if !self.session.in_transaction() {
+                        return self.close_with(self.session.shutdown_reply()).await;
+                    }
+                    deadline = Some(Instant::now() + self.shared.limits.shutdown_timeout);
+                }
+                _ = tokio::time::sleep_until(wake) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        tracing::info!("shutdown deadline reached inside a transaction");
+                        return self.close_with(self.session.shutdown_reply()).await;
+                    }
+                    tracing::info!(in_data, "LMTP client timed out");
+                    return self.close_with(self.session.timeout_reply()).await;
+                }
+            }
+        }
+    }
+
+    async fn close_with(&mut self, reply: Vec<u8>) -> std::io::Result<End> {
+        self.out.extend_from_slice(&reply);
+        self.flush().await?;
+        let _ = self.stream.shutdown().await;
+        Ok(End::Done)
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if !self.out.is_empty() {
+            self.stream.write_all(&self.out).await?;
+            self.stream.flush().await?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    /// Handles every event the session has for the input so far.
+    async fn drain(&mut self) -> Result<(), Stop> {
+        while let Some(event) = self.session.next_event()? {
+            match event {
+                Event::Reply(bytes) => self.out.extend_from_slice(&bytes),
+                Event::MailFrom(m) => {
+                    self.txn = Some(Txn {
+                        reverse_path: m.reverse_path.map(|a| a.to_string()).unwrap_or_default(),
+                        declared_size: m.size,
+                        ..Txn::default()
+                    });
+                }
+                Event::RcptTo(addr) => {
+                    let address = addr.to_string();
+                    let declared = self.txn.as_ref().and_then(|t| t.declared_size);
+                    let accounts = Arc::clone(&self.shared.accounts);
+                    let (result, rcpt) = tokio::task::spawn_blocking(move || {
+                        deliver::check_rcpt(&accounts, &address, declared)
+                    })
+                    .await
+                    .unwrap_or_else(|e| {
+                        tracing::error!(error = %e, "recipient check panicked");
+                        (
+                            maildex_lmtp_proto::RcptResult::Rejected(
+                                maildex_lmtp_proto::Status::temporary("Internal error"),
+                            ),
+                            None,
+                        )
+                    });
+                    if let (Some(r), Some(t)) = (rcpt, self.txn.as_mut()) {
+                        t.rcpts.push(r);
+                    }
+                    self.session.rcpt_result(result)?;
+                }
+                Event::DataStart => self.data_start().await,
+                Event::Data(chunk) => self.data(chunk).await,
+                Event::DataEnd(summary) => {
+                    // the replies so far go out before the (slow) delivery
+                    // (a client that is gone gets nothing delivered it cannot hear about)
+                    self.flush().await.map_err(Stop::Io)?;
+                    let outcomes = self.data_end(summary.long_lines).await;
+                    self.session.data_results(outcomes)?;
+                }
+                Event::MessageTooBig => {
+                    tracing::info!("message over the size limit; discarding it");
+                    if let Some(t) = self.txn.as_mut() {
+                        let body = std::mem::replace(
+                            &mut t.body,
+                            Body::Failed(maildex_lmtp_proto::Status::too_big()),
+                        );
+                        tokio::task::spawn_blocking(move || drop(body));
+                    }
+                }
+                Event::Reset => {
+                    if let Some(t) = self.txn.take() {
+                        tokio::task::spawn_blocking(move || drop(t));
+                    }
+                }
+                Event::Quit => self.quit = true,
+            }
+        }
+        Ok(())
+    }
+
+    async fn data_start(&mut self) {
+        let Some(t) = self.txn.as_mut() else {
+            return;
+        };
+        // Dovecot writes Delivered-To only for a single recipient (lmtp_hdr_delivery_address)
+        let single = (t.rcpts.len() == 1).then(|| t.rcpts[0].address.clone());
+        let headers = maildex_store::trace_headers(Some(&t.reverse_path), single.as_deref());
+        let accounts = Arc::clone(&self.shared.accounts);
+        let rcpts = t.rcpts.clone();
+        let started =
+            tokio::task::spawn_blocking(move || deliver::start(&accounts, &rcpts, &headers))
+                .await
+                .unwrap_or_else(|_| Err(maildex_lmtp_proto::Status::temporary("Internal error")));
+        t.body = match started {
+            Ok(tmp) => Body::Writing {
+                tmp: Some(tmp),
+                buf: Vec::with_capacity(WRITE_BATCH),
+            },
+            Err(status) => Body::Failed(status),
+        };
+    }
+
+    async fn data(&mut self, chunk: Vec<u8>) {
+        let Some(t) = self.txn.as_mut() else {
+            return;
+        };
+        let Body::Writing { tmp, buf } = &mut t.body else {
+            return; // failed: the data is read and dropped
+        };
+        buf.extend_from_slice(&chunk);
+        if buf.len() < WRITE_BATCH {
+            return;
+        }
+        let (Some(file), data) = (tmp.take(), std::mem::take(buf)) else {
+            return;
+        };
+        let written =
+            tokio::task::spawn_blocking(move || deliver::write(file, &data).map(|f| (f, data)))
+                .await
+                .unwrap_or_else(|_| Err(maildex_lmtp_proto::Status::temporary("Internal error")));
+        match written {
+            Ok((file, mut data)) => {
+                data.clear();
+                *tmp = Some(file);
+                *buf = data;
+            }
+            Err(status) => t.body = Body::Failed(status),
+        }
+    }
+
+    async fn data_end(&mut self, long_lines: u64) -> Vec<RcptOutcome> {
+        let Some(mut t) = self.txn.take() else {
+            return Vec::new();
+        };
+        if long_lines > 0 {
+            tracing::debug!(long_lines, "message has lines over the length limit");
+        }
+        let n = t.rcpts.len();
+        match std::mem::take(&mut t.body) {
+            Body::Writing {
+                tmp: Some(tmp),
+                buf,
+            } => {
+                let accounts = Arc::clone(&self.shared.accounts);
+                let rcpts = std::mem::take(&mut t.rcpts);
+                tokio::task::spawn_blocking(move || deliver::finish(&accounts, tmp, &buf, &rcpts))
+                    .await
+                    .unwrap_or_else(|_| {
+                        vec![
+                            RcptOutcome::Failed(maildex_lmtp_proto::Status::temporary(
+                                "Internal error"
+                            ));
+                            n
+                        ]
+                    })
+            }
+            Body::Failed(status) => vec![RcptOutcome::Failed(status); n],
+            Body::Writing { tmp: None, .. } | Body::None => {
+                vec![
+                    RcptOutcome::Failed(maildex_lmtp_proto::Status::temporary("Internal error"));
+                    n
+                ]
+            }
+        }
+    }
+}

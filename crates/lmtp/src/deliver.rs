@@ -1,0 +1,255 @@
+//! One mail transaction: recipients, the message file being written, and the delivery
+//! to every recipient. Every function here blocks (file system, LMDB): the connection
+//! task calls them through `spawn_blocking`.
+
+use std::io::Write;
+
+use maildex_accounts::{Accounts, Recipient, RecipientError};
+use maildex_lmtp_proto::{RcptOutcome, RcptResult, Status};
+use maildex_maildir::TmpFile;
+use maildex_store::{DeliverOptions, LinkOrCopy, PreparedMessage, StoreError};
+
+/// Message bytes gathered before one write on the blocking pool.
+pub(crate) const WRITE_BATCH: usize = 64 * 1024;
+
+/// An accepted RCPT: the address as given and where it delivers (aliases expanded).
+#[derive(Debug, Clone)]
+pub(crate) struct Rcpt {
+    pub address: String,
+    pub targets: Vec<Recipient>,
+}
+
+/// The message data of a transaction.
+#[derive(Debug, Default)]
+pub(crate) enum Body {
+    /// DATA/BDAT not started.
+    #[default]
+    None,
+    /// Being written: the file (None while a write runs on the blocking pool) and bytes
+    /// not yet written.
+    Writing { tmp: Option<TmpFile>, buf: Vec<u8> },
+    /// Writing failed: every recipient gets this status; further data is dropped.
+    Failed(Status),
+}
+
+/// A transaction, from MAIL to the end of the data.
+#[derive(Debug, Default)]
+pub(crate) struct Txn {
+    /// Envelope sender, without brackets; empty for the null path `<>`.
+    pub reverse_path: String,
+    /// SIZE= from MAIL (RFC 1870), for the quota check at RCPT.
+    pub declared_size: Option<u64>,
+    /// Accepted recipients, in RCPT order (as the session's `accepted_recipients`).
+    pub rcpts: Vec<Rcpt>,
+    pub body: Body,
+}
+
+/// The status for a store failure: a full disk is `452 4.3.1`, anything else
+/// `451 4.3.0` (RFC 3463 §3.4); the client keeps the message and retries.
+pub(crate) fn failure_status(e: &StoreError) -> Status {
+    if e.is_no_space() {
+        Status::disk_full()
+    } else {
+        Status::temporary("Temporary local failure, try again later")
+    }
+}
+
+fn accounts_status(e: &maildex_accounts::AccountsError) -> Status {
+    if e.is_no_space() {
+        Status::disk_full()
+    } else {
+        Status::temporary("Temporary local failure, try again later")
+    }
+}
+
+/// Decides on one RCPT (RFC 2033 §4.2): unknown `550 5.1.1`; every target over quota
+/// (counting the SIZE= the client declared) `552 5.2.2`; over-quota targets of an
+/// alias are dropped while others remain.
+pub(crate) fn check_rcpt(
+    accounts: &Accounts,
+    address: &str,
+    declared_size: Option<u64>,
+) -> (RcptResult, Option<Rcpt>) {
+    let targets = match accounts.resolve_recipient(address) {
+        Ok(t) => t,
+        Err(RecipientError::Unknown(_)) => {
+            return (RcptResult::Rejected(Status::unknown_user()), None)
+        }
+        Err(e @ RecipientError::Temporary { .. }) => {
+            tracing::warn!(error = %e, "recipient lookup failed");
+            return (
+                RcptResult::Rejected(Status::temporary("Temporary lookup failure")),
+                None,
+            );
+        }
+    };
+    let mut kept = Vec::with_capacity(targets.len());
+    let mut temp_failure = None;
+    for t in targets {
+        match accounts.over_quota(&t.user, declared_size.unwrap_or(0)) {
+            Ok(false) => kept.push(t),
+            Ok(true) => {
+                tracing::info!(user = %t.user.name, "recipient over quota at RCPT");
+            }
+            Err(e) => {
+                tracing::error!(user = %t.user.name, error = %e, "quota check failed");
+                temp_failure = Some(accounts_status(&e));
+            }
+        }
+    }
+    if kept.is_empty() {
+        let status = temp_failure.unwrap_or_else(Status::over_quota);
+        return (RcptResult::Rejected(status), None);
+    }
+    let rcpt = Rcpt {
+        address: address.to_owned(),
+        targets: kept,
+    };
+    (RcptResult::Accepted, Some(rcpt))
+}
+
+/// Opens the message file in `tmp/` of the first target that can take it and writes
+/// the trace headers.
+pub(crate) fn start(
+    accounts: &Accounts,
+    rcpts: &[Rcpt],
+    headers: &[u8],
+) -> Result<TmpFile, Status> {
+    let mut last = Status::temporary("No recipient can take the message");
+    for t in rcpts.iter().flat_map(|r| &r.targets) {
+        let opened = accounts
+            .store(&t.user)
+            .map_err(|e| accounts_status(&e))
+            .and_then(|s| s.create_tmp(&t.mailbox).map_err(|e| failure_status(&e)));
+        match opened {
+            Ok(mut tmp) => {
+                return match tmp.write_all(headers) {
+                    Ok(()) => Ok(tmp),
+                    Err(e) => Err(io_status(&e, &tmp)),
+                };
+            }
+            Err(status) => {
+                tracing::warn!(user = %t.user.name, mailbox = %t.mailbox, reason = %status.text, "cannot start a message file here");
+                last = status;
+            }
+        }
+    }
+    Err(last)
+}
+
+fn io_status(e: &std::io::Error, tmp: &TmpFile) -> Status {
+    tracing::error!(file = %tmp.path().display(), error = %e, "writing the message failed");
+    if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+        Status::disk_full()
+    } else {
+        Status::temporary("Temporary local failure, try again later")
+    }
+}
+
+/// Appends `buf` to the file.
+pub(crate) fn write(mut tmp: TmpFile, buf: &[u8]) -> Result<TmpFile, Status> {
+    match tmp.write_all(buf) {
+        Ok(()) => Ok(tmp),
+        Err(e) => Err(io_status(&e, &tmp)),
+    }
+}
+
+/// Ends the data: writes the rest, fsyncs and summarizes once, delivers to every
+/// recipient (in order), and returns one outcome per accepted RCPT. The `tmp/` file is
+/// removed when this returns (the deliveries are links or copies of it).
+pub(crate) fn finish(
+    accounts: &Accounts,
+    mut tmp: TmpFile,
+    buf: &[u8],
+    rcpts: &[Rcpt],
+) -> Vec<RcptOutcome> {
+    let prepared = tmp
+        .write_all(buf)
+        .map_err(|e| io_status(&e, &tmp))
+        .and_then(|()| {
+            PreparedMessage::prepare(&mut tmp, None).map_err(|e| {
+                tracing::error!(file = %tmp.path().display(), error = %e, "preparing the message failed");
+                failure_status(&e)
+            })
+        });
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(status) => return vec![RcptOutcome::Failed(status); rcpts.len()],
+    };
+    let outcomes = rcpts
+        .iter()
+        .map(|r| deliver_rcpt(accounts, &prepared, r))
+        .collect();
+    drop(tmp);
+    outcomes
+}
+
+/// Delivers to the targets of one RCPT. Several targets (an alias): a temporary
+/// failure of any wins (the client retries; targets already served may get the
+/// message again, which beats losing it), else delivered if any was.
+fn deliver_rcpt(accounts: &Accounts, msg: &PreparedMessage, rcpt: &Rcpt) -> RcptOutcome {
+    let mut delivered = 0usize;
+    let mut temporary = None;
+    let mut permanent = None;
+    for t in &rcpt.targets {
+        match deliver_target(accounts, msg, t) {
+            Ok(()) => delivered += 1,
+            Err(s) if s.code >= 500 => permanent = Some(s),
+            Err(s) => temporary = Some(s),
+        }
+    }
+    match (temporary, permanent) {
+        (Some(s), _) => {
+            if delivered > 0 {
+                tracing::warn!(rcpt = %rcpt.address, delivered, "alias partly delivered; a retry will repeat those deliveries");
+            }
+            RcptOutcome::Failed(s)
+        }
+        (None, Some(s)) if delivered == 0 => RcptOutcome::Failed(s),
+        _ => RcptOutcome::Delivered,
+    }
+}
+
+fn deliver_target(accounts: &Accounts, msg: &PreparedMessage, t: &Recipient) -> Result<(), Status> {
+    let user = &t.user.name;
+    match accounts.over_quota(&t.user, msg.vsize()) {
+        Ok(false) => {}
+        Ok(true) => {
+            tracing::info!(user = %user, size = msg.vsize(), "message would exceed the quota");
+            return Err(Status::over_quota());
+        }
+        Err(e) => {
+            tracing::error!(user = %user, error = %e, "quota check failed");
+            return Err(accounts_status(&e));
+        }
+    }
+    let store = accounts.store(&t.user).map_err(|e| {
+        tracing::error!(user = %user, error = %e, "cannot open the user's mail");
+        accounts_status(&e)
+    })?;
+    let opts = DeliverOptions::default();
+    let mut mailbox = t.mailbox.as_str();
+    let mut result = store.deliver_file(mailbox, msg, &opts);
+    if matches!(result, Err(StoreError::NoMailbox(_))) && mailbox != "INBOX" {
+        // the detail folder went away since RCPT: INBOX, as without the folder
+        mailbox = "INBOX";
+        result = store.deliver_file(mailbox, msg, &opts);
+    }
+    match result {
+        Ok((d, how)) => {
+            tracing::info!(
+                user = %user,
+                mailbox,
+                uid = d.uid,
+                size = d.size,
+                linked = how == LinkOrCopy::Linked,
+                "delivered"
+            );
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(user = %user, mailbox, error = %e, "delivery failed");
+            Err(failure_status(&e))
+        }
+    }
+}
