@@ -172,7 +172,7 @@ impl<'a> Parser<'a> {
             self.pos += 1;
         }
         if self.pos == start {
-            return if self.at_end() {
+            return if self.at_end() || self.peek() == Some(b')') {
                 fail("Missing argument")
             } else {
                 fail(format!("Invalid {what}"))
