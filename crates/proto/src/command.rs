@@ -160,7 +160,7 @@ pub enum Command {
     /// `ID NIL` or `ID (key value ...)` (RFC 2971 §3.1); `None` for NIL.
     Id {
         /// Field/value pairs; a NIL value is `None`.
-        params: Option<Vec<(Vec<u8>, Option<Vec<u8>>)>>,
+        params: Option<IdParams>,
     },
     /// `UNSELECT` (RFC 3691)
     Unselect,
@@ -209,6 +209,9 @@ impl Command {
         }
     }
 }
+
+/// ID field/value pairs (RFC 2971 §3.1); a NIL value is `None`.
+pub type IdParams = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 /// SELECT/EXAMINE parameters (RFC 4466 §2.1 `select-params`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

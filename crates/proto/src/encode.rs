@@ -56,7 +56,14 @@ pub fn status_line(
         response_code(out, code);
         out.extend_from_slice(b"] ");
     }
-    text_chars(out, if text.is_empty() { status.as_str() } else { text });
+    text_chars(
+        out,
+        if text.is_empty() {
+            status.as_str()
+        } else {
+            text
+        },
+    );
     out.extend_from_slice(b"\r\n");
 }
 
@@ -68,10 +75,13 @@ pub fn continuation(out: &mut Vec<u8>, text: &str) {
 }
 
 fn text_chars(out: &mut Vec<u8>, text: &str) {
-    out.extend(
-        text.bytes()
-            .map(|b| if matches!(b, b'\r' | b'\n' | 0) { b' ' } else { b }),
-    );
+    out.extend(text.bytes().map(|b| {
+        if matches!(b, b'\r' | b'\n' | 0) {
+            b' '
+        } else {
+            b
+        }
+    }));
 }
 
 /// Writes a response code without brackets (RFC 3501 §7.1, RFC 5530 §3,
@@ -164,7 +174,9 @@ pub fn response_code(out: &mut Vec<u8>, code: &ResponseCode) {
 /// 7-bit TEXT-CHARs only; `"` and `\` are escaped). Longer strings are sent
 /// as literals too, which keeps lines short.
 fn quotable(s: &[u8]) -> bool {
-    s.len() <= 1024 && s.iter().all(|&b| (0x01..=0x7f).contains(&b) && b != b'\r' && b != b'\n')
+    s.len() <= 1024
+        && s.iter()
+            .all(|&b| (0x01..=0x7f).contains(&b) && b != b'\r' && b != b'\n')
 }
 
 /// Writes `s` as a quoted string when it is safe, else as a literal

@@ -29,7 +29,11 @@ pub enum FetchMacro {
 impl FetchMacro {
     /// The items the macro stands for (RFC 3501 §6.4.5).
     pub fn items(self) -> Vec<FetchItem> {
-        let mut v = vec![FetchItem::Flags, FetchItem::InternalDate, FetchItem::Rfc822Size];
+        let mut v = vec![
+            FetchItem::Flags,
+            FetchItem::InternalDate,
+            FetchItem::Rfc822Size,
+        ];
         match self {
             FetchMacro::Fast => {}
             FetchMacro::All => v.push(FetchItem::Envelope),

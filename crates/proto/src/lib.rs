@@ -27,6 +27,8 @@
 //! Grammar: RFC 3501 §9 and RFC 9051 §9, with the extensions named on each
 //! type. See `API.md` in the crate folder for an overview.
 
+#![warn(missing_docs)]
+
 mod code;
 mod command;
 pub mod encode;
@@ -41,7 +43,7 @@ mod sequence;
 mod types;
 
 pub use code::ResponseCode;
-pub use command::{Command, Qresync, SelectParams, StoreArgs, StoreMode};
+pub use command::{Command, IdParams, Qresync, SelectParams, StoreArgs, StoreMode};
 pub use encode::Status;
 pub use error::ParseError;
 pub use fetch::{FetchArgs, FetchItem, FetchMacro, Partial, Section, SectionText};

@@ -162,7 +162,10 @@ enum Mode {
     /// An APPEND whose head (up to the first message literal) is incomplete.
     AppendHead,
     /// An APPEND after `AppendBegin`; `sync` is the current literal's kind.
-    Append { tag: Tag, sync: bool },
+    Append {
+        tag: Tag,
+        sync: bool,
+    },
 }
 
 /// A literal announcement at the end of a line.
@@ -197,7 +200,9 @@ fn literal_tail(line: &[u8]) -> Option<Tail> {
     let size = if digits.len() > 10 {
         None
     } else {
-        let n = digits.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+        let n = digits
+            .iter()
+            .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
         (n <= u64::from(u32::MAX)).then_some(n)
     };
     Some(Tail { size, sync })
@@ -330,7 +335,8 @@ impl Receiver {
                     if n == 0 {
                         return None;
                     }
-                    self.cmd.extend_from_slice(&self.buf[self.pos..self.pos + n]);
+                    self.cmd
+                        .extend_from_slice(&self.buf[self.pos..self.pos + n]);
                     self.pos += n;
                     self.scan = self.pos;
                     self.state = if n == left {
@@ -341,7 +347,9 @@ impl Receiver {
                 }
                 State::AppendData { left } => return self.append_chunk(left),
                 State::SkipLiteral { left } => {
-                    let n = usize::try_from(left).unwrap_or(usize::MAX).min(self.avail());
+                    let n = usize::try_from(left)
+                        .unwrap_or(usize::MAX)
+                        .min(self.avail());
                     if n == 0 && left > 0 {
                         return None;
                     }
@@ -462,7 +470,10 @@ impl Receiver {
     fn skip_literal_of(&mut self, tail: Option<Tail>) {
         match tail {
             Some(Tail { sync: false, size }) => {
-                let limit = self.limits.max_append.max(self.limits.max_inline_literal as u64);
+                let limit = self
+                    .limits
+                    .max_append
+                    .max(self.limits.max_inline_literal as u64);
                 match size {
                     Some(n) if n <= limit => self.state = State::SkipLiteral { left: n },
                     _ => self.die("Literal too big"),
@@ -503,7 +514,8 @@ impl Receiver {
         let new = &self.buf[from..to];
         if new.len() >= TAIL_KEEP {
             self.skip_tail.clear();
-            self.skip_tail.extend_from_slice(&new[new.len() - TAIL_KEEP..]);
+            self.skip_tail
+                .extend_from_slice(&new[new.len() - TAIL_KEEP..]);
         } else {
             self.skip_tail.extend_from_slice(new);
             let excess = self.skip_tail.len().saturating_sub(TAIL_KEEP);
@@ -523,7 +535,11 @@ impl Receiver {
         let cr = memchr::memchr(b'\r', line).is_some();
         let tag = self.current_tag();
         if nul || cr {
-            let text = if nul { "NUL in command line" } else { "CR without LF in command line" };
+            let text = if nul {
+                "NUL in command line"
+            } else {
+                "CR without LF in command line"
+            };
             self.bad(tag, None, text);
             self.skip_literal_of(tail);
             return;
@@ -541,7 +557,9 @@ impl Receiver {
             Mode::Normal => match tail {
                 None => {
                     match parse_partial(&self.cmd, &self.limits) {
-                        Ok((tag, command)) => self.pending.push_back(Input::Command { tag, command }),
+                        Ok((tag, command)) => {
+                            self.pending.push_back(Input::Command { tag, command })
+                        }
                         Err((tag, PErr::Fail(e))) => self.bad_parse(tag, &e),
                         Err((tag, PErr::Incomplete)) => self.bad(tag, None, "Literal data missing"),
                     }

@@ -149,8 +149,16 @@ mod tests {
         SequenceSet::Ranges(
             rs.iter()
                 .map(|&(a, b)| SeqRange {
-                    start: if a == 0 { SeqNum::Largest } else { SeqNum::Value(a) },
-                    end: if b == 0 { SeqNum::Largest } else { SeqNum::Value(b) },
+                    start: if a == 0 {
+                        SeqNum::Largest
+                    } else {
+                        SeqNum::Value(a)
+                    },
+                    end: if b == 0 {
+                        SeqNum::Largest
+                    } else {
+                        SeqNum::Value(b)
+                    },
                 })
                 .collect(),
         )

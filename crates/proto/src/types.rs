@@ -34,8 +34,7 @@ impl fmt::Display for Tag {
 /// RFC 3501 §9 `ATOM-CHAR`: any CHAR except atom-specials
 /// (`(` `)` `{` SP CTL `%` `*` `"` `\` `]`).
 pub fn is_atom_char(b: u8) -> bool {
-    matches!(b, 0x21..=0x7e)
-        && !matches!(b, b'(' | b')' | b'{' | b'%' | b'*' | b'"' | b'\\' | b']')
+    matches!(b, 0x21..=0x7e) && !matches!(b, b'(' | b')' | b'{' | b'%' | b'*' | b'"' | b'\\' | b']')
 }
 
 /// RFC 3501 §9 `ASTRING-CHAR = ATOM-CHAR / resp-specials` (`]` allowed).
@@ -319,7 +318,10 @@ mod tests {
         assert!(Date::new(2000, 2, 29).is_some());
         assert!(Date::new(2023, 4, 31).is_none());
         assert!(Date::new(2023, 13, 1).is_none());
-        assert_eq!(Date::new(1994, 2, 1).map(|d| d.to_string()), Some("1-Feb-1994".into()));
+        assert_eq!(
+            Date::new(1994, 2, 1).map(|d| d.to_string()),
+            Some("1-Feb-1994".into())
+        );
     }
 
     #[test]

@@ -63,26 +63,48 @@ fn a_million_sequence_items() {
 
 #[test]
 fn ten_thousand_nested_parentheses() {
-    let line = format!("a SEARCH {}SEEN{}\r\nb NOOP\r\n", "(".repeat(10_000), ")".repeat(10_000));
+    let line = format!(
+        "a SEARCH {}SEEN{}\r\nb NOOP\r\n",
+        "(".repeat(10_000),
+        ")".repeat(10_000)
+    );
     let (out, _) = pump(&mut Receiver::new(Limits::default()), line.as_bytes());
     assert_eq!(
         texts(&out),
-        vec!["BAD Some(Tag(\"a\")) Some(Limit) Too deeply nested", "b NOOP"]
+        vec![
+            "BAD Some(Tag(\"a\")) Some(Limit) Too deeply nested",
+            "b NOOP"
+        ]
     );
     let nots = format!("a SEARCH {}SEEN\r\n", "NOT ".repeat(10_000));
     let (out, _) = pump(&mut Receiver::new(Limits::default()), nots.as_bytes());
-    assert_eq!(texts(&out), vec!["BAD Some(Tag(\"a\")) Some(Limit) Search key too deeply nested"]);
+    assert_eq!(
+        texts(&out),
+        vec!["BAD Some(Tag(\"a\")) Some(Limit) Search key too deeply nested"]
+    );
 }
 
 #[test]
 fn literals_announced_at_four_gigabytes() {
     let limits = Limits::default();
     for (input, want) in [
-        (&b"a LOGIN joe {4294967296}\r\n"[..], "BAD Some(Tag(\"a\")) None Invalid literal size"),
-        (b"a LOGIN joe {4294967295}\r\n", "BAD Some(Tag(\"a\")) Some(TooBig) Literal too big"),
+        (
+            &b"a LOGIN joe {4294967296}\r\n"[..],
+            "BAD Some(Tag(\"a\")) None Invalid literal size",
+        ),
+        (
+            b"a LOGIN joe {4294967295}\r\n",
+            "BAD Some(Tag(\"a\")) Some(TooBig) Literal too big",
+        ),
         (b"a APPEND INBOX {4294967295}\r\n", "NO Message too big"),
-        (b"a APPEND INBOX {4294967296}\r\n", "BAD Some(Tag(\"a\")) None Invalid literal size"),
-        (b"a LOGIN joe {99999999999999999999999999}\r\n", "BAD Some(Tag(\"a\")) None Invalid literal size"),
+        (
+            b"a APPEND INBOX {4294967296}\r\n",
+            "BAD Some(Tag(\"a\")) None Invalid literal size",
+        ),
+        (
+            b"a LOGIN joe {99999999999999999999999999}\r\n",
+            "BAD Some(Tag(\"a\")) None Invalid literal size",
+        ),
     ] {
         let mut rx = Receiver::new(limits.clone());
         let (out, peak) = pump(&mut rx, input);
@@ -95,7 +117,10 @@ fn literals_announced_at_four_gigabytes() {
         assert_eq!(texts(&out), vec!["b NOOP"]);
     }
     // Non-synchronizing: not read, the connection is closed.
-    for input in [&b"a LOGIN joe {4294967295+}\r\n"[..], b"a APPEND INBOX {4294967295+}\r\n"] {
+    for input in [
+        &b"a LOGIN joe {4294967295+}\r\n"[..],
+        b"a APPEND INBOX {4294967295+}\r\n",
+    ] {
         let mut rx = Receiver::new(limits.clone());
         let (out, _) = pump(&mut rx, input);
         assert!(matches!(out.last(), Some(Input::Fatal { .. })), "{out:?}");
@@ -113,7 +138,10 @@ fn an_endless_line_and_nul_bytes() {
     input.resize(10 << 20, b'x');
     let (out, peak) = pump(&mut rx, &input);
     assert!(peak <= limits.max_line + READ + 64, "peak {peak}");
-    assert_eq!(texts(&out), vec!["BAD Some(Tag(\"a\")) Some(TooBig) Line too long"]);
+    assert_eq!(
+        texts(&out),
+        vec!["BAD Some(Tag(\"a\")) Some(TooBig) Line too long"]
+    );
     let (out, _) = pump(&mut rx, b"\r\nb NOOP\r\n");
     assert_eq!(texts(&out), vec!["b NOOP"]);
     let zeros = vec![0u8; 1 << 20];
@@ -137,7 +165,10 @@ fn many_tiny_literals_in_one_command() {
     assert!(peak <= bound(&limits));
     assert_eq!(
         texts(&out),
-        vec!["BAD Some(Tag(\"a\")) Some(Limit) Too many literals", "b NOOP"]
+        vec![
+            "BAD Some(Tag(\"a\")) Some(Limit) Too many literals",
+            "b NOOP"
+        ]
     );
     // Synchronizing, with the data sent without waiting (a protocol
     // violation): each literal costs a check of the command so far; the
@@ -151,8 +182,14 @@ fn many_tiny_literals_in_one_command() {
     assert!(start.elapsed().as_secs() < 10);
     assert!(peak <= bound(&limits));
     let t = texts(&out);
-    assert_eq!(t.iter().take_while(|s| s.as_str() == "Continue").count(), MAX_LITERALS);
-    assert_eq!(t[MAX_LITERALS], "BAD Some(Tag(\"a\")) Some(Limit) Too many literals");
+    assert_eq!(
+        t.iter().take_while(|s| s.as_str() == "Continue").count(),
+        MAX_LITERALS
+    );
+    assert_eq!(
+        t[MAX_LITERALS],
+        "BAD Some(Tag(\"a\")) Some(Limit) Too many literals"
+    );
 }
 
 #[test]
@@ -170,6 +207,9 @@ fn a_command_over_max_command() {
     let (out, _) = pump(&mut Receiver::new(limits), &input);
     assert_eq!(
         texts(&out),
-        vec!["BAD Some(Tag(\"a\")) Some(TooBig) Literal too big", "b NOOP"]
+        vec![
+            "BAD Some(Tag(\"a\")) Some(TooBig) Literal too big",
+            "b NOOP"
+        ]
     );
 }

@@ -75,7 +75,12 @@ fn key(out: &mut Vec<u8>, k: &SearchKey) {
             out.push(b' ');
             astring(out, v);
         }
-        K::Before(d) | K::On(d) | K::Since(d) | K::SentBefore(d) | K::SentOn(d) | K::SentSince(d) => {
+        K::Before(d)
+        | K::On(d)
+        | K::Since(d)
+        | K::SentBefore(d)
+        | K::SentOn(d)
+        | K::SentSince(d) => {
             let name = match k {
                 K::Before(_) => "BEFORE ",
                 K::On(_) => "ON ",
@@ -171,12 +176,20 @@ fn item(out: &mut Vec<u8>, i: &FetchItem) {
         FetchItem::BodyStructure => w(out, "BODYSTRUCTURE"),
         FetchItem::Uid => w(out, "UID"),
         FetchItem::ModSeq => w(out, "MODSEQ"),
-        FetchItem::BodySection { section: s, partial: p, peek } => {
+        FetchItem::BodySection {
+            section: s,
+            partial: p,
+            peek,
+        } => {
             w(out, if *peek { "BODY.PEEK" } else { "BODY" });
             section(out, s);
             partial(out, p);
         }
-        FetchItem::Binary { part, partial: p, peek } => {
+        FetchItem::Binary {
+            part,
+            partial: p,
+            peek,
+        } => {
             w(out, if *peek { "BINARY.PEEK[" } else { "BINARY[" });
             let part: Vec<String> = part.iter().map(u32::to_string).collect();
             w(out, &part.join("."));
@@ -200,7 +213,10 @@ fn render(tag: &str, c: &Command) -> Vec<u8> {
             sp(&mut o);
             astring(&mut o, password);
         }
-        Command::Authenticate { mechanism, initial_response } => {
+        Command::Authenticate {
+            mechanism,
+            initial_response,
+        } => {
             o.extend_from_slice(format!("AUTHENTICATE {mechanism}").as_bytes());
             if let Some(r) = initial_response {
                 sp(&mut o);
@@ -351,8 +367,15 @@ fn mailbox() -> impl Strategy<Value = Mailbox> {
 }
 
 fn astr() -> impl Strategy<Value = Vec<u8>> {
-    prop::sample::select(vec![&b"smith"[..], b"two words", b"q\"uote", b"", b"\xc3\xa9t\xc3\xa9", b"x]y"])
-        .prop_map(<[u8]>::to_vec)
+    prop::sample::select(vec![
+        &b"smith"[..],
+        b"two words",
+        b"q\"uote",
+        b"",
+        b"\xc3\xa9t\xc3\xa9",
+        b"x]y",
+    ])
+    .prop_map(<[u8]>::to_vec)
 }
 
 fn num() -> impl Strategy<Value = SeqNum> {
@@ -361,7 +384,11 @@ fn num() -> impl Strategy<Value = SeqNum> {
 
 fn seqset() -> impl Strategy<Value = SequenceSet> {
     prop::collection::vec((num(), num()), 1..5).prop_map(|v| {
-        SequenceSet::Ranges(v.into_iter().map(|(start, end)| SeqRange { start, end }).collect())
+        SequenceSet::Ranges(
+            v.into_iter()
+                .map(|(start, end)| SeqRange { start, end })
+                .collect(),
+        )
     })
 }
 
@@ -373,8 +400,20 @@ fn search_key() -> impl Strategy<Value = SearchKey> {
     use SearchKey as K;
     let leaf = prop_oneof![
         prop::sample::select(vec![
-            K::All, K::Answered, K::Deleted, K::Draft, K::Flagged, K::New, K::Old, K::Recent,
-            K::Seen, K::Unanswered, K::Undeleted, K::Undraft, K::Unflagged, K::Unseen,
+            K::All,
+            K::Answered,
+            K::Deleted,
+            K::Draft,
+            K::Flagged,
+            K::New,
+            K::Old,
+            K::Recent,
+            K::Seen,
+            K::Unanswered,
+            K::Undeleted,
+            K::Undraft,
+            K::Unflagged,
+            K::Unseen,
         ]),
         astr().prop_map(K::From),
         astr().prop_map(K::Subject),
@@ -415,73 +454,206 @@ fn a_section() -> impl Strategy<Value = Section> {
 }
 
 fn fetch_item() -> impl Strategy<Value = FetchItem> {
-    let partial = prop::option::of((0u32..10_000, 1u32..10_000).prop_map(|(origin, count)| Partial { origin, count }));
+    let partial = prop::option::of(
+        (0u32..10_000, 1u32..10_000).prop_map(|(origin, count)| Partial { origin, count }),
+    );
     prop_oneof![
         prop::sample::select(vec![
-            FetchItem::Envelope, FetchItem::Flags, FetchItem::InternalDate, FetchItem::Rfc822,
-            FetchItem::Rfc822Header, FetchItem::Rfc822Size, FetchItem::Rfc822Text, FetchItem::Body,
-            FetchItem::BodyStructure, FetchItem::Uid, FetchItem::ModSeq,
+            FetchItem::Envelope,
+            FetchItem::Flags,
+            FetchItem::InternalDate,
+            FetchItem::Rfc822,
+            FetchItem::Rfc822Header,
+            FetchItem::Rfc822Size,
+            FetchItem::Rfc822Text,
+            FetchItem::Body,
+            FetchItem::BodyStructure,
+            FetchItem::Uid,
+            FetchItem::ModSeq,
         ]),
-        (a_section(), partial.clone(), any::<bool>())
-            .prop_map(|(section, partial, peek)| FetchItem::BodySection { section, partial, peek }),
-        (prop::collection::vec(1u32..9, 0..3), partial, any::<bool>())
-            .prop_map(|(part, partial, peek)| FetchItem::Binary { part, partial, peek }),
+        (a_section(), partial.clone(), any::<bool>()).prop_map(|(section, partial, peek)| {
+            FetchItem::BodySection {
+                section,
+                partial,
+                peek,
+            }
+        }),
+        (prop::collection::vec(1u32..9, 0..3), partial, any::<bool>()).prop_map(
+            |(part, partial, peek)| FetchItem::Binary {
+                part,
+                partial,
+                peek
+            }
+        ),
         prop::collection::vec(1u32..9, 0..3).prop_map(|part| FetchItem::BinarySize { part }),
     ]
 }
 
 fn flag() -> impl Strategy<Value = Flag> {
     prop::sample::select(vec![
-        Flag::Seen, Flag::Answered, Flag::Flagged, Flag::Deleted, Flag::Draft,
-        Flag::Keyword("$Junk".into()), Flag::Keyword("work".into()),
+        Flag::Seen,
+        Flag::Answered,
+        Flag::Flagged,
+        Flag::Deleted,
+        Flag::Draft,
+        Flag::Keyword("$Junk".into()),
+        Flag::Keyword("work".into()),
     ])
 }
 
 fn command() -> impl Strategy<Value = Command> {
     let simple = prop::sample::select(vec![
-        Command::Capability, Command::Noop, Command::Logout, Command::StartTls, Command::Check,
-        Command::Close, Command::Expunge { uids: None }, Command::Idle, Command::Namespace,
+        Command::Capability,
+        Command::Noop,
+        Command::Logout,
+        Command::StartTls,
+        Command::Check,
+        Command::Close,
+        Command::Expunge { uids: None },
+        Command::Idle,
+        Command::Namespace,
         Command::Unselect,
     ]);
     let statuses = prop::sample::subsequence(
         vec![
-            StatusItem::Messages, StatusItem::Recent, StatusItem::UidNext, StatusItem::UidValidity,
-            StatusItem::Unseen, StatusItem::Size, StatusItem::HighestModSeq, StatusItem::Deleted,
+            StatusItem::Messages,
+            StatusItem::Recent,
+            StatusItem::UidNext,
+            StatusItem::UidValidity,
+            StatusItem::Unseen,
+            StatusItem::Size,
+            StatusItem::HighestModSeq,
+            StatusItem::Deleted,
         ],
         1..8,
     );
     prop_oneof![
         simple,
         (astr(), astr()).prop_map(|(username, password)| Command::Login { username, password }),
-        (prop::sample::select(vec!["PLAIN", "XOAUTH2"]), prop::option::of(prop::sample::select(vec!["", "AGpvZQBwdw=="])))
-            .prop_map(|(m, r)| Command::Authenticate { mechanism: m.into(), initial_response: r.map(|r| r.as_bytes().to_vec()) }),
-        (mailbox(), any::<bool>()).prop_map(|(mailbox, condstore)| Command::Select { mailbox, params: SelectParams { condstore, qresync: None } }),
-        mailbox().prop_map(|mailbox| Command::Examine { mailbox, params: SelectParams::default() }),
-        mailbox().prop_map(|mailbox| Command::Create { mailbox, special_use: vec![] }),
+        (
+            prop::sample::select(vec!["PLAIN", "XOAUTH2"]),
+            prop::option::of(prop::sample::select(vec!["", "AGpvZQBwdw=="]))
+        )
+            .prop_map(|(m, r)| Command::Authenticate {
+                mechanism: m.into(),
+                initial_response: r.map(|r| r.as_bytes().to_vec())
+            }),
+        (mailbox(), any::<bool>()).prop_map(|(mailbox, condstore)| Command::Select {
+            mailbox,
+            params: SelectParams {
+                condstore,
+                qresync: None
+            }
+        }),
+        mailbox().prop_map(|mailbox| Command::Examine {
+            mailbox,
+            params: SelectParams::default()
+        }),
+        mailbox().prop_map(|mailbox| Command::Create {
+            mailbox,
+            special_use: vec![]
+        }),
         mailbox().prop_map(|mailbox| Command::Delete { mailbox }),
         mailbox().prop_map(|mailbox| Command::Unsubscribe { mailbox }),
         (mailbox(), mailbox()).prop_map(|(from, to)| Command::Rename { from, to }),
-        (astr(), prop::sample::select(vec![&b"*"[..], b"%", b"INBOX.*", b"a b%"])).prop_map(|(r, p)| Command::List(ListArgs {
-            selection: vec![], reference: r, patterns: vec![p.to_vec()], returns: vec![], extended: false,
-        })),
+        (
+            astr(),
+            prop::sample::select(vec![&b"*"[..], b"%", b"INBOX.*", b"a b%"])
+        )
+            .prop_map(|(r, p)| Command::List(ListArgs {
+                selection: vec![],
+                reference: r,
+                patterns: vec![p.to_vec()],
+                returns: vec![],
+                extended: false,
+            })),
         (mailbox(), statuses).prop_map(|(mailbox, items)| Command::Status { mailbox, items }),
         seqset().prop_map(|s| Command::Expunge { uids: Some(s) }),
-        (any::<bool>(), prop::option::of(Just("UTF-8".to_string())), prop::collection::vec(search_key(), 1..4))
-            .prop_map(|(uid, charset, keys)| Command::Search { uid, args: SearchArgs { charset, returns: None, keys } }),
-        (any::<bool>(), seqset(), prop::collection::vec(fetch_item(), 1..5), prop::option::of(1u64..1 << 40))
-            .prop_map(|(uid, set, items, changed_since)| Command::Fetch { uid, set, args: FetchArgs { items, macro_used: None, changed_since, vanished: false } }),
-        (any::<bool>(), seqset(), prop::sample::select(vec![FetchMacro::All, FetchMacro::Fast, FetchMacro::Full]))
-            .prop_map(|(uid, set, m)| Command::Fetch { uid, set, args: FetchArgs { items: m.items(), macro_used: Some(m), changed_since: None, vanished: false } }),
-        (any::<bool>(), seqset(), 0..3u8, any::<bool>(), prop::collection::vec(flag(), 0..4), prop::option::of(0u64..1 << 40))
-            .prop_map(|(uid, set, mode, silent, flags, unchanged_since)| Command::Store { uid, set, args: StoreArgs {
-                mode: [StoreMode::Replace, StoreMode::Add, StoreMode::Remove][mode as usize], silent, flags, unchanged_since,
-            } }),
-        (any::<bool>(), seqset(), mailbox()).prop_map(|(uid, set, mailbox)| Command::Copy { uid, set, mailbox }),
-        (any::<bool>(), seqset(), mailbox()).prop_map(|(uid, set, mailbox)| Command::Move { uid, set, mailbox }),
-        prop::sample::subsequence(vec!["CONDSTORE", "QRESYNC", "UTF8=ACCEPT"], 1..3)
-            .prop_map(|c| Command::Enable { capabilities: c.into_iter().map(String::from).collect() }),
-        prop::option::of(prop::collection::vec((astr(), prop::option::of(astr())), 1..3))
-            .prop_map(|params| Command::Id { params }),
+        (
+            any::<bool>(),
+            prop::option::of(Just("UTF-8".to_string())),
+            prop::collection::vec(search_key(), 1..4)
+        )
+            .prop_map(|(uid, charset, keys)| Command::Search {
+                uid,
+                args: SearchArgs {
+                    charset,
+                    returns: None,
+                    keys
+                }
+            }),
+        (
+            any::<bool>(),
+            seqset(),
+            prop::collection::vec(fetch_item(), 1..5),
+            prop::option::of(1u64..1 << 40)
+        )
+            .prop_map(|(uid, set, items, changed_since)| Command::Fetch {
+                uid,
+                set,
+                args: FetchArgs {
+                    items,
+                    macro_used: None,
+                    changed_since,
+                    vanished: false
+                }
+            }),
+        (
+            any::<bool>(),
+            seqset(),
+            prop::sample::select(vec![FetchMacro::All, FetchMacro::Fast, FetchMacro::Full])
+        )
+            .prop_map(|(uid, set, m)| Command::Fetch {
+                uid,
+                set,
+                args: FetchArgs {
+                    items: m.items(),
+                    macro_used: Some(m),
+                    changed_since: None,
+                    vanished: false
+                }
+            }),
+        (
+            any::<bool>(),
+            seqset(),
+            0..3u8,
+            any::<bool>(),
+            prop::collection::vec(flag(), 0..4),
+            prop::option::of(0u64..1 << 40)
+        )
+            .prop_map(
+                |(uid, set, mode, silent, flags, unchanged_since)| Command::Store {
+                    uid,
+                    set,
+                    args: StoreArgs {
+                        mode: [StoreMode::Replace, StoreMode::Add, StoreMode::Remove]
+                            [mode as usize],
+                        silent,
+                        flags,
+                        unchanged_since,
+                    }
+                }
+            ),
+        (any::<bool>(), seqset(), mailbox()).prop_map(|(uid, set, mailbox)| Command::Copy {
+            uid,
+            set,
+            mailbox
+        }),
+        (any::<bool>(), seqset(), mailbox()).prop_map(|(uid, set, mailbox)| Command::Move {
+            uid,
+            set,
+            mailbox
+        }),
+        prop::sample::subsequence(vec!["CONDSTORE", "QRESYNC", "UTF8=ACCEPT"], 1..3).prop_map(
+            |c| Command::Enable {
+                capabilities: c.into_iter().map(String::from).collect()
+            }
+        ),
+        prop::option::of(prop::collection::vec(
+            (astr(), prop::option::of(astr())),
+            1..3
+        ))
+        .prop_map(|params| Command::Id { params }),
     ]
 }
 
@@ -490,8 +662,21 @@ fn command() -> impl Strategy<Value = Command> {
 /// Sequence sets resolved (imap-codec normalizes them).
 fn canon_set(s: &mut SequenceSet) {
     if let Some(r) = s.resolve(u32::MAX) {
-        let n = |v: u32| if v == u32::MAX { SeqNum::Largest } else { SeqNum::Value(v) };
-        *s = SequenceSet::Ranges(r.into_iter().map(|(a, b)| SeqRange { start: n(a), end: n(b) }).collect());
+        let n = |v: u32| {
+            if v == u32::MAX {
+                SeqNum::Largest
+            } else {
+                SeqNum::Value(v)
+            }
+        };
+        *s = SequenceSet::Ranges(
+            r.into_iter()
+                .map(|(a, b)| SeqRange {
+                    start: n(a),
+                    end: n(b),
+                })
+                .collect(),
+        );
     }
 }
 
@@ -510,9 +695,10 @@ fn canon_key(k: &mut SearchKey) {
 
 fn canon(mut c: Command) -> Command {
     match &mut c {
-        Command::Fetch { set, .. } | Command::Store { set, .. } | Command::Copy { set, .. } | Command::Move { set, .. } => {
-            canon_set(set)
-        }
+        Command::Fetch { set, .. }
+        | Command::Store { set, .. }
+        | Command::Copy { set, .. }
+        | Command::Move { set, .. } => canon_set(set),
         Command::Expunge { uids: Some(s) } => canon_set(s),
         Command::Search { args, .. } => args.keys.iter_mut().for_each(canon_key),
         _ => {}
@@ -581,7 +767,10 @@ fn both_reject() {
         "a NOOP \r\n",
     ] {
         assert!(ours(bad.as_bytes()).is_err(), "we accepted {bad:?}");
-        assert!(codec.decode(bad.as_bytes()).is_err(), "imap-codec accepted {bad:?}");
+        assert!(
+            codec.decode(bad.as_bytes()).is_err(),
+            "imap-codec accepted {bad:?}"
+        );
     }
 }
 

@@ -36,10 +36,16 @@ fn tags_and_command_names() {
     assert_eq!(bad("A+1 NOOP\r\n"), "Invalid tag");
     assert_eq!(bad("* NOOP\r\n"), "Invalid tag");
     assert_eq!(bad("a NOOP extra\r\n"), "Unexpected extra arguments");
-    assert_eq!(bad("a APPEND INBOX {1}\r\nx\r\n"), "APPEND must be streamed");
+    assert_eq!(
+        bad("a APPEND INBOX {1}\r\nx\r\n"),
+        "APPEND must be streamed"
+    );
     let e = parse_command(b"t1 FROB\r\n", &Limits::default()).unwrap_err();
     assert_eq!(e.tag.map(|t| t.as_str().to_owned()), Some("t1".into()));
-    assert!(parse_command(b"+ NOOP\r\n", &Limits::default()).unwrap_err().tag.is_none());
+    assert!(parse_command(b"+ NOOP\r\n", &Limits::default())
+        .unwrap_err()
+        .tag
+        .is_none());
 }
 
 #[test]
@@ -54,9 +60,15 @@ fn login_with_quoted_and_literal_strings() {
     assert_eq!(bad("a LOGIN joe\r\n"), "Missing argument");
     assert_eq!(bad("a LOGIN joe  pw\r\n"), "Double space");
     assert_eq!(bad("a LOGIN \"joe pw\r\n"), "Unterminated quoted string");
-    assert_eq!(bad("a LOGIN \"jo\\e\" pw\r\n"), "Invalid escape in quoted string");
+    assert_eq!(
+        bad("a LOGIN \"jo\\e\" pw\r\n"),
+        "Invalid escape in quoted string"
+    );
     assert_eq!(bad("a LOGIN joe {2}\r\na\0\r\n"), "NUL in literal");
-    assert_eq!(bad("a LOGIN joe ~{1}\r\na\r\n"), "Literal8 not allowed here");
+    assert_eq!(
+        bad("a LOGIN joe ~{1}\r\na\r\n"),
+        "Literal8 not allowed here"
+    );
 }
 
 #[test]
@@ -87,14 +99,18 @@ fn authenticate_with_sasl_ir() {
 
 #[test]
 fn mailbox_names() {
-    let Command::Select { mailbox, params } = ok("a SELECT inBox\r\n") else { panic!() };
+    let Command::Select { mailbox, params } = ok("a SELECT inBox\r\n") else {
+        panic!()
+    };
     assert!(mailbox.is_inbox());
     assert_eq!(params, SelectParams::default());
-    let Command::Select { params, .. } = ok("a SELECT x (CONDSTORE)\r\n") else { panic!() };
+    let Command::Select { params, .. } = ok("a SELECT x (CONDSTORE)\r\n") else {
+        panic!()
+    };
     assert!(params.condstore);
-    let Command::Examine { mailbox, params } =
-        ok("a EXAMINE \"Entw&APw-rfe\" (QRESYNC (67890007 20050715194045000 41,43:211,214:541))\r\n")
-    else {
+    let Command::Examine { mailbox, params } = ok(
+        "a EXAMINE \"Entw&APw-rfe\" (QRESYNC (67890007 20050715194045000 41,43:211,214:541))\r\n",
+    ) else {
         panic!()
     };
     assert_eq!(mailbox.as_bytes(), b"Entw&APw-rfe");
@@ -117,12 +133,17 @@ fn mailbox_names() {
             special_use: vec![SpecialUse::Drafts, SpecialUse::Sent]
         }
     );
-    assert_eq!(bad("a CREATE x (USE (\\Foo))\r\n"), "Unknown special-use attribute \\Foo");
+    assert_eq!(
+        bad("a CREATE x (USE (\\Foo))\r\n"),
+        "Unknown special-use attribute \\Foo"
+    );
 }
 
 #[test]
 fn list_basic_and_extended() {
-    let Command::List(l) = ok("a LIST \"\" *\r\n") else { panic!() };
+    let Command::List(l) = ok("a LIST \"\" *\r\n") else {
+        panic!()
+    };
     assert!(!l.extended);
     assert_eq!(l.patterns, vec![b"*".to_vec()]);
     let Command::List(l) = ok(
@@ -131,18 +152,31 @@ fn list_basic_and_extended() {
         panic!()
     };
     assert!(l.extended);
-    assert_eq!(l.selection, vec![ListSelect::Subscribed, ListSelect::RecursiveMatch]);
+    assert_eq!(
+        l.selection,
+        vec![ListSelect::Subscribed, ListSelect::RecursiveMatch]
+    );
     assert_eq!(l.patterns, vec![b"INBOX*".to_vec(), b"Other %".to_vec()]);
     assert_eq!(
         l.returns,
         vec![
             ListReturn::Children,
-            ListReturn::Status(vec![StatusItem::Messages, StatusItem::Unseen, StatusItem::Size])
+            ListReturn::Status(vec![
+                StatusItem::Messages,
+                StatusItem::Unseen,
+                StatusItem::Size
+            ])
         ]
     );
-    assert_eq!(bad("a LIST (RECURSIVEMATCH) \"\" *\r\n"), "RECURSIVEMATCH needs another selection option");
+    assert_eq!(
+        bad("a LIST (RECURSIVEMATCH) \"\" *\r\n"),
+        "RECURSIVEMATCH needs another selection option"
+    );
     assert_eq!(bad("a LIST \"\" * FOO\r\n"), "Expected RETURN");
-    assert_eq!(bad("a LIST (BOGUS) \"\" *\r\n"), "Unknown LIST selection option BOGUS");
+    assert_eq!(
+        bad("a LIST (BOGUS) \"\" *\r\n"),
+        "Unknown LIST selection option BOGUS"
+    );
     assert_eq!(
         ok("a LSUB \"\" %\r\n"),
         Command::Lsub {
@@ -186,10 +220,19 @@ fn sequence_sets() {
 
 #[test]
 fn fetch_items() {
-    let Command::Fetch { uid, args, .. } = ok("a UID FETCH 1:* FAST\r\n") else { panic!() };
+    let Command::Fetch { uid, args, .. } = ok("a UID FETCH 1:* FAST\r\n") else {
+        panic!()
+    };
     assert!(uid);
     assert_eq!(args.macro_used, Some(FetchMacro::Fast));
-    assert_eq!(args.items, vec![FetchItem::Flags, FetchItem::InternalDate, FetchItem::Rfc822Size]);
+    assert_eq!(
+        args.items,
+        vec![
+            FetchItem::Flags,
+            FetchItem::InternalDate,
+            FetchItem::Rfc822Size
+        ]
+    );
     let Command::Fetch { args, .. } = ok(
         "a FETCH 2 (UID body.peek[HEADER.FIELDS (From Subject)]<0.2048> BODY[1.2.MIME] BODY[] BINARY.PEEK[1]<5.10> BINARY.SIZE[2] BODY MODSEQ) (CHANGEDSINCE 12345)\r\n",
     ) else {
@@ -203,9 +246,15 @@ fn fetch_items() {
             FetchItem::BodySection {
                 section: Section {
                     part: vec![],
-                    text: Some(SectionText::HeaderFields(vec!["From".into(), "Subject".into()]))
+                    text: Some(SectionText::HeaderFields(vec![
+                        "From".into(),
+                        "Subject".into()
+                    ]))
                 },
-                partial: Some(Partial { origin: 0, count: 2048 }),
+                partial: Some(Partial {
+                    origin: 0,
+                    count: 2048
+                }),
                 peek: true
             },
             FetchItem::BodySection {
@@ -223,7 +272,10 @@ fn fetch_items() {
             },
             FetchItem::Binary {
                 part: vec![1],
-                partial: Some(Partial { origin: 5, count: 10 }),
+                partial: Some(Partial {
+                    origin: 5,
+                    count: 10
+                }),
                 peek: true
             },
             FetchItem::BinarySize { part: vec![2] },
@@ -231,13 +283,25 @@ fn fetch_items() {
             FetchItem::ModSeq,
         ]
     );
-    assert_eq!(bad("a FETCH 1 (FLAGS FOO)\r\n"), "Unknown FETCH attribute FOO");
+    assert_eq!(
+        bad("a FETCH 1 (FLAGS FOO)\r\n"),
+        "Unknown FETCH attribute FOO"
+    );
     assert_eq!(bad("a FETCH 1 BODY[MIME]\r\n"), "Invalid section MIME");
     assert_eq!(bad("a FETCH 1 BODY[1.]\r\n"), "Invalid section");
     assert_eq!(bad("a FETCH 1 BODY[]<1.0>\r\n"), "Invalid partial");
-    assert_eq!(bad("a FETCH 1 (ALL)\r\n"), "Macro ALL not allowed in a list");
-    assert_eq!(bad("a FETCH 1 FLAGS (CHANGEDSINCE)\r\n"), "Missing argument");
-    assert_eq!(bad("a FETCH 1 BODY[HEADER.FIELDS (a:b)]\r\n"), "Invalid header field name");
+    assert_eq!(
+        bad("a FETCH 1 (ALL)\r\n"),
+        "Macro ALL not allowed in a list"
+    );
+    assert_eq!(
+        bad("a FETCH 1 FLAGS (CHANGEDSINCE)\r\n"),
+        "Missing argument"
+    );
+    assert_eq!(
+        bad("a FETCH 1 BODY[HEADER.FIELDS (a:b)]\r\n"),
+        "Invalid header field name"
+    );
     assert_eq!(bad("a FETCH 1\r\n"), "Missing argument");
 }
 
@@ -256,14 +320,30 @@ fn store_and_flags() {
             }
         }
     );
-    let Command::Store { args, .. } = ok("a STORE 1 FLAGS \\deleted \\Draft\r\n") else { panic!() };
+    let Command::Store { args, .. } = ok("a STORE 1 FLAGS \\deleted \\Draft\r\n") else {
+        panic!()
+    };
     assert_eq!((args.mode, args.flags.len()), (StoreMode::Replace, 2));
-    let Command::Store { args, .. } = ok("a STORE 1 -FLAGS ()\r\n") else { panic!() };
+    let Command::Store { args, .. } = ok("a STORE 1 -FLAGS ()\r\n") else {
+        panic!()
+    };
     assert!(args.flags.is_empty());
-    assert_eq!(bad("a STORE 1 +FLAGS (\\Recent)\r\n"), "Invalid system flag \\Recent");
-    assert_eq!(bad("a STORE 1 +FLAGS (\\Foo)\r\n"), "Invalid system flag \\Foo");
-    assert_eq!(bad("a STORE 1 FLAGZ (\\Seen)\r\n"), "Invalid STORE data item");
-    assert_eq!(bad("a STORE 1 (FOO 1) FLAGS ()\r\n"), "Unknown STORE modifier FOO");
+    assert_eq!(
+        bad("a STORE 1 +FLAGS (\\Recent)\r\n"),
+        "Invalid system flag \\Recent"
+    );
+    assert_eq!(
+        bad("a STORE 1 +FLAGS (\\Foo)\r\n"),
+        "Invalid system flag \\Foo"
+    );
+    assert_eq!(
+        bad("a STORE 1 FLAGZ (\\Seen)\r\n"),
+        "Invalid STORE data item"
+    );
+    assert_eq!(
+        bad("a STORE 1 (FOO 1) FLAGS ()\r\n"),
+        "Unknown STORE modifier FOO"
+    );
 }
 
 #[test]
@@ -292,7 +372,11 @@ fn search_keys() {
     assert_eq!(args.charset.as_deref(), Some("UTF-8"));
     assert_eq!(
         args.returns,
-        Some(vec![SearchReturn::Min, SearchReturn::Count, SearchReturn::Save])
+        Some(vec![
+            SearchReturn::Min,
+            SearchReturn::Count,
+            SearchReturn::Save
+        ])
     );
     use SearchKey as K;
     assert_eq!(
@@ -319,10 +403,15 @@ fn search_keys() {
     assert_eq!(bad("a SEARCH SINCE 1-Foo-2020\r\n"), "Invalid date");
     assert_eq!(bad("a SEARCH OR SEEN\r\n"), "Missing argument");
     assert_eq!(bad("a SEARCH (SEEN\r\n"), "Missing argument");
-    assert_eq!(bad("a SEARCH RETURN (FOO) ALL\r\n"), "Unknown SEARCH return option FOO");
+    assert_eq!(
+        bad("a SEARCH RETURN (FOO) ALL\r\n"),
+        "Unknown SEARCH return option FOO"
+    );
     assert_eq!(bad("a SEARCH YOUNGER 0\r\n"), "Number must not be zero");
     assert_eq!(bad("a SEARCH LARGER x\r\n"), "Invalid number");
-    let Command::Search { args, .. } = ok("a SEARCH RETURN () ALL\r\n") else { panic!() };
+    let Command::Search { args, .. } = ok("a SEARCH RETURN () ALL\r\n") else {
+        panic!()
+    };
     assert_eq!(args.returns, Some(vec![]));
 }
 
@@ -337,12 +426,23 @@ fn nesting_and_item_limits() {
     assert!(parse_command(ok16.as_bytes(), &limits).is_ok());
     let nots = format!("a SEARCH {}SEEN\r\n", "NOT ".repeat(200));
     assert_eq!(
-        parse_command(nots.as_bytes(), &limits).unwrap_err().error.text(),
+        parse_command(nots.as_bytes(), &limits)
+            .unwrap_err()
+            .error
+            .text(),
         "Search key too deeply nested"
     );
-    let items: Vec<String> = (1..=limits.max_items + 1).map(|i| (2 * i).to_string()).collect();
+    let items: Vec<String> = (1..=limits.max_items + 1)
+        .map(|i| (2 * i).to_string())
+        .collect();
     let many = format!("a FETCH {} UID\r\n", items.join(","));
-    assert_eq!(parse_command(many.as_bytes(), &limits).unwrap_err().error.text(), "Too many items");
+    assert_eq!(
+        parse_command(many.as_bytes(), &limits)
+            .unwrap_err()
+            .error
+            .text(),
+        "Too many items"
+    );
 }
 
 #[test]

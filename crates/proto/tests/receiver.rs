@@ -75,7 +75,11 @@ fn login(u: &str, p: &str) -> Command {
 fn literals_sync_and_non_sync() {
     assert_eq!(
         run(b"a LOGIN {3}\r\njoe {2+}\r\npw\r\nb NOOP\n"),
-        vec![Input::Continue, cmd("a", login("joe", "pw")), cmd("b", Command::Noop)]
+        vec![
+            Input::Continue,
+            cmd("a", login("joe", "pw")),
+            cmd("b", Command::Noop)
+        ]
     );
 }
 
@@ -98,21 +102,33 @@ fn bad_line_skips_its_literals() {
     // nothing more for it.
     assert_eq!(
         run(b"a FROB {5}\r\nb NOOP\r\n"),
-        vec![bad(Some("a"), None, "Unknown command FROB"), cmd("b", Command::Noop)]
+        vec![
+            bad(Some("a"), None, "Unknown command FROB"),
+            cmd("b", Command::Noop)
+        ]
     );
     // Non-sync literals on a bad line are read and dropped, all of them.
     assert_eq!(
         run(b"a FROB {5+}\r\nhello {3+}\r\nb N\r\nc NOOP\r\n"),
-        vec![bad(Some("a"), None, "Unknown command FROB"), cmd("c", Command::Noop)]
+        vec![
+            bad(Some("a"), None, "Unknown command FROB"),
+            cmd("c", Command::Noop)
+        ]
     );
     // A command wrong before its literal is refused before the continuation.
     assert_eq!(
         run(b"a LOGIN \"joe {3}\r\nb NOOP\r\n"),
-        vec![bad(Some("a"), None, "Unterminated quoted string"), cmd("b", Command::Noop)]
+        vec![
+            bad(Some("a"), None, "Unterminated quoted string"),
+            cmd("b", Command::Noop)
+        ]
     );
     assert_eq!(
         run(b"a NOOP {3}\r\nb NOOP\r\n"),
-        vec![bad(Some("a"), None, "Unexpected extra arguments"), cmd("b", Command::Noop)]
+        vec![
+            bad(Some("a"), None, "Unexpected extra arguments"),
+            cmd("b", Command::Noop)
+        ]
     );
 }
 
@@ -125,7 +141,10 @@ fn inline_literal_limits() {
     let toobig = Some(ResponseCode::TooBig);
     let mut rx = Receiver::new(limits.clone());
     assert_eq!(
-        drive(&mut rx, &[b"a LOGIN joe {11}\r\nb LOGIN joe {11+}\r\n01234567890\r\nc NOOP\r\n"]),
+        drive(
+            &mut rx,
+            &[b"a LOGIN joe {11}\r\nb LOGIN joe {11+}\r\n01234567890\r\nc NOOP\r\n"]
+        ),
         vec![
             bad(Some("a"), toobig.clone(), "Literal too big"),
             bad(Some("b"), toobig, "Literal too big"),
@@ -135,7 +154,10 @@ fn inline_literal_limits() {
     let mut rx = Receiver::new(limits);
     assert_eq!(
         drive(&mut rx, &[b"a LOGIN joe {4294967296}\r\nb NOOP\r\n"]),
-        vec![bad(Some("a"), None, "Invalid literal size"), cmd("b", Command::Noop)]
+        vec![
+            bad(Some("a"), None, "Invalid literal size"),
+            cmd("b", Command::Noop)
+        ]
     );
     assert_eq!(
         drive(&mut rx, &[b"c LOGIN joe {4294967296+}\r\nxxxx"]),
@@ -291,7 +313,10 @@ fn overlong_lines_are_refused_and_skipped() {
     let mut rx = Receiver::new(limits.clone());
     assert_eq!(
         drive(&mut rx, &[long.as_bytes()]),
-        vec![bad(Some("a"), toobig.clone(), "Line too long"), cmd("b", Command::Noop)]
+        vec![
+            bad(Some("a"), toobig.clone(), "Line too long"),
+            cmd("b", Command::Noop)
+        ]
     );
     // Byte by byte, the BAD comes before the line ends, and the trailing
     // non-sync literal is still skipped.
@@ -299,7 +324,10 @@ fn overlong_lines_are_refused_and_skipped() {
     let chunks: Vec<&[u8]> = long.as_bytes().chunks(1).collect();
     assert_eq!(
         drive(&mut rx, &chunks),
-        vec![bad(Some("a"), toobig, "Line too long"), cmd("b", Command::Noop)]
+        vec![
+            bad(Some("a"), toobig, "Line too long"),
+            cmd("b", Command::Noop)
+        ]
     );
 }
 
@@ -310,8 +338,17 @@ fn raw_lines_for_idle_and_authenticate() {
     assert_eq!(rx.next(), Some(cmd("a", Command::Idle)));
     let line = rx.next_line().unwrap().unwrap();
     assert!(is_done(&line));
-    assert!(matches!(rx.next(), Some(Input::Command { command: Command::Authenticate { .. }, .. })));
-    assert_eq!(auth_line(&rx.next_line().unwrap().unwrap()), AuthLine::Cancel);
+    assert!(matches!(
+        rx.next(),
+        Some(Input::Command {
+            command: Command::Authenticate { .. },
+            ..
+        })
+    ));
+    assert_eq!(
+        auth_line(&rx.next_line().unwrap().unwrap()),
+        AuthLine::Cancel
+    );
     assert_eq!(rx.next(), Some(cmd("c", Command::Noop)));
     assert_eq!(rx.next_line(), None);
     let mut rx = Receiver::new(Limits {

@@ -74,7 +74,10 @@ pub(crate) fn command(p: &mut Parser<'_>) -> PResult<Command> {
 
 /// Command names echoed in errors are cut and kept printable.
 fn printable(s: &str) -> String {
-    s.chars().take(32).filter(|c| c.is_ascii_graphic()).collect()
+    s.chars()
+        .take(32)
+        .filter(|c| c.is_ascii_graphic())
+        .collect()
 }
 
 fn one_mailbox(p: &mut Parser<'_>) -> PResult<crate::types::Mailbox> {

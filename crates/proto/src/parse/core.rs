@@ -147,16 +147,25 @@ impl<'a> Parser<'a> {
         }
         let raw = &self.input[start..self.pos];
         if raw.is_empty() {
-            return fail(if self.at_end() { "Empty command" } else { "Invalid tag" });
+            return fail(if self.at_end() {
+                "Empty command"
+            } else {
+                "Invalid tag"
+            });
         }
         if !matches!(self.peek(), Some(b' ')) {
-            return fail(if self.at_end() { "Missing command" } else { "Invalid tag" });
+            return fail(if self.at_end() {
+                "Missing command"
+            } else {
+                "Invalid tag"
+            });
         }
         let tag = std::str::from_utf8(raw)
             .ok()
             .and_then(Tag::new)
             .ok_or_else(|| PErr::Fail(ParseError::syntax("Invalid tag")))?;
-        self.sp().map_err(|_| PErr::Fail(ParseError::syntax("Missing command")))?;
+        self.sp()
+            .map_err(|_| PErr::Fail(ParseError::syntax("Missing command")))?;
         Ok(tag)
     }
 
@@ -328,14 +337,21 @@ impl<'a> Parser<'a> {
         let mut ranges = Vec::new();
         loop {
             let start = self.seq_number()?;
-            let end = if self.eat(b':') { self.seq_number()? } else { start };
+            let end = if self.eat(b':') {
+                self.seq_number()?
+            } else {
+                start
+            };
             ranges.push(SeqRange { start, end });
             self.check_items(ranges.len())?;
             if !self.eat(b',') {
                 break;
             }
         }
-        if self.peek().is_some_and(|b| b != b' ' && b != b')' && b != b'\r') {
+        if self
+            .peek()
+            .is_some_and(|b| b != b' ' && b != b')' && b != b'\r')
+        {
             return fail("Invalid sequence set");
         }
         Ok(SequenceSet::Ranges(ranges))
@@ -412,14 +428,22 @@ impl<'a> Parser<'a> {
             return fail(BAD);
         }
         let date = Date::new(year as u16, month, day as u8).map_or_else(|| fail(BAD), Ok)?;
-        DateTime::new(date, hour as u8, minute as u8, second as u8, sign * (zh * 60 + zm))
-            .map_or_else(|| fail(BAD), Ok)
+        DateTime::new(
+            date,
+            hour as u8,
+            minute as u8,
+            second as u8,
+            sign * (zh * 60 + zm),
+        )
+        .map_or_else(|| fail(BAD), Ok)
     }
 
     fn month(&mut self) -> PResult<u8> {
         let end = self.pos + 3;
         let m = self.input.get(self.pos..end).and_then(|m| {
-            MONTHS.iter().position(|name| name.as_bytes().eq_ignore_ascii_case(m))
+            MONTHS
+                .iter()
+                .position(|name| name.as_bytes().eq_ignore_ascii_case(m))
         });
         match m {
             Some(i) => {
@@ -471,7 +495,12 @@ impl<'a> Parser<'a> {
             // Dovecot client_parse_mail_flags: unknown system flags, and
             // \Recent (RFC 3501 §2.3.2: not alterable), are BAD.
             return Flag::system(&full).map_or_else(
-                || fail(format!("Invalid system flag {}", String::from_utf8_lossy(&full))),
+                || {
+                    fail(format!(
+                        "Invalid system flag {}",
+                        String::from_utf8_lossy(&full)
+                    ))
+                },
                 Ok,
             );
         }

@@ -140,10 +140,7 @@ fn section(p: &mut Parser<'_>) -> PResult<Section> {
     if !sec.part.is_empty() && !dot {
         return fail("Invalid section part");
     }
-    let word = p.take_while(
-        |b| b.is_ascii_alphabetic() || b == b'.',
-        "section",
-    )?;
+    let word = p.take_while(|b| b.is_ascii_alphabetic() || b == b'.', "section")?;
     let word = String::from_utf8_lossy(word).to_ascii_uppercase();
     let text = match word.as_str() {
         "HEADER" => SectionText::Header,

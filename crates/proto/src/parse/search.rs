@@ -71,7 +71,9 @@ fn key(p: &mut Parser<'_>, count: &mut usize) -> PResult<SearchKey> {
     p.check_items(*count)?;
     p.rec_depth += 1;
     if p.rec_depth > MAX_KEY_RECURSION {
-        return Err(PErr::Fail(ParseError::Limit("Search key too deeply nested".into())));
+        return Err(PErr::Fail(ParseError::Limit(
+            "Search key too deeply nested".into(),
+        )));
     }
     let k = key_inner(p, count)?;
     p.rec_depth -= 1;
