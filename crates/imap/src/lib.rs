@@ -3,7 +3,11 @@
 
 #![warn(missing_docs)]
 
+pub mod context;
+pub mod search;
 pub mod section;
+pub mod server;
+mod session;
 pub mod stream;
 pub mod tls;
 pub mod view;

@@ -15,6 +15,12 @@ pub enum Stream {
     Plain(TcpStream),
     /// TLS over TCP.
     Tls(Box<TlsStream<TcpStream>>),
+    /// Taken out for the STARTTLS handshake; every I/O on it fails.
+    Detached,
+}
+
+fn detached() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "stream detached for STARTTLS")
 }
 
 impl Stream {
@@ -33,6 +39,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Detached => Poll::Ready(Err(detached())),
         }
     }
 }
@@ -46,6 +53,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Detached => Poll::Ready(Err(detached())),
         }
     }
 
@@ -53,6 +61,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Detached => Poll::Ready(Err(detached())),
         }
     }
 
@@ -60,6 +69,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Detached => Poll::Ready(Ok(())),
         }
     }
 
@@ -71,6 +81,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            Stream::Detached => Poll::Ready(Err(detached())),
         }
     }
 
@@ -78,6 +89,7 @@ impl AsyncWrite for Stream {
         match self {
             Stream::Plain(s) => s.is_write_vectored(),
             Stream::Tls(s) => s.is_write_vectored(),
+            Stream::Detached => false,
         }
     }
 }

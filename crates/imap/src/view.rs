@@ -93,7 +93,10 @@ impl View {
 
     /// The sequence number of `uid`, if the view holds it.
     pub fn seq(&self, uid: u32) -> Option<u32> {
-        let i = self.runs.partition_point(|r| r.first <= uid).checked_sub(1)?;
+        let i = self
+            .runs
+            .partition_point(|r| r.first <= uid)
+            .checked_sub(1)?;
         let r = &self.runs[i];
         (uid <= r.last()).then(|| r.seq + (uid - r.first))
     }
@@ -101,7 +104,10 @@ impl View {
     /// Removes `uid` (an EXPUNGE) and returns the sequence number it had, which is what the
     /// `* n EXPUNGE` response carries (RFC 3501 §7.4.1: later numbers shift down at once).
     pub fn remove(&mut self, uid: u32) -> Option<u32> {
-        let i = self.runs.partition_point(|r| r.first <= uid).checked_sub(1)?;
+        let i = self
+            .runs
+            .partition_point(|r| r.first <= uid)
+            .checked_sub(1)?;
         let r = self.runs[i];
         if uid > r.last() {
             return None;
@@ -179,7 +185,10 @@ mod tests {
         assert_eq!(v.seq(10), Some(4));
         assert_eq!(v.uid(5), Some(11));
         assert_eq!(v.remove(5), None);
-        assert_eq!(v.uids_in(4, 10).collect::<Vec<_>>(), [(4, 2), (6, 3), (10, 4)]);
+        assert_eq!(
+            v.uids_in(4, 10).collect::<Vec<_>>(),
+            [(4, 2), (6, 3), (10, 4)]
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! `maildex serve`. In this build the IMAP and LMTP listeners do not exist yet; `serve`
-//! prepares what they will serve (config, users, Maildirs, indexes) and says so plainly.
+//! `maildex serve`: brings every user's index up to date, then runs the IMAP and LMTP
+//! listeners of the config until SIGTERM/SIGINT (SIGHUP reloads certificates and users).
+//! `--dev` first creates the embedded default: a data folder with a config, a self-signed
+//! certificate, a demo user with a printed password and a few messages, loopback ports.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,8 +33,9 @@ fn dev_config_text(data: &Path) -> String {
     let d = data.display();
     format!(
         "# Written by `maildex serve --dev`: the embedded default, all under this folder.\n\
-         [imap]\nlisten = [\"127.0.0.1:1143\"]\n\n\
+         [imap]\nlisten = [\"127.0.0.1:1143\"]\nlisten_tls = [\"127.0.0.1:1993\"]\n\n\
          [lmtp]\nlisten = [\"127.0.0.1:1024\"]\n\n\
+         [tls]\ncert = \"{d}/cert.pem\"\nkey = \"{d}/key.pem\"\n\n\
          [storage]\nmail_location = \"{d}/mail/%d/%n/Maildir\"\nindex_root = \"{d}/index/%d/%n\"\n\n\
          [auth]\nusers_file = \"{d}/users\"\n"
     )
@@ -43,6 +46,11 @@ fn prepare_dev(data: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(data).with_context(|| format!("creating {}", data.display()))?;
     let data = data.canonicalize()?;
     let config_path = data.join("maildex.toml");
+    let (cert, key) = (data.join("cert.pem"), data.join("key.pem"));
+    if !cert.exists() || !key.exists() {
+        maildex_imap::tls::write_self_signed(&["localhost", "127.0.0.1"], &cert, &key)?;
+        println!("self-signed certificate for localhost: {}", cert.display());
+    }
     if !config_path.exists() {
         std::fs::write(&config_path, dev_config_text(&data))?;
     }
@@ -85,17 +93,20 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         );
     }
     println!("config: {}", config_path.display());
-    println!(
-        "try:    maildex index dump --config {} --user {DEMO_USER} --mailbox INBOX",
-        config_path.display()
-    );
-    println!(
-        "        maildex index check --config {} --all",
-        config_path.display()
-    );
-    eprintln!(
-        "maildex serve: the IMAP and LMTP listeners are not part of this build yet; \
-         the store and index they will serve are ready above."
-    );
+    if a.dev {
+        println!(
+            "try:    maildex index dump --config {} --user {DEMO_USER} --mailbox INBOX",
+            config_path.display()
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("maildex")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(maildex_daemon::serve_forever(
+        config,
+        maildex_imap::context::Settings::default(),
+    ))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,160 @@
+//! The maildex server process: the IMAP and LMTP listeners of one configuration on one
+//! tokio runtime, with graceful shutdown (SIGTERM/SIGINT: IMAP sessions get `* BYE`, LMTP
+//! sessions finish their transaction) and reload (SIGHUP: certificates and the users and
+//! aliases files). `maildex serve` runs [`serve_forever`]; tests start a [`Daemon`]
+//! in-process on `127.0.0.1:0` and talk to it over real sockets.
+
+#![warn(missing_docs)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use maildex_accounts::Accounts;
+use maildex_config::{Config, Listen};
+use maildex_imap::context::{Settings, Shared};
+use maildex_imap::server::ImapServer;
+use maildex_imap::tls::TlsSource;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// TLS certificate or key.
+    #[error(transparent)]
+    Tls(#[from] maildex_imap::tls::TlsError),
+    /// An IMAP listener.
+    #[error(transparent)]
+    Imap(#[from] maildex_imap::server::ServerError),
+    /// An LMTP listener.
+    #[error(transparent)]
+    Lmtp(#[from] maildex_lmtp::LmtpError),
+    /// Users or aliases.
+    #[error(transparent)]
+    Accounts(#[from] maildex_accounts::AccountsError),
+    /// Signal handlers or the runtime.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// A running server.
+pub struct Daemon {
+    /// IMAP listeners: (address, implicit TLS).
+    pub imap_addrs: Vec<(SocketAddr, bool)>,
+    /// LMTP listeners.
+    pub lmtp_addrs: Vec<Listen>,
+    accounts: Arc<Accounts>,
+    tls: Option<Arc<TlsSource>>,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Daemon {
+    /// Binds every listener of `config` and starts serving on the current runtime.
+    pub async fn start(config: Config, settings: Settings) -> Result<Daemon, DaemonError> {
+        let accounts = Accounts::load(config.clone())?;
+        let tls = match &config.tls {
+            Some(t) => Some(Arc::new(TlsSource::load(&t.cert, &t.key)?)),
+            None => None,
+        };
+        let shutdown = CancellationToken::new();
+        let mut settings = settings;
+        settings.plaintext_auth_on_loopback = config.imap.plaintext_auth_on_loopback;
+        let shared = Shared::new(
+            Arc::clone(&accounts),
+            tls.clone(),
+            settings,
+            shutdown.clone(),
+        );
+        let imap = ImapServer::bind(shared, &config.imap.listen, &config.imap.listen_tls).await?;
+        let lmtp = maildex_lmtp::Server::bind(
+            &config.lmtp,
+            Arc::clone(&accounts),
+            maildex_lmtp::Limits::from_config(&config.lmtp),
+        )?;
+        let imap_addrs = imap.local_addrs();
+        let lmtp_addrs = lmtp.local_addrs();
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(imap.run()));
+        let token = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = lmtp.run(token).await {
+                tracing::error!(error = %e, "LMTP server failed");
+            }
+        }));
+        for (addr, tls) in &imap_addrs {
+            tracing::info!(%addr, tls, "IMAP listening");
+        }
+        for l in &lmtp_addrs {
+            tracing::info!(listen = %l, "LMTP listening");
+        }
+        Ok(Daemon {
+            imap_addrs,
+            lmtp_addrs,
+            accounts,
+            tls,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// The first plain IMAP address (tests).
+    pub fn imap_addr(&self) -> Option<SocketAddr> {
+        self.imap_addrs.iter().find(|(_, t)| !t).map(|(a, _)| *a)
+    }
+
+    /// The first TCP LMTP address (tests).
+    pub fn lmtp_addr(&self) -> Option<SocketAddr> {
+        self.lmtp_addrs.iter().find_map(|l| match l {
+            Listen::Tcp(a) => Some(*a),
+            Listen::Unix(_) => None,
+        })
+    }
+
+    /// Accounts shared by both servers.
+    pub fn accounts(&self) -> &Arc<Accounts> {
+        &self.accounts
+    }
+
+    /// Re-reads certificates and the users and aliases files; on error the old ones stay.
+    pub fn reload(&self) -> Result<(), DaemonError> {
+        if let Some(tls) = &self.tls {
+            tls.reload()?;
+        }
+        self.accounts.reload()?;
+        Ok(())
+    }
+
+    /// Stops accepting, lets sessions end (IMAP: `* BYE`), and waits for both servers.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Runs `config` until SIGTERM or SIGINT; SIGHUP reloads.
+pub async fn serve_forever(config: Config, settings: Settings) -> Result<(), DaemonError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let sig = |k| signal(k).map_err(|e| DaemonError::Runtime(format!("signal handler: {e}")));
+    let (mut term, mut int, mut hup) = (
+        sig(SignalKind::terminate())?,
+        sig(SignalKind::interrupt())?,
+        sig(SignalKind::hangup())?,
+    );
+    let daemon = Daemon::start(config, settings).await?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => match daemon.reload() {
+                Ok(()) => tracing::info!("reloaded certificates, users and aliases"),
+                Err(e) => tracing::error!(error = %e, "reload failed; keeping the old ones"),
+            },
+        }
+    }
+    tracing::info!("shutting down");
+    daemon.stop().await;
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! What every session of one server shares: accounts, TLS, settings, the KDF semaphore, the
+//! login penalty table, the connection counters and the shutdown signal.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use maildex_accounts::Accounts;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::tls::TlsSource;
+
+/// Server settings (from `[imap]` in the config; defaults follow Dovecot and RFC 9051).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Allow LOGIN and AUTHENTICATE PLAIN without TLS from loopback peers (RFC 9051
+    /// §6.2.3 lets the server decide; Dovecot allows it for local connections).
+    pub plaintext_auth_on_loopback: bool,
+    /// Grammar limits (line length, literals, APPENDLIMIT).
+    pub limits: maildex_proto::Limits,
+    /// Connections at once, all clients.
+    pub max_connections: usize,
+    /// Connections at once from one IP address.
+    pub max_per_ip: usize,
+    /// Autologout before authentication (RFC 9051 §5.4 allows a shorter timer there).
+    pub login_timeout: Duration,
+    /// Autologout after authentication: at least 30 minutes (RFC 9051 §5.4, RFC 2177).
+    pub idle_timeout: Duration,
+    /// Password checks running at once (each is an argon2/crypt KDF on a blocking thread).
+    pub kdf_permits: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            plaintext_auth_on_loopback: true,
+            limits: maildex_proto::Limits::default(),
+            max_connections: 10_000,
+            max_per_ip: 100,
+            login_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30 * 60),
+            kdf_permits: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+/// Shared by all sessions of a server.
+pub struct Shared {
+    /// Users, their stores.
+    pub accounts: Arc<Accounts>,
+    /// Certificates; `None` runs plain IMAP only.
+    pub tls: Option<Arc<TlsSource>>,
+    /// Settings.
+    pub settings: Settings,
+    /// Bounds concurrent KDF work.
+    pub kdf: Semaphore,
+    /// Failed-login penalties per IP.
+    pub penalties: Penalties,
+    /// Fires on shutdown (sessions say `* BYE`).
+    pub shutdown: CancellationToken,
+    next_session: AtomicU64,
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
+    total: Mutex<usize>,
+}
+
+impl Shared {
+    /// Shared state for a server.
+    pub fn new(
+        accounts: Arc<Accounts>,
+        tls: Option<Arc<TlsSource>>,
+        settings: Settings,
+        shutdown: CancellationToken,
+    ) -> Arc<Shared> {
+        Arc::new(Shared {
+            kdf: Semaphore::new(settings.kdf_permits.max(1)),
+            accounts,
+            tls,
+            settings,
+            penalties: Penalties::default(),
+            shutdown,
+            next_session: AtomicU64::new(1),
+            per_ip: Mutex::default(),
+            total: Mutex::new(0),
+        })
+    }
+
+    /// A new session id (for logs).
+    pub fn session_id(&self) -> u64 {
+        self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Takes a connection slot for `ip`, or says which limit is reached.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, &'static str> {
+        let mut total = self.total.lock().unwrap_or_else(|p| p.into_inner());
+        if *total >= self.settings.max_connections {
+            return Err("Too many connections, try again later");
+        }
+        let mut per_ip = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+        let n = per_ip.entry(ip).or_insert(0);
+        if *n >= self.settings.max_per_ip {
+            return Err("Too many connections from your address");
+        }
+        *n += 1;
+        *total += 1;
+        Ok(Slot {
+            shared: Arc::clone(self),
+            ip,
+        })
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        *self.total.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A connection slot, given back on drop.
+pub struct Slot {
+    shared: Arc<Shared>,
+    ip: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut total = self.shared.total.lock().unwrap_or_else(|p| p.into_inner());
+        *total = total.saturating_sub(1);
+        let mut per_ip = self.shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Failed logins per IP address and the delay they earn: 0 after none, then 250 ms
+/// doubling per failure up to 15 s (Dovecot's auth_failure_delay is a flat 2 s; a growing
+/// delay slows a brute force from one address more while a typo costs little). A success
+/// clears the address; entries are forgotten after 10 quiet minutes.
+#[derive(Default)]
+pub struct Penalties {
+    table: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+}
+
+const PENALTY_MAX: Duration = Duration::from_secs(15);
+const PENALTY_FORGET: Duration = Duration::from_secs(600);
+const PENALTY_TABLE_MAX: usize = 100_000;
+
+impl Penalties {
+    /// The delay a login from `ip` waits before its password is checked.
+    pub fn delay(&self, ip: IpAddr) -> Duration {
+        let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        match table.get(&ip) {
+            Some(&(n, at)) if n > 0 && at.elapsed() < PENALTY_FORGET => {
+                let ms = 250u64.saturating_mul(1 << (n - 1).min(10));
+                Duration::from_millis(ms).min(PENALTY_MAX)
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Records a failed login.
+    pub fn failed(&self, ip: IpAddr) {
+        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if table.len() >= PENALTY_TABLE_MAX {
+            table.retain(|_, (_, at)| at.elapsed() < PENALTY_FORGET);
+        }
+        let e = table.entry(ip).or_insert((0, Instant::now()));
+        if e.1.elapsed() >= PENALTY_FORGET {
+            e.0 = 0;
+        }
+        e.0 = e.0.saturating_add(1);
+        e.1 = Instant::now();
+    }
+
+    /// Records a successful login.
+    pub fn succeeded(&self, ip: IpAddr) {
+        self.table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&ip);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn penalty_grows_per_address_and_clears_on_success() {
+        let p = Penalties::default();
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        assert_eq!(p.delay(a), Duration::ZERO);
+        p.failed(a);
+        assert_eq!(p.delay(a), Duration::from_millis(250));
+        p.failed(a);
+        p.failed(a);
+        assert_eq!(p.delay(a), Duration::from_millis(1000));
+        for _ in 0..20 {
+            p.failed(a);
+        }
+        assert_eq!(p.delay(a), PENALTY_MAX);
+        assert_eq!(p.delay(b), Duration::ZERO);
+        p.succeeded(a);
+        assert_eq!(p.delay(a), Duration::ZERO);
+    }
+}

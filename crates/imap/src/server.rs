@@ -1,0 +1,165 @@
+//! The listeners: IMAP on port 143 style addresses (plain, STARTTLS offered when TLS is
+//! configured) and IMAPS (implicit TLS, RFC 8314 §3.2). A task per connection.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use crate::context::Shared;
+use crate::session::Session;
+use crate::stream::Stream;
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Binding a listener failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// An implicit-TLS listener is configured without `[tls]`.
+    #[error("IMAPS listener {0} needs a [tls] certificate and key")]
+    NoTls(SocketAddr),
+}
+
+struct Listener {
+    socket: TcpListener,
+    implicit_tls: bool,
+}
+
+/// Bound IMAP listeners, ready to run.
+pub struct ImapServer {
+    shared: Arc<Shared>,
+    listeners: Vec<Listener>,
+}
+
+/// How long a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long running sessions get to say BYE at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+impl ImapServer {
+    /// Binds `plain` (IMAP, STARTTLS when TLS is configured) and `implicit_tls` (IMAPS)
+    /// addresses. Port 0 picks a free port ([`ImapServer::local_addrs`] tells which).
+    pub async fn bind(
+        shared: Arc<Shared>,
+        plain: &[SocketAddr],
+        implicit_tls: &[SocketAddr],
+    ) -> Result<ImapServer, ServerError> {
+        let mut listeners = Vec::new();
+        for (addrs, tls) in [(plain, false), (implicit_tls, true)] {
+            for &addr in addrs {
+                if tls && shared.tls.is_none() {
+                    return Err(ServerError::NoTls(addr));
+                }
+                let socket = TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Bind { addr, source })?;
+                listeners.push(Listener {
+                    socket,
+                    implicit_tls: tls,
+                });
+            }
+        }
+        Ok(ImapServer { shared, listeners })
+    }
+
+    /// The bound addresses: (address, implicit TLS).
+    pub fn local_addrs(&self) -> Vec<(SocketAddr, bool)> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.socket.local_addr().ok().map(|a| (a, l.implicit_tls)))
+            .collect()
+    }
+
+    /// Accepts connections until the shutdown token fires, then gives sessions a few
+    /// seconds to say `* BYE` and returns.
+    pub async fn run(self) {
+        let mut accepts = JoinSet::new();
+        let sessions = Arc::new(tokio::sync::Mutex::new(JoinSet::new()));
+        for l in self.listeners {
+            let shared = Arc::clone(&self.shared);
+            let sessions = Arc::clone(&sessions);
+            accepts.spawn(accept_loop(l, shared, sessions));
+        }
+        self.shared.shutdown.cancelled().await;
+        accepts.abort_all();
+        let mut sessions = sessions.lock().await;
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while sessions.join_next().await.is_some() {}
+        })
+        .await;
+        sessions.abort_all();
+    }
+}
+
+async fn accept_loop(
+    l: Listener,
+    shared: Arc<Shared>,
+    sessions: Arc<tokio::sync::Mutex<JoinSet<()>>>,
+) {
+    loop {
+        let (tcp, peer) = match l.socket.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: wait a little rather than spin
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let shared2 = Arc::clone(&shared);
+        let id = shared.session_id();
+        let span =
+            tracing::info_span!("imap", session = id, peer = %peer, user = tracing::field::Empty);
+        let mut set = sessions.lock().await;
+        // reap finished sessions so the set does not grow
+        while set.try_join_next().is_some() {}
+        set.spawn(
+            async move { connection(tcp, peer, l.implicit_tls, shared2).await }.instrument(span),
+        );
+    }
+}
+
+async fn connection(mut tcp: TcpStream, peer: SocketAddr, implicit_tls: bool, shared: Arc<Shared>) {
+    let slot = match shared.admit(peer.ip()) {
+        Ok(slot) => slot,
+        Err(why) => {
+            tracing::info!(reason = why, "connection refused");
+            if !implicit_tls {
+                let line = format!("* BYE [UNAVAILABLE] {why}\r\n");
+                let _ = tcp.write_all(line.as_bytes()).await;
+            }
+            return;
+        }
+    };
+    let stream = if implicit_tls {
+        let Some(tls) = &shared.tls else { return };
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => Stream::Tls(Box::new(s)),
+            Ok(Err(e)) => {
+                tracing::info!(error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::info!("TLS handshake timed out");
+                return;
+            }
+        }
+    } else {
+        Stream::Plain(tcp)
+    };
+    tracing::debug!(tls = stream.is_tls(), "connected");
+    Session::new(stream, peer, shared).run().await;
+    drop(slot);
+}

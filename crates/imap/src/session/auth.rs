@@ -1,0 +1,185 @@
+//! LOGIN, AUTHENTICATE PLAIN (with SASL-IR) and STARTTLS (RFC 3501 §6.2, RFC 4959,
+//! RFC 4616, RFC 9051 §6.2.1).
+
+use std::sync::Arc;
+
+use base64::Engine;
+use maildex_proto::{AuthLine, ResponseCode, Tag};
+
+use super::{blocking, Authed, CmdError, Done, Session, State};
+use crate::stream::Stream;
+
+impl Session {
+    pub(super) async fn starttls(&mut self, tag: &Tag) -> Result<Done, CmdError> {
+        let Some(tls) = self.shared.tls.clone() else {
+            return Err(CmdError::Bad("TLS is not configured".into()));
+        };
+        if self.stream.is_tls() {
+            return Err(CmdError::Bad("TLS is already active".into()));
+        }
+        self.tagged(
+            tag,
+            maildex_proto::encode::Status::Ok,
+            None,
+            "Begin TLS negotiation now.",
+        );
+        self.flush().await?;
+        // RFC 9051 §6.2.1 / RFC 3207 §4.2 style: anything the client pipelined after
+        // STARTTLS was sent in the clear and is never executed
+        let dropped = self.rx.buffered();
+        self.rx.discard_buffered();
+        if dropped > 0 {
+            tracing::info!(
+                bytes = dropped,
+                "dropped plaintext pipelined after STARTTLS"
+            );
+        }
+        let Stream::Plain(tcp) = std::mem::replace(&mut self.stream, Stream::Detached) else {
+            return Err(CmdError::Bye("TLS state confused".into()));
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+        match tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => {
+                self.stream = Stream::Tls(Box::new(s));
+                Ok(Done::Written)
+            }
+            Ok(Err(e)) => Err(CmdError::Io(e)),
+            Err(_) => Err(CmdError::Io(std::io::ErrorKind::TimedOut.into())),
+        }
+    }
+
+    pub(super) async fn login(
+        &mut self,
+        username: Vec<u8>,
+        password: Vec<u8>,
+    ) -> Result<Done, CmdError> {
+        if !self.plaintext_ok() {
+            return Err(CmdError::no(
+                ResponseCode::PrivacyRequired,
+                "Plaintext authentication disallowed on non-secure connections.",
+            ));
+        }
+        let Ok(login) = String::from_utf8(username) else {
+            return Err(CmdError::no(
+                ResponseCode::AuthenticationFailed,
+                "Authentication failed.",
+            ));
+        };
+        self.check_password(login, password).await
+    }
+
+    pub(super) async fn authenticate(
+        &mut self,
+        tag: &Tag,
+        mechanism: &str,
+        initial: Option<Vec<u8>>,
+    ) -> Result<Done, CmdError> {
+        if !mechanism.eq_ignore_ascii_case("PLAIN") {
+            return Err(CmdError::No(
+                None,
+                "Unsupported authentication mechanism.".into(),
+            ));
+        }
+        if !self.plaintext_ok() {
+            return Err(CmdError::no(
+                ResponseCode::PrivacyRequired,
+                "Plaintext authentication disallowed on non-secure connections.",
+            ));
+        }
+        let encoded = match initial {
+            Some(ir) => ir,
+            None => {
+                // RFC 3501 §6.2.2: an empty challenge
+                maildex_proto::encode::continuation(&mut self.out, "");
+                self.flush().await?;
+                match maildex_proto::auth_line(&self.read_line().await?) {
+                    AuthLine::Cancel => {
+                        return Err(CmdError::Bad("Authentication canceled.".into()));
+                    }
+                    AuthLine::Response(r) => r,
+                }
+            }
+        };
+        let _ = tag;
+        let Ok(plain) = base64::engine::general_purpose::STANDARD.decode(&encoded) else {
+            return Err(CmdError::Bad("Invalid base64 data.".into()));
+        };
+        // RFC 4616 §2: [authzid] NUL authcid NUL passwd
+        let mut fields = plain.splitn(3, |&b| b == 0);
+        let (Some(authzid), Some(authcid), Some(password)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            return Err(CmdError::Bad("Invalid PLAIN message.".into()));
+        };
+        let Ok(login) = String::from_utf8(authcid.to_vec()) else {
+            return Err(CmdError::no(
+                ResponseCode::AuthenticationFailed,
+                "Authentication failed.",
+            ));
+        };
+        if !authzid.is_empty() && authzid != authcid {
+            // acting as another user is not offered
+            return Err(CmdError::no(
+                ResponseCode::AuthorizationFailed,
+                "Authorization failed.",
+            ));
+        }
+        self.check_password(login, password.to_vec()).await
+    }
+
+    /// Reads one raw line (AUTHENTICATE responses, IDLE's DONE).
+    pub(super) async fn read_line(&mut self) -> Result<Vec<u8>, CmdError> {
+        loop {
+            if let Some(line) = self.rx.next_line() {
+                return line.map_err(|_| CmdError::Bye("Line too long.".into()));
+            }
+            let n = self.read_some().await?;
+            self.rx.feed(&self.read_buf[..n]);
+        }
+    }
+
+    async fn check_password(&mut self, login: String, password: Vec<u8>) -> Result<Done, CmdError> {
+        let ip = self.peer.ip();
+        let delay = self.shared.penalties.delay(ip);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let permit = self
+            .shared
+            .kdf
+            .acquire()
+            .await
+            .map_err(|e| CmdError::server(format!("KDF semaphore: {e}")))?;
+        let accounts = Arc::clone(&self.shared.accounts);
+        let who = login.clone();
+        let verdict = blocking(move || accounts.verify_login(&who, &password)).await?;
+        drop(permit);
+        let user = match verdict {
+            Ok(Some(user)) => user,
+            Ok(None) => {
+                self.shared.penalties.failed(ip);
+                tracing::info!(login = %login, "login failed");
+                return Err(CmdError::no(
+                    ResponseCode::AuthenticationFailed,
+                    "Authentication failed.",
+                ));
+            }
+            Err(e) => return Err(CmdError::server(e)),
+        };
+        self.shared.penalties.succeeded(ip);
+        let accounts = Arc::clone(&self.shared.accounts);
+        let u = user.clone();
+        let store = blocking(move || accounts.store(&u)).await?.map_err(|e| {
+            tracing::error!(user = %user.name, error = %e, "cannot open the user's mail");
+            CmdError::no(ResponseCode::Unavailable, "Mail storage is not available.")
+        })?;
+        tracing::Span::current().record("user", user.name.as_str());
+        tracing::info!(tls = self.stream.is_tls(), "logged in");
+        self.state = State::Authenticated(Authed { user, store });
+        let caps = self.capabilities();
+        Ok(Done::OkCode(
+            ResponseCode::Capability(caps),
+            "Logged in".into(),
+        ))
+    }
+}

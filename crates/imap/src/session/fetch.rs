@@ -1,0 +1,542 @@
+//! FETCH and UID FETCH (RFC 3501 §6.4.5, §7.4.2). Everything a listing asks for comes from
+//! the index (flags, dates, sizes, ENVELOPE, BODYSTRUCTURE, header fields, MIME headers);
+//! only body bytes open the message file, streamed in chunks. Index reads happen in short
+//! batches, never across a socket write (the design brief's rule for LMDB readers).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use maildex_index::{Cached, MessageState, HOT_HEADERS};
+use maildex_maildir::Flags;
+use maildex_proto::{
+    encode, FetchArgs, FetchItem, Partial, ResponseCode, Section, SectionText, SequenceSet,
+};
+use maildex_store::{FlagOp, UserStore};
+
+use super::body::{message_path, partial_window};
+use super::messages::resolve;
+use super::selected::write_flags;
+use super::{blocking, CmdError, Done, Session, State};
+use crate::section::{header_block, locate, Located, Want};
+
+/// Messages read from the index per read transaction.
+const BATCH: usize = 128;
+
+/// One message as the index has it, read for one FETCH.
+struct Loaded {
+    state: MessageState,
+    cached: Option<Cached>,
+    headers: Option<Vec<u8>>,
+}
+
+/// What the items need from the index.
+#[derive(Default, Clone, Copy)]
+struct Needs {
+    cached: bool,
+    headers: bool,
+}
+
+fn is_hot(names: &[String]) -> bool {
+    names.iter().all(|n| {
+        HOT_HEADERS
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(n.as_bytes()))
+    })
+}
+
+fn needs(items: &[FetchItem]) -> Needs {
+    let mut n = Needs::default();
+    for item in items {
+        match item {
+            FetchItem::Flags
+            | FetchItem::Uid
+            | FetchItem::InternalDate
+            | FetchItem::Rfc822Size
+            | FetchItem::ModSeq => {}
+            FetchItem::Rfc822Header => {
+                n.cached = true;
+                n.headers = true;
+            }
+            FetchItem::BodySection { section, .. } => {
+                n.cached = true;
+                match &section.text {
+                    Some(SectionText::HeaderFields(names))
+                        if section.part.is_empty() && is_hot(names) => {}
+                    Some(
+                        SectionText::Header
+                        | SectionText::HeaderFields(_)
+                        | SectionText::HeaderFieldsNot(_)
+                        | SectionText::Mime,
+                    ) => n.headers = true,
+                    _ => {}
+                }
+            }
+            _ => n.cached = true,
+        }
+    }
+    n
+}
+
+/// Whether an item sets `\Seen` (RFC 3501 §6.4.5: BODY[...] without .PEEK, RFC822, RFC822.TEXT).
+fn sets_seen(item: &FetchItem) -> bool {
+    matches!(
+        item,
+        FetchItem::Rfc822 | FetchItem::Rfc822Text | FetchItem::BodySection { peek: false, .. }
+    )
+}
+
+/// Whether an item reads the message file.
+fn reads_file(item: &FetchItem) -> bool {
+    match item {
+        FetchItem::Rfc822 | FetchItem::Rfc822Text => true,
+        FetchItem::BodySection { section, .. } => {
+            matches!(section.text, None | Some(SectionText::Text))
+        }
+        _ => false,
+    }
+}
+
+/// `BODY[1.2.HEADER.FIELDS (A B)]<0>`.
+fn section_label(out: &mut Vec<u8>, section: &Section, partial: Option<Partial>) {
+    out.extend_from_slice(b"BODY[");
+    let mut first = true;
+    for n in &section.part {
+        if !first {
+            out.push(b'.');
+        }
+        first = false;
+        out.extend_from_slice(n.to_string().as_bytes());
+    }
+    if let Some(text) = &section.text {
+        if !first {
+            out.push(b'.');
+        }
+        let (word, names): (&[u8], Option<&Vec<String>>) = match text {
+            SectionText::Header => (b"HEADER", None),
+            SectionText::HeaderFields(n) => (b"HEADER.FIELDS", Some(n)),
+            SectionText::HeaderFieldsNot(n) => (b"HEADER.FIELDS.NOT", Some(n)),
+            SectionText::Text => (b"TEXT", None),
+            SectionText::Mime => (b"MIME", None),
+        };
+        out.extend_from_slice(word);
+        if let Some(names) = names {
+            out.extend_from_slice(b" (");
+            for (i, name) in names.iter().enumerate() {
+                if i > 0 {
+                    out.push(b' ');
+                }
+                encode::astring(out, name.as_bytes());
+            }
+            out.push(b')');
+        }
+    }
+    out.push(b']');
+    if let Some(p) = partial {
+        out.extend_from_slice(format!("<{}>", p.origin).as_bytes());
+    }
+}
+
+/// Writes `data` (already CRLF) cut to `partial` as a literal.
+fn literal_cut(out: &mut Vec<u8>, data: &[u8], partial: Option<Partial>) {
+    let (skip, take) = partial_window(data.len() as u64, partial);
+    let (skip, take) = (skip as usize, take as usize);
+    encode::literal(out, &data[skip..skip + take]);
+}
+
+fn cached_of<'m>(msg: &'m Loaded, name: &str, uid: u32) -> Result<&'m Cached, CmdError> {
+    msg.cached
+        .as_ref()
+        .ok_or_else(|| CmdError::server(format!("mailbox {name:?} uid {uid}: no cached record")))
+}
+
+fn load(
+    store: &UserStore,
+    id: u32,
+    uids: &[u32],
+    n: Needs,
+) -> Result<Vec<Option<Loaded>>, CmdError> {
+    Ok(store.index().read(|r| {
+        let mut out = Vec::with_capacity(uids.len());
+        for &uid in uids {
+            let Some(state) = r.state(id, uid)? else {
+                out.push(None);
+                continue;
+            };
+            let cached = if n.cached { r.cached(id, uid)? } else { None };
+            let headers = if n.headers { r.headers(id, uid)? } else { None };
+            out.push(Some(Loaded {
+                state,
+                cached,
+                headers,
+            }));
+        }
+        Ok(out)
+    })?)
+}
+
+impl Session {
+    pub(super) async fn fetch(
+        &mut self,
+        uid_cmd: bool,
+        set: SequenceSet,
+        args: FetchArgs,
+    ) -> Result<Done, CmdError> {
+        let State::Selected(authed, sel) = &mut self.state else {
+            return Err(CmdError::Bad("no mailbox selected".into()));
+        };
+        let store = Arc::clone(&authed.store);
+        let targets = resolve(sel, &set, uid_cmd)?;
+        let mut items = args.items;
+        if items
+            .iter()
+            .any(|i| matches!(i, FetchItem::Binary { .. } | FetchItem::BinarySize { .. }))
+        {
+            return Err(CmdError::Bad(
+                "BINARY is not supported by this server".into(),
+            ));
+        }
+        // RFC 3501 §6.4.8: UID FETCH always returns UID
+        if uid_cmd && !items.contains(&FetchItem::Uid) {
+            items.insert(0, FetchItem::Uid);
+        }
+        let need = needs(&items);
+        let (id, name, read_only) = (sel.id, sel.name.clone(), sel.read_only);
+        // implicit \Seen, before anything is sent, so FLAGS in the answer are true
+        let mut seen_now: HashSet<u32> = HashSet::new();
+        if !read_only && items.iter().any(sets_seen) && !targets.is_empty() {
+            let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
+            let (s, n) = (Arc::clone(&store), name.clone());
+            let outcome =
+                blocking(move || s.set_flags(&n, &uids, FlagOp::Add, Flags::SEEN, &[], None))
+                    .await??;
+            for m in outcome.messages.iter().filter(|m| m.changed) {
+                seen_now.insert(m.uid);
+                sel.own.insert(m.uid, m.modseq);
+            }
+        }
+        let keywords = sel.keywords.clone();
+        let recent: Vec<std::ops::Range<u32>> = sel.recent.clone();
+        let mailbox_dir = store.mailbox_path(&name)?;
+        let mut expunged = false;
+        for batch in targets.chunks(BATCH) {
+            let uids: Vec<u32> = batch.iter().map(|&(_, u)| u).collect();
+            let s = Arc::clone(&store);
+            let loaded = blocking(move || load(&s, id, &uids, need)).await??;
+            for (&(seq, uid), msg) in batch.iter().zip(loaded) {
+                let Some(msg) = msg else {
+                    expunged = true;
+                    continue;
+                };
+                let is_recent = recent.iter().any(|r| r.contains(&uid));
+                let flags_too = seen_now.contains(&uid) && !items.contains(&FetchItem::Flags);
+                if !self
+                    .fetch_one(
+                        &store,
+                        &name,
+                        &mailbox_dir,
+                        (seq, uid),
+                        msg,
+                        &items,
+                        (&keywords, is_recent, flags_too),
+                    )
+                    .await?
+                {
+                    expunged = true;
+                }
+            }
+        }
+        // RFC 3501 §7.4.1: no EXPUNGE during FETCH; UID FETCH may carry them
+        self.refresh(uid_cmd).await?;
+        if expunged {
+            Ok(Done::NoCode(
+                ResponseCode::ExpungeIssued,
+                "Some messages were also expunged.".into(),
+            ))
+        } else {
+            Ok(Done::ok("Fetch completed."))
+        }
+    }
+
+    /// Opens a message file, following a rename by another Maildir tool (flag change) by
+    /// syncing and looking the UID up again. `None` when the message is gone.
+    async fn open_message(
+        &self,
+        store: &Arc<UserStore>,
+        name: &str,
+        dir: &Path,
+        uid: u32,
+        st: &MessageState,
+    ) -> Result<Option<(tokio::fs::File, PathBuf)>, CmdError> {
+        let path = message_path(dir, st);
+        match tokio::fs::File::open(&path).await {
+            Ok(f) => return Ok(Some((f, path))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(CmdError::server(format!("{}: {e}", path.display()))),
+        }
+        let (s, n) = (Arc::clone(store), name.to_string());
+        let again = blocking(move || -> Result<Option<MessageState>, CmdError> {
+            s.sync_mailbox(&n)?;
+            let index = s.index();
+            Ok(index.read(|r| match r.mailbox_id(&n)? {
+                Some(id) => r.state(id, uid),
+                None => Ok(None),
+            })?)
+        })
+        .await??;
+        let Some(st) = again else { return Ok(None) };
+        let path = message_path(dir, &st);
+        match tokio::fs::File::open(&path).await {
+            Ok(f) => Ok(Some((f, path))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(CmdError::server(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    /// Writes one `* n FETCH (...)`. Returns false when the message turned out to be gone.
+    #[allow(clippy::too_many_arguments)]
+    async fn fetch_one(
+        &mut self,
+        store: &Arc<UserStore>,
+        name: &str,
+        dir: &Path,
+        (seq, uid): (u32, u32),
+        msg: Loaded,
+        items: &[FetchItem],
+        (keywords, recent, flags_too): (&[String], bool, bool),
+    ) -> Result<bool, CmdError> {
+        let mut file = None;
+        if items.iter().any(reads_file) {
+            match self.open_message(store, name, dir, uid, &msg.state).await? {
+                Some(f) => file = Some(f),
+                None => return Ok(false),
+            }
+        }
+        // the implicit \Seen was stored before this batch was read: the state has it
+        let st = &msg.state;
+        self.out
+            .extend_from_slice(format!("* {seq} FETCH (").as_bytes());
+        let mut first = true;
+        let mut all: Vec<&FetchItem> = items.iter().collect();
+        if flags_too {
+            all.push(&FetchItem::Flags);
+        }
+        for item in all {
+            if !first {
+                self.out.push(b' ');
+            }
+            first = false;
+            match item {
+                FetchItem::Uid => self.out.extend_from_slice(format!("UID {uid}").as_bytes()),
+                FetchItem::Flags => {
+                    self.out.extend_from_slice(b"FLAGS ");
+                    write_flags(&mut self.out, st, keywords, recent);
+                }
+                FetchItem::InternalDate => {
+                    self.out.extend_from_slice(b"INTERNALDATE ");
+                    let dt = maildex_proto::DateTime::from_unix(st.internal_date, 0)
+                        .or_else(|| maildex_proto::DateTime::from_unix(0, 0))
+                        .ok_or_else(|| CmdError::server("date out of range"))?;
+                    encode::date_time(&mut self.out, &dt);
+                }
+                FetchItem::Rfc822Size => self
+                    .out
+                    .extend_from_slice(format!("RFC822.SIZE {}", st.vsize).as_bytes()),
+                FetchItem::ModSeq => self
+                    .out
+                    .extend_from_slice(format!("MODSEQ ({})", st.modseq).as_bytes()),
+                FetchItem::Envelope => {
+                    self.out.extend_from_slice(b"ENVELOPE ");
+                    self.out
+                        .extend_from_slice(&cached_of(&msg, name, uid)?.envelope);
+                }
+                FetchItem::Body => {
+                    self.out.extend_from_slice(b"BODY ");
+                    self.out
+                        .extend_from_slice(&cached_of(&msg, name, uid)?.body);
+                }
+                FetchItem::BodyStructure => {
+                    self.out.extend_from_slice(b"BODYSTRUCTURE ");
+                    self.out
+                        .extend_from_slice(&cached_of(&msg, name, uid)?.body_structure);
+                }
+                FetchItem::Rfc822Header => {
+                    self.out.extend_from_slice(b"RFC822.HEADER ");
+                    let section = Section {
+                        part: vec![],
+                        text: Some(SectionText::Header),
+                    };
+                    self.section(&msg, &section, None, &mut file, cached_of(&msg, name, uid)?)
+                        .await?;
+                }
+                FetchItem::Rfc822Text => {
+                    self.out.extend_from_slice(b"RFC822.TEXT ");
+                    let section = Section {
+                        part: vec![],
+                        text: Some(SectionText::Text),
+                    };
+                    self.section(&msg, &section, None, &mut file, cached_of(&msg, name, uid)?)
+                        .await?;
+                }
+                FetchItem::Rfc822 => {
+                    self.out.extend_from_slice(b"RFC822 ");
+                    let section = Section {
+                        part: vec![],
+                        text: None,
+                    };
+                    self.section(&msg, &section, None, &mut file, cached_of(&msg, name, uid)?)
+                        .await?;
+                }
+                FetchItem::BodySection {
+                    section, partial, ..
+                } => {
+                    section_label(&mut self.out, section, *partial);
+                    self.out.push(b' ');
+                    self.section(
+                        &msg,
+                        section,
+                        *partial,
+                        &mut file,
+                        cached_of(&msg, name, uid)?,
+                    )
+                    .await?;
+                }
+                FetchItem::Binary { .. } | FetchItem::BinarySize { .. } => {
+                    return Err(CmdError::Bad(
+                        "BINARY is not supported by this server".into(),
+                    ));
+                }
+            }
+        }
+        self.out.extend_from_slice(b")\r\n");
+        Ok(true)
+    }
+
+    /// Writes one body section's value (a literal, or `""` for a part that does not exist).
+    async fn section(
+        &mut self,
+        msg: &Loaded,
+        section: &Section,
+        partial: Option<Partial>,
+        file: &mut Option<(tokio::fs::File, PathBuf)>,
+        cached: &Cached,
+    ) -> Result<(), CmdError> {
+        let root = &cached.parts;
+        let want = match &section.text {
+            None => Want::All,
+            Some(
+                SectionText::Header
+                | SectionText::HeaderFields(_)
+                | SectionText::HeaderFieldsNot(_),
+            ) => Want::Header,
+            Some(SectionText::Text) => Want::Text,
+            Some(SectionText::Mime) => Want::Mime,
+        };
+        // HEADER.FIELDS of the message itself from the hot fields, when they cover the names
+        if let (Some(SectionText::HeaderFields(names)), true) =
+            (&section.text, section.part.is_empty())
+        {
+            if is_hot(names) {
+                let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+                let mut data = Vec::new();
+                maildex_mime::header_fields(&cached.hot_headers, &names, false, &mut data);
+                literal_cut(&mut self.out, &data, partial);
+                return Ok(());
+            }
+        }
+        match locate(root, &section.part, want) {
+            Located::Missing => self.out.extend_from_slice(b"\"\""),
+            Located::HeaderBlock { block, .. } => {
+                let blocks = msg.headers.as_deref().unwrap_or(&[]);
+                let Some(raw) = header_block(root, blocks, block) else {
+                    return Err(CmdError::server("header block missing from the index"));
+                };
+                let mut data = Vec::with_capacity(raw.len() + raw.len() / 16);
+                match &section.text {
+                    Some(SectionText::HeaderFields(names))
+                    | Some(SectionText::HeaderFieldsNot(names)) => {
+                        let not = matches!(section.text, Some(SectionText::HeaderFieldsNot(_)));
+                        let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+                        if section.part.is_empty() {
+                            maildex_mime::header_fields(raw, &names, not, &mut data);
+                        } else {
+                            maildex_mime::header_fields_of_part(raw, &names, not, &mut data);
+                        }
+                    }
+                    _ => maildex_mime::to_crlf(raw, &mut data),
+                }
+                literal_cut(&mut self.out, &data, partial);
+            }
+            Located::File {
+                start, end, vsize, ..
+            } => {
+                let Some((f, path)) = file.as_mut() else {
+                    return Err(CmdError::server("message file not opened"));
+                };
+                let path = path.clone();
+                self.write_file_literal(f, &path, (start, end, vsize), partial)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_echo_the_section() {
+        let mut out = Vec::new();
+        let s = Section {
+            part: vec![1, 2],
+            text: Some(SectionText::HeaderFields(vec!["From".into(), "X-A".into()])),
+        };
+        section_label(
+            &mut out,
+            &s,
+            Some(Partial {
+                origin: 5,
+                count: 10,
+            }),
+        );
+        assert_eq!(out, b"BODY[1.2.HEADER.FIELDS (From X-A)]<5>");
+        out.clear();
+        section_label(
+            &mut out,
+            &Section {
+                part: vec![],
+                text: None,
+            },
+            None,
+        );
+        assert_eq!(out, b"BODY[]");
+    }
+
+    #[test]
+    fn only_non_hot_or_not_fields_need_header_blocks() {
+        let hot = FetchItem::BodySection {
+            section: Section {
+                part: vec![],
+                text: Some(SectionText::HeaderFields(vec![
+                    "FROM".into(),
+                    "subject".into(),
+                ])),
+            },
+            partial: None,
+            peek: true,
+        };
+        assert!(!needs(&[hot]).headers);
+        let cold = FetchItem::BodySection {
+            section: Section {
+                part: vec![],
+                text: Some(SectionText::HeaderFields(vec!["X-Spam".into()])),
+            },
+            partial: None,
+            peek: true,
+        };
+        assert!(needs(&[cold]).headers);
+        assert!(!needs(&[FetchItem::Flags, FetchItem::Uid]).cached);
+    }
+}

@@ -1,0 +1,73 @@
+//! IDLE (RFC 2177): the session waits for DONE while index commits (deliveries, other
+//! sessions' changes) wake it to send EXISTS/EXPUNGE/FETCH at once. Changes by other
+//! processes (`maildex deliver`, other Maildir tools) commit nothing in this process, so a
+//! periodic sync of the selected mailbox (two `stat`s when nothing changed) catches those.
+//! An idle session holds no read transaction, no loaded mailbox and no file.
+
+use std::time::Duration;
+
+use maildex_proto::Tag;
+use tokio::io::AsyncReadExt;
+
+use super::{CmdError, Done, Session, State};
+
+/// How often an idle session looks at its Maildir for changes made by other processes.
+const POLL: Duration = Duration::from_secs(5);
+
+enum Event {
+    Read(std::io::Result<usize>),
+    Changed,
+    Tick,
+    Shutdown,
+}
+
+impl Session {
+    pub(super) async fn idle(&mut self, _tag: &Tag) -> Result<Done, CmdError> {
+        self.refresh(true).await?;
+        maildex_proto::encode::continuation(&mut self.out, "idling");
+        self.flush().await?;
+        let deadline = tokio::time::Instant::now() + self.shared.settings.idle_timeout;
+        loop {
+            if let Some(line) = self.rx.next_line() {
+                let line = line.map_err(|_| CmdError::Bye("Line too long.".into()))?;
+                if maildex_proto::is_done(&line) {
+                    break;
+                }
+                // RFC 2177 §3: anything else ends IDLE as a bad command
+                return Err(CmdError::Bad("Expected DONE.".into()));
+            }
+            let changes = match &mut self.state {
+                State::Selected(_, s) => Some(&mut s.changes),
+                _ => None,
+            };
+            let event = tokio::select! {
+                r = self.stream.read(&mut self.read_buf) => Event::Read(r),
+                _ = async {
+                    match changes {
+                        Some(c) => { if c.changed().await.is_err() { std::future::pending::<()>().await } }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => Event::Changed,
+                _ = tokio::time::sleep(POLL) => Event::Tick,
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(CmdError::Bye("Autologout; idle for too long".into()));
+                }
+                _ = self.shared.shutdown.cancelled() => Event::Shutdown,
+            };
+            match event {
+                Event::Read(Ok(0)) => {
+                    return Err(CmdError::Io(std::io::ErrorKind::UnexpectedEof.into()))
+                }
+                Event::Read(Ok(n)) => self.rx.feed(&self.read_buf[..n]),
+                Event::Read(Err(e)) => return Err(CmdError::Io(e)),
+                Event::Changed | Event::Tick => {
+                    self.refresh(true).await?;
+                    self.flush().await?;
+                }
+                Event::Shutdown => return Err(CmdError::Bye("Server shutting down.".into())),
+            }
+        }
+        self.refresh(true).await?;
+        Ok(Done::ok("Idle completed."))
+    }
+}

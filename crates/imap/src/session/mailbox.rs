@@ -1,0 +1,401 @@
+//! Mailbox commands: CREATE, DELETE, RENAME, SUBSCRIBE, UNSUBSCRIBE, LIST (with
+//! LIST-EXTENDED, LIST-STATUS, SPECIAL-USE), LSUB and STATUS (RFC 3501 §6.3.3-§6.3.10,
+//! RFC 5258, RFC 5819, RFC 6154, RFC 8438).
+
+use std::sync::Arc;
+
+use maildex_index::MailboxRecord;
+use maildex_maildir::mutf7;
+use maildex_proto::{encode, ListArgs, ListReturn, ListSelect, Mailbox, ResponseCode, StatusItem};
+use maildex_store::{MailboxInfo, UserStore};
+
+use super::{blocking, CmdError, Done, Session, State};
+
+/// The store's UTF-8 name of a wire mailbox name (modified UTF-7, RFC 3501 §5.1.3).
+pub(crate) fn imap_name(m: &Mailbox) -> Result<String, CmdError> {
+    if m.is_inbox() {
+        return Ok("INBOX".into());
+    }
+    let raw = std::str::from_utf8(m.as_bytes())
+        .map_err(|_| CmdError::Bad("Mailbox name is not valid modified UTF-7".into()))?;
+    let name = mutf7::decode(raw)
+        .map_err(|e| CmdError::Bad(format!("Mailbox name is not valid modified UTF-7: {e}")))?;
+    if name.is_empty() {
+        return Err(CmdError::no(ResponseCode::Cannot, "Empty mailbox name."));
+    }
+    // a name that says INBOX in another case is INBOX (RFC 3501 §5.1)
+    Ok(if name.eq_ignore_ascii_case("INBOX") {
+        "INBOX".into()
+    } else {
+        name
+    })
+}
+
+/// Writes a UTF-8 store name as a wire mailbox name.
+pub(crate) fn write_name(out: &mut Vec<u8>, name: &str) {
+    let wire = if name == "INBOX" {
+        "INBOX".to_string()
+    } else {
+        mutf7::encode(name)
+    };
+    encode::astring(out, wire.as_bytes());
+}
+
+/// RFC 3501 §6.3.8 wildcard match of `name` (wire form) against `pattern`: `*` matches
+/// anything, `%` anything but the hierarchy separator `.`. Dynamic programming over the
+/// pattern, O(pattern x name), so no pattern can make it exponential.
+fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
+    // reach[i]: the pattern consumed so far can end just before name[i]
+    let mut reach = vec![false; name.len() + 1];
+    reach[0] = true;
+    for &p in pattern {
+        let mut next = vec![false; name.len() + 1];
+        match p {
+            b'*' | b'%' => {
+                let mut on = false;
+                for i in 0..=name.len() {
+                    on |= reach[i];
+                    next[i] = on;
+                    if p == b'%' && i < name.len() && name[i] == b'.' {
+                        on = false;
+                    }
+                }
+            }
+            c => {
+                for i in 0..name.len() {
+                    next[i + 1] = reach[i] && name[i] == c;
+                }
+            }
+        }
+        reach = next;
+        if !reach.iter().any(|&r| r) {
+            return false;
+        }
+    }
+    reach[name.len()]
+}
+
+/// Whether wire name `name` matches `reference` + `pattern`; INBOX matches case-insensitively.
+fn list_match(reference: &[u8], pattern: &[u8], name: &[u8]) -> bool {
+    let mut full = reference.to_vec();
+    full.extend_from_slice(pattern);
+    if name == b"INBOX" && full.len() >= 5 && full[..5].eq_ignore_ascii_case(b"INBOX") {
+        let mut p = b"INBOX".to_vec();
+        p.extend_from_slice(&full[5..]);
+        return wildcard(&p, name);
+    }
+    wildcard(&full, name)
+}
+
+fn wire(name: &str) -> Vec<u8> {
+    if name == "INBOX" {
+        b"INBOX".to_vec()
+    } else {
+        mutf7::encode(name).into_bytes()
+    }
+}
+
+/// Writes `* STATUS name (items)` from a mailbox record (RFC 3501 §7.2.4).
+fn status_line(out: &mut Vec<u8>, name: &str, m: &MailboxRecord, items: &[StatusItem]) {
+    out.extend_from_slice(b"* STATUS ");
+    write_name(out, name);
+    out.extend_from_slice(b" (");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        let value = match item {
+            StatusItem::Messages => u64::from(m.counts.messages),
+            StatusItem::Recent => u64::from(m.counts.recent),
+            StatusItem::UidNext => u64::from(m.uid_next),
+            StatusItem::UidValidity => u64::from(m.uidvalidity),
+            StatusItem::Unseen => u64::from(m.counts.unseen),
+            StatusItem::Size => m.counts.vsize,
+            StatusItem::HighestModSeq => m.highest_modseq,
+            StatusItem::Deleted => u64::from(m.counts.deleted),
+        };
+        out.extend_from_slice(format!("{} {value}", item.as_str()).as_bytes());
+    }
+    out.extend_from_slice(b")\r\n");
+}
+
+/// Syncs and reads one mailbox's record.
+fn mailbox_record(store: &UserStore, name: &str) -> Result<Option<MailboxRecord>, CmdError> {
+    match store.sync_mailbox(name) {
+        Ok(_) => {}
+        Err(maildex_store::StoreError::NoMailbox(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let index = store.index();
+    Ok(index.read(|r| match r.mailbox_id(name)? {
+        Some(id) => r.mailbox(id),
+        None => Ok(None),
+    })?)
+}
+
+impl Session {
+    fn selected_name(&self) -> Option<&str> {
+        match &self.state {
+            State::Selected(_, s) => Some(&s.name),
+            _ => None,
+        }
+    }
+
+    pub(super) async fn create(&mut self, mailbox: Mailbox) -> Result<Done, CmdError> {
+        let mut name = imap_name(&mailbox)?;
+        // RFC 3501 §6.3.3: a trailing separator only says "a hierarchy is coming"
+        while name.len() > 1 && name.ends_with('.') {
+            name.pop();
+        }
+        if name == "INBOX" {
+            return Err(CmdError::no(
+                ResponseCode::AlreadyExists,
+                "Mailbox already exists.",
+            ));
+        }
+        let store = self.store()?;
+        blocking(move || store.create_mailbox(&name)).await??;
+        Ok(Done::ok("Create completed."))
+    }
+
+    pub(super) async fn delete(&mut self, mailbox: Mailbox) -> Result<Done, CmdError> {
+        let name = imap_name(&mailbox)?;
+        if name == "INBOX" {
+            return Err(CmdError::no(
+                ResponseCode::Cannot,
+                "INBOX can't be deleted.",
+            ));
+        }
+        let store = self.store()?;
+        let deselect = self.selected_name() == Some(name.as_str());
+        blocking(move || store.delete_mailbox(&name)).await??;
+        if deselect {
+            // Dovecot closes the mailbox a session deletes under itself
+            if let State::Selected(a, _) = std::mem::replace(&mut self.state, State::Logout) {
+                self.state = State::Authenticated(a);
+            }
+        }
+        Ok(Done::ok("Delete completed."))
+    }
+
+    pub(super) async fn rename(&mut self, from: Mailbox, to: Mailbox) -> Result<Done, CmdError> {
+        let from = imap_name(&from)?;
+        let to = imap_name(&to)?;
+        if to == "INBOX" {
+            return Err(CmdError::no(
+                ResponseCode::AlreadyExists,
+                "Mailbox already exists.",
+            ));
+        }
+        let store = self.store()?;
+        blocking(move || store.rename_mailbox(&from, &to)).await??;
+        Ok(Done::ok("Rename completed."))
+    }
+
+    pub(super) async fn subscribe(&mut self, mailbox: Mailbox, on: bool) -> Result<Done, CmdError> {
+        let name = imap_name(&mailbox)?;
+        let store = self.store()?;
+        if on {
+            blocking(move || store.subscribe(&name)).await??;
+            Ok(Done::ok("Subscribe completed."))
+        } else {
+            blocking(move || store.unsubscribe(&name)).await??;
+            Ok(Done::ok("Unsubscribe completed."))
+        }
+    }
+
+    pub(super) async fn list(&mut self, args: ListArgs) -> Result<Done, CmdError> {
+        // RFC 3501 §6.3.8: an empty pattern asks for the separator and root
+        if !args.extended && args.patterns.len() == 1 && args.patterns[0].is_empty() {
+            self.out
+                .extend_from_slice(b"* LIST (\\Noselect) \".\" \"\"\r\n");
+            return Ok(Done::ok("List completed."));
+        }
+        let store = self.store()?;
+        let (infos, subscribed) = blocking(move || -> Result<_, CmdError> {
+            Ok((store.list_mailboxes()?, store.subscriptions()?))
+        })
+        .await??;
+        let sel_subscribed = args.selection.contains(&ListSelect::Subscribed);
+        let sel_special = args.selection.contains(&ListSelect::SpecialUse);
+        let recursive = args.selection.contains(&ListSelect::RecursiveMatch);
+        let ret_subscribed = sel_subscribed || args.returns.contains(&ListReturn::Subscribed);
+        let status_items: Option<Vec<StatusItem>> = args.returns.iter().find_map(|r| match r {
+            ListReturn::Status(items) => Some(items.clone()),
+            _ => None,
+        });
+        let matches = |name: &str| {
+            let w = wire(name);
+            args.patterns
+                .iter()
+                .any(|p| list_match(&args.reference, p, &w))
+        };
+        let mut rows: Vec<(String, Vec<&'static str>, bool, Option<&'static str>)> = Vec::new();
+        if sel_subscribed {
+            // RFC 5258 §3.1: subscribed names, existing or not; RECURSIVEMATCH adds
+            // parents of subscribed children with CHILDINFO
+            for name in &subscribed {
+                let info = infos.iter().find(|i| &i.name == name);
+                if matches(name) {
+                    let mut attrs = vec!["\\Subscribed"];
+                    match info {
+                        Some(i) if i.selectable => attrs.push(children_attr(i)),
+                        _ => attrs.push("\\NonExistent"),
+                    }
+                    let special = info.and_then(|i| i.special_use).map(|s| s.attribute());
+                    if sel_special && special.is_none() {
+                        continue;
+                    }
+                    rows.push((name.clone(), attrs, false, special));
+                }
+            }
+            if recursive {
+                for i in &infos {
+                    let prefix = format!("{}.", i.name);
+                    let has_sub_child = subscribed.iter().any(|s| s.starts_with(&prefix));
+                    if has_sub_child && !subscribed.contains(&i.name) && matches(&i.name) {
+                        rows.push((i.name.clone(), vec![children_attr(i)], true, None));
+                    }
+                }
+            }
+        } else {
+            for i in &infos {
+                if !matches(&i.name) {
+                    continue;
+                }
+                let special = i.special_use.map(|s| s.attribute());
+                if sel_special && special.is_none() {
+                    continue;
+                }
+                let mut attrs = Vec::new();
+                if !i.selectable {
+                    attrs.push(if args.extended {
+                        "\\NonExistent"
+                    } else {
+                        "\\Noselect"
+                    });
+                }
+                attrs.push(children_attr(i));
+                if ret_subscribed && subscribed.contains(&i.name) {
+                    attrs.push("\\Subscribed");
+                }
+                rows.push((i.name.clone(), attrs, false, special));
+            }
+        }
+        let selectable: Vec<String> = rows
+            .iter()
+            .filter(|(n, attrs, _, _)| {
+                !attrs.contains(&"\\NonExistent") && !attrs.contains(&"\\Noselect") && {
+                    infos.iter().any(|i| &i.name == n && i.selectable)
+                }
+            })
+            .map(|(n, ..)| n.clone())
+            .collect();
+        for (name, attrs, childinfo, special) in &rows {
+            let mut line = b"* LIST (".to_vec();
+            let mut all: Vec<&str> = attrs.clone();
+            if let Some(s) = special {
+                all.push(s);
+            }
+            line.extend_from_slice(all.join(" ").as_bytes());
+            line.extend_from_slice(b") \".\" ");
+            write_name(&mut line, name);
+            if *childinfo {
+                line.extend_from_slice(b" (\"CHILDINFO\" (\"SUBSCRIBED\"))");
+            }
+            line.extend_from_slice(b"\r\n");
+            self.out.extend_from_slice(&line);
+            // RFC 5819 §2: a STATUS after each selectable mailbox's LIST
+            if let (Some(items), true) = (&status_items, selectable.contains(name)) {
+                let store = self.store()?;
+                let n = name.clone();
+                if let Some(rec) = blocking(move || mailbox_record(&store, &n)).await?? {
+                    status_line(&mut self.out, name, &rec, items);
+                }
+            }
+        }
+        Ok(Done::ok("List completed."))
+    }
+
+    pub(super) async fn lsub(
+        &mut self,
+        reference: Vec<u8>,
+        pattern: Vec<u8>,
+    ) -> Result<Done, CmdError> {
+        let store = self.store()?;
+        let (infos, subscribed) = blocking(
+            move || -> Result<(Vec<MailboxInfo>, Vec<String>), CmdError> {
+                Ok((store.list_mailboxes()?, store.subscriptions()?))
+            },
+        )
+        .await??;
+        for name in &subscribed {
+            if !list_match(&reference, &pattern, &wire(name)) {
+                continue;
+            }
+            let exists = infos.iter().any(|i| &i.name == name && i.selectable);
+            self.out.extend_from_slice(if exists {
+                b"* LSUB () \".\" "
+            } else {
+                b"* LSUB (\\Noselect) \".\" "
+            });
+            write_name(&mut self.out, name);
+            self.out.extend_from_slice(b"\r\n");
+        }
+        Ok(Done::ok("Lsub completed."))
+    }
+
+    pub(super) async fn status(
+        &mut self,
+        mailbox: Mailbox,
+        items: Vec<StatusItem>,
+    ) -> Result<Done, CmdError> {
+        let name = imap_name(&mailbox)?;
+        let store: Arc<UserStore> = self.store()?;
+        let n = name.clone();
+        let Some(rec) = blocking(move || mailbox_record(&store, &n)).await?? else {
+            return Err(CmdError::no(
+                ResponseCode::NonExistent,
+                "Mailbox doesn't exist.",
+            ));
+        };
+        status_line(&mut self.out, &name, &rec, &items);
+        // the selected mailbox may have changed too (RFC 3501 §7: any command may carry updates)
+        self.refresh(true).await?;
+        Ok(Done::ok("Status completed."))
+    }
+}
+
+fn children_attr(i: &MailboxInfo) -> &'static str {
+    if i.has_children {
+        "\\HasChildren"
+    } else {
+        "\\HasNoChildren"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_follow_rfc_3501() {
+        assert!(list_match(b"", b"*", b"a.b.c"));
+        assert!(list_match(b"", b"%", b"a"));
+        assert!(!list_match(b"", b"%", b"a.b"));
+        assert!(list_match(b"", b"a.%", b"a.b"));
+        assert!(list_match(b"a.", b"%", b"a.b"));
+        assert!(list_match(b"", b"inbox", b"INBOX"));
+        assert!(!list_match(b"", b"inbox", b"Inbox.x"));
+        assert!(list_match(b"", b"S*t", b"Sent"));
+        assert!(!list_match(b"", b"S*x", b"Sent"));
+    }
+
+    #[test]
+    fn hostile_patterns_stay_cheap() {
+        let pattern = b"*a%a*a%a*a".repeat(100);
+        let mut name = b"a".repeat(5000);
+        name.push(b'b');
+        assert!(!list_match(b"", &pattern, &name));
+    }
+}

@@ -1,0 +1,513 @@
+//! One IMAP connection: reads bytes, feeds the sans-IO receiver, runs each command in order
+//! and writes the responses. State is an enum that carries its data ([`State`]); one place
+//! ([`State::permits`]) decides what each state may do; the error type ([`CmdError`])
+//! decides the response (RFC 3501 §7.1: syntax -> BAD, refusal -> NO [CODE], server fault
+//! -> NO [SERVERBUG] plus an error log, I/O -> close).
+
+mod append;
+mod auth;
+mod body;
+mod fetch;
+mod idle;
+mod mailbox;
+mod messages;
+mod search_cmd;
+mod selected;
+mod update;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use maildex_accounts::User;
+use maildex_proto::encode::{self, Status};
+use maildex_proto::{Command, Input, Receiver, ResponseCode, Tag};
+use maildex_store::{OpError, UserStore};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::context::Shared;
+use crate::stream::Stream;
+use selected::Selected;
+
+/// Read buffer size (and the largest read fed to the receiver at once).
+const READ_CHUNK: usize = 16 * 1024;
+/// Output is written to the socket once this much is buffered.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// A logged-in user and their store.
+pub(crate) struct Authed {
+    user: User,
+    store: Arc<UserStore>,
+}
+
+/// The session state (RFC 3501 §3), each with its data.
+pub(crate) enum State {
+    /// Before LOGIN/AUTHENTICATE.
+    NotAuthenticated,
+    /// Logged in, no mailbox selected.
+    Authenticated(Authed),
+    /// Logged in, a mailbox selected.
+    Selected(Authed, Box<Selected>),
+    /// LOGOUT done or connection closing.
+    Logout,
+}
+
+impl State {
+    /// RFC 3501 §6: which commands each state accepts. Commands valid in any state:
+    /// CAPABILITY, NOOP, LOGOUT, ID, plus what each state adds.
+    fn permits(&self, cmd: &Command) -> Result<(), CmdError> {
+        use Command as C;
+        let any = matches!(cmd, C::Capability | C::Noop | C::Logout | C::Id { .. });
+        let not_auth = matches!(cmd, C::StartTls | C::Authenticate { .. } | C::Login { .. });
+        let auth = matches!(
+            cmd,
+            C::Select { .. }
+                | C::Examine { .. }
+                | C::Create { .. }
+                | C::Delete { .. }
+                | C::Rename { .. }
+                | C::Subscribe { .. }
+                | C::Unsubscribe { .. }
+                | C::List(_)
+                | C::Lsub { .. }
+                | C::Status { .. }
+                | C::Idle
+                | C::Namespace
+                | C::Enable { .. }
+        );
+        let ok = any
+            || match self {
+                State::NotAuthenticated => not_auth,
+                State::Authenticated(_) => auth,
+                State::Selected(..) => !not_auth,
+                State::Logout => false,
+            };
+        if ok {
+            Ok(())
+        } else {
+            let why = match self {
+                State::NotAuthenticated => "not logged in",
+                State::Authenticated(_) if !not_auth => "no mailbox selected",
+                _ => "already logged in",
+            };
+            Err(CmdError::Bad(format!(
+                "{} not allowed now: {why}",
+                cmd.name()
+            )))
+        }
+    }
+
+    fn authed(&self) -> Option<&Authed> {
+        match self {
+            State::Authenticated(a) | State::Selected(a, _) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// How a command failed; decides the tagged response.
+#[derive(Debug)]
+pub(crate) enum CmdError {
+    /// Protocol error: `BAD text`.
+    Bad(String),
+    /// Refusal: `NO [code] text`.
+    No(Option<ResponseCode>, String),
+    /// Server fault: logged, `NO [SERVERBUG]`.
+    Server(String),
+    /// The connection must close after `* BYE text`.
+    Bye(String),
+    /// The socket failed: close without a word.
+    Io(std::io::Error),
+}
+
+impl CmdError {
+    pub(crate) fn no(code: ResponseCode, text: impl Into<String>) -> CmdError {
+        CmdError::No(Some(code), text.into())
+    }
+    pub(crate) fn server(e: impl std::fmt::Display) -> CmdError {
+        CmdError::Server(e.to_string())
+    }
+}
+
+impl From<std::io::Error> for CmdError {
+    fn from(e: std::io::Error) -> Self {
+        CmdError::Io(e)
+    }
+}
+
+impl From<OpError> for CmdError {
+    fn from(e: OpError) -> Self {
+        let code = match e.response_code() {
+            Some("NONEXISTENT") => ResponseCode::NonExistent,
+            Some("ALREADYEXISTS") => ResponseCode::AlreadyExists,
+            Some("LIMIT") => ResponseCode::Limit,
+            Some("CANNOT") => ResponseCode::Cannot,
+            Some(_) => ResponseCode::Cannot,
+            None => return CmdError::Server(e.to_string()),
+        };
+        let text = match &e {
+            OpError::NoMailbox(_) => "Mailbox doesn't exist".to_string(),
+            other => other.to_string(),
+        };
+        CmdError::No(Some(code), text)
+    }
+}
+
+impl From<maildex_store::StoreError> for CmdError {
+    fn from(e: maildex_store::StoreError) -> Self {
+        OpError::from(e).into()
+    }
+}
+
+impl From<maildex_index::IndexError> for CmdError {
+    fn from(e: maildex_index::IndexError) -> Self {
+        CmdError::Server(e.to_string())
+    }
+}
+
+/// Runs blocking store work off the reactor.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, CmdError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| CmdError::Server(format!("blocking task failed: {e}")))
+}
+
+/// One connection.
+pub(crate) struct Session {
+    stream: Stream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    rx: Receiver,
+    out: Vec<u8>,
+    state: State,
+    read_buf: Box<[u8]>,
+}
+
+/// What the main loop does after a command.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Close,
+}
+
+impl Session {
+    pub(crate) fn new(stream: Stream, peer: SocketAddr, shared: Arc<Shared>) -> Session {
+        Session {
+            rx: Receiver::new(shared.settings.limits.clone()),
+            stream,
+            peer,
+            shared,
+            out: Vec::with_capacity(4096),
+            state: State::NotAuthenticated,
+            read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+        }
+    }
+
+    /// Serves the connection until LOGOUT, an error, a timeout or shutdown.
+    pub(crate) async fn run(mut self) {
+        let caps = self.capabilities().join(" ");
+        self.untagged(
+            Status::Ok,
+            None,
+            &format!("[CAPABILITY {caps}] maildex ready."),
+        );
+        match self.serve().await {
+            Ok(()) => {}
+            Err(CmdError::Io(e)) => tracing::debug!(error = %e, "connection closed"),
+            Err(CmdError::Bye(text)) => {
+                self.untagged(Status::Bye, None, &text);
+                let _ = self.flush().await;
+            }
+            Err(other) => tracing::error!(error = ?other, "session ended"),
+        }
+        let _ = self.stream.shutdown().await;
+        tracing::debug!("disconnected");
+    }
+
+    async fn serve(&mut self) -> Result<(), CmdError> {
+        loop {
+            while let Some(input) = self.rx.next() {
+                if self.input(input).await? == Flow::Close {
+                    self.flush().await?;
+                    return Ok(());
+                }
+                if self.out.len() >= FLUSH_AT {
+                    self.flush().await?;
+                }
+            }
+            self.flush().await?;
+            let n = self.read_some().await?;
+            self.rx.feed(&self.read_buf[..n]);
+        }
+    }
+
+    /// Reads at least one byte, or fails on EOF, autologout or shutdown.
+    async fn read_some(&mut self) -> Result<usize, CmdError> {
+        let timeout = self.timeout();
+        tokio::select! {
+            r = self.stream.read(&mut self.read_buf) => match r {
+                Ok(0) => Err(CmdError::Io(std::io::ErrorKind::UnexpectedEof.into())),
+                Ok(n) => Ok(n),
+                Err(e) => Err(CmdError::Io(e)),
+            },
+            _ = tokio::time::sleep(timeout) => Err(CmdError::Bye("Autologout; idle for too long".into())),
+            _ = self.shared.shutdown.cancelled() => Err(CmdError::Bye("Server shutting down.".into())),
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        match self.state {
+            State::NotAuthenticated => self.shared.settings.login_timeout,
+            _ => self.shared.settings.idle_timeout,
+        }
+    }
+
+    async fn input(&mut self, input: Input) -> Result<Flow, CmdError> {
+        match input {
+            Input::Command { tag, command } => self.command(tag, command).await,
+            Input::Continue => {
+                encode::continuation(&mut self.out, "OK");
+                self.flush().await?;
+                Ok(Flow::Continue)
+            }
+            Input::AppendBegin { tag, mailbox } => {
+                self.append(tag, mailbox).await?;
+                Ok(Flow::Continue)
+            }
+            Input::AppendMessage(_) | Input::AppendData(_) | Input::AppendEnd => {
+                // only reached when the APPEND was rejected and the receiver still hands
+                // out its pieces: nothing to do
+                Ok(Flow::Continue)
+            }
+            Input::Bad { tag, code, text } => {
+                encode::status_line(
+                    &mut self.out,
+                    tag.as_ref(),
+                    Status::Bad,
+                    code.as_ref(),
+                    &text,
+                );
+                Ok(Flow::Continue)
+            }
+            Input::No { tag, code, text } => {
+                encode::status_line(&mut self.out, Some(&tag), Status::No, code.as_ref(), &text);
+                Ok(Flow::Continue)
+            }
+            Input::Fatal { text } => Err(CmdError::Bye(text)),
+        }
+    }
+
+    async fn command(&mut self, tag: Tag, cmd: Command) -> Result<Flow, CmdError> {
+        let name = cmd.name();
+        tracing::trace!(tag = %tag, command = name, "command");
+        let result = match self.state.permits(&cmd) {
+            Ok(()) => self.dispatch(&tag, cmd).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(Done::Ok(text)) => {
+                self.tagged(&tag, Status::Ok, None, &text);
+                Ok(Flow::Continue)
+            }
+            Ok(Done::OkCode(code, text)) => {
+                self.tagged(&tag, Status::Ok, Some(&code), &text);
+                Ok(Flow::Continue)
+            }
+            Ok(Done::NoCode(code, text)) => {
+                self.tagged(&tag, Status::No, Some(&code), &text);
+                Ok(Flow::Continue)
+            }
+            Ok(Done::Written) => Ok(Flow::Continue),
+            Ok(Done::Logout) => {
+                self.untagged(Status::Bye, None, "Logging out");
+                self.tagged(&tag, Status::Ok, None, "Logout completed.");
+                self.state = State::Logout;
+                Ok(Flow::Close)
+            }
+            Err(CmdError::Bad(text)) => {
+                self.tagged(&tag, Status::Bad, None, &text);
+                Ok(Flow::Continue)
+            }
+            Err(CmdError::No(code, text)) => {
+                self.tagged(&tag, Status::No, code.as_ref(), &text);
+                Ok(Flow::Continue)
+            }
+            Err(CmdError::Server(text)) => {
+                tracing::error!(command = name, error = %text, "server error");
+                self.tagged(
+                    &tag,
+                    Status::No,
+                    Some(&ResponseCode::ServerBug),
+                    "Internal error occurred. Refer to server log for more information.",
+                );
+                Ok(Flow::Continue)
+            }
+            Err(e @ (CmdError::Bye(_) | CmdError::Io(_))) => Err(e),
+        }
+    }
+
+    async fn dispatch(&mut self, tag: &Tag, cmd: Command) -> Result<Done, CmdError> {
+        use Command as C;
+        match cmd {
+            C::Capability => {
+                let caps = self.capabilities().join(" ");
+                self.out
+                    .extend_from_slice(format!("* CAPABILITY {caps}\r\n").as_bytes());
+                Ok(Done::ok("Capability completed."))
+            }
+            C::Noop | C::Check => {
+                self.refresh(true).await?;
+                Ok(Done::ok(if matches!(cmd, C::Check) {
+                    "Check completed."
+                } else {
+                    "NOOP completed."
+                }))
+            }
+            C::Logout => Ok(Done::Logout),
+            C::Id { .. } => {
+                // RFC 2971 §3.1: the server answers with its own identification
+                self.out.extend_from_slice(
+                    format!(
+                        "* ID (\"name\" \"maildex\" \"version\" \"{}\")\r\n",
+                        env!("CARGO_PKG_VERSION")
+                    )
+                    .as_bytes(),
+                );
+                self.refresh(true).await?;
+                Ok(Done::ok("ID completed."))
+            }
+            C::StartTls => self.starttls(tag).await,
+            C::Login { username, password } => self.login(username, password).await,
+            C::Authenticate {
+                mechanism,
+                initial_response,
+            } => self.authenticate(tag, &mechanism, initial_response).await,
+            C::Namespace => {
+                // RFC 2342 §5: one personal namespace, "" with "." as separator
+                self.out
+                    .extend_from_slice(b"* NAMESPACE ((\"\" \".\")) NIL NIL\r\n");
+                Ok(Done::ok("Namespace completed."))
+            }
+            C::Enable { .. } => {
+                // RFC 5161 §3.1: nothing we support needs enabling yet
+                self.out.extend_from_slice(b"* ENABLED\r\n");
+                Ok(Done::ok("Enabled."))
+            }
+            C::Select { mailbox, .. } => self.select(mailbox, false).await,
+            C::Examine { mailbox, .. } => self.select(mailbox, true).await,
+            C::Create { mailbox, .. } => self.create(mailbox).await,
+            C::Delete { mailbox } => self.delete(mailbox).await,
+            C::Rename { from, to } => self.rename(from, to).await,
+            C::Subscribe { mailbox } => self.subscribe(mailbox, true).await,
+            C::Unsubscribe { mailbox } => self.subscribe(mailbox, false).await,
+            C::List(args) => self.list(args).await,
+            C::Lsub { reference, pattern } => self.lsub(reference, pattern).await,
+            C::Status { mailbox, items } => self.status(mailbox, items).await,
+            C::Idle => self.idle(tag).await,
+            C::Close => self.close(true).await,
+            C::Unselect => self.close(false).await,
+            C::Expunge { uids } => self.expunge(uids).await,
+            C::Search { uid, args } => self.search(tag, uid, args).await,
+            C::Fetch { uid, set, args } => self.fetch(uid, set, args).await,
+            C::Store { uid, set, args } => self.store_flags(uid, set, args).await,
+            C::Copy { uid, set, mailbox } => self.copy(uid, set, mailbox, false).await,
+            C::Move { uid, set, mailbox } => self.copy(uid, set, mailbox, true).await,
+        }
+    }
+
+    /// The capabilities to announce in the current state (RFC 3501 §7.2.1).
+    fn capabilities(&self) -> Vec<String> {
+        let mut caps: Vec<String> = ["IMAP4rev1", "SASL-IR", "ID", "ENABLE", "IDLE", "LITERAL+"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        match self.state {
+            State::NotAuthenticated => {
+                if self.shared.tls.is_some() && !self.stream.is_tls() {
+                    caps.push("STARTTLS".into());
+                }
+                if self.plaintext_ok() {
+                    caps.push("AUTH=PLAIN".into());
+                } else {
+                    caps.push("LOGINDISABLED".into());
+                }
+            }
+            _ => {
+                for c in [
+                    "NAMESPACE",
+                    "UIDPLUS",
+                    "MOVE",
+                    "UNSELECT",
+                    "CHILDREN",
+                    "SPECIAL-USE",
+                    "LIST-EXTENDED",
+                    "LIST-STATUS",
+                    "STATUS=SIZE",
+                    "ESEARCH",
+                    "SEARCHRES",
+                    "WITHIN",
+                    "MULTIAPPEND",
+                ] {
+                    caps.push(c.into());
+                }
+                caps.push(format!(
+                    "APPENDLIMIT={}",
+                    self.shared.settings.limits.max_append
+                ));
+            }
+        }
+        caps
+    }
+
+    /// Whether a password may travel on this connection now.
+    fn plaintext_ok(&self) -> bool {
+        self.stream.is_tls()
+            || (self.shared.settings.plaintext_auth_on_loopback && self.peer.ip().is_loopback())
+    }
+
+    fn store(&self) -> Result<Arc<UserStore>, CmdError> {
+        self.state
+            .authed()
+            .map(|a| Arc::clone(&a.store))
+            .ok_or_else(|| CmdError::Bad("not logged in".into()))
+    }
+
+    fn tagged(&mut self, tag: &Tag, status: Status, code: Option<&ResponseCode>, text: &str) {
+        encode::status_line(&mut self.out, Some(tag), status, code, text);
+    }
+
+    fn untagged(&mut self, status: Status, code: Option<&ResponseCode>, text: &str) {
+        encode::status_line(&mut self.out, None, status, code, text);
+    }
+
+    async fn flush(&mut self) -> Result<(), CmdError> {
+        if !self.out.is_empty() {
+            self.stream.write_all(&self.out).await?;
+            self.out.clear();
+        }
+        self.stream.flush().await?;
+        Ok(())
+    }
+}
+
+/// How a command succeeded.
+pub(crate) enum Done {
+    /// `tag OK text`.
+    Ok(String),
+    /// `tag OK [code] text`.
+    OkCode(ResponseCode, String),
+    /// `tag NO [code] text` that is not an error (e.g. FETCH of expunged messages).
+    NoCode(ResponseCode, String),
+    /// The tagged response is written already.
+    Written,
+    /// LOGOUT.
+    Logout,
+}
+
+impl Done {
+    fn ok(text: &str) -> Done {
+        Done::Ok(text.to_string())
+    }
+}

@@ -1,0 +1,126 @@
+//! SEARCH and UID SEARCH (RFC 3501 §6.4.4), with ESEARCH (RFC 4731) and SEARCHRES
+//! (RFC 5182) results. Keys are evaluated by [`crate::search`] on index data; only
+//! BODY/TEXT read message files.
+
+use std::sync::Arc;
+
+use maildex_proto::{ResponseCode, SearchArgs, Tag};
+use maildex_store::UserStore;
+
+use super::body::message_path;
+use super::{blocking, CmdError, Done, Session, State};
+use crate::search::{self, Candidate, Context};
+
+/// Messages evaluated per read transaction.
+const BATCH: usize = 512;
+
+impl Session {
+    pub(super) async fn search(
+        &mut self,
+        tag: &Tag,
+        uid_cmd: bool,
+        args: SearchArgs,
+    ) -> Result<Done, CmdError> {
+        if let Some(cs) = &args.charset {
+            if !cs.eq_ignore_ascii_case("UTF-8") && !cs.eq_ignore_ascii_case("US-ASCII") {
+                return Err(CmdError::no(
+                    ResponseCode::BadCharset(vec!["US-ASCII".into(), "UTF-8".into()]),
+                    "Unsupported charset.",
+                ));
+            }
+        }
+        let State::Selected(authed, sel) = &mut self.state else {
+            return Err(CmdError::Bad("no mailbox selected".into()));
+        };
+        let store: Arc<UserStore> = Arc::clone(&authed.store);
+        let targets: Vec<(u32, u32)> = sel.view.uids_in(1, u32::MAX).map(|(u, s)| (s, u)).collect();
+        let need = search::needs(&args.keys);
+        let (id, name) = (sel.id, sel.name.clone());
+        let keywords = sel.keywords.clone();
+        let saved = sel.saved.clone();
+        let recent = sel.recent.clone();
+        let max_seq = sel.view.len();
+        let max_uid = sel.view.max_uid().unwrap_or(0);
+        let dir = store.mailbox_path(&name)?;
+        let keys = Arc::new(args.keys);
+        let mut hits: Vec<(u32, u32)> = Vec::new();
+        for batch in targets.chunks(BATCH) {
+            let batch = batch.to_vec();
+            let (s, k, kw, sv, rc, d) = (
+                Arc::clone(&store),
+                Arc::clone(&keys),
+                keywords.clone(),
+                saved.clone(),
+                recent.clone(),
+                dir.clone(),
+            );
+            let found = blocking(move || -> Result<Vec<(u32, u32)>, CmdError> {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                let ctx = Context {
+                    max_seq,
+                    max_uid,
+                    keywords: &kw,
+                    saved: sv.as_deref(),
+                    now,
+                    tz_offset_secs: 0,
+                };
+                Ok(s.index().read(|r| {
+                    let mut out = Vec::new();
+                    for &(seq, uid) in &batch {
+                        let Some(state) = r.state(id, uid)? else {
+                            continue;
+                        };
+                        let cached = if need.cached {
+                            r.cached(id, uid)?
+                        } else {
+                            None
+                        };
+                        let headers = if need.headers {
+                            r.headers(id, uid)?
+                        } else {
+                            None
+                        };
+                        let c = Candidate {
+                            seq,
+                            uid,
+                            state: &state,
+                            cached: cached.as_ref(),
+                            headers: headers.as_deref(),
+                            recent: rc.iter().any(|x| x.contains(&uid)),
+                        };
+                        // BODY/TEXT: the file, read only when such a key is reached
+                        let mut body = || std::fs::read(message_path(&d, &state)).ok();
+                        if search::matches(&k, &c, &ctx, &mut body) {
+                            out.push((seq, uid));
+                        }
+                    }
+                    Ok(out)
+                })?)
+            })
+            .await??;
+            hits.extend(found);
+        }
+        let uids: Vec<u32> = hits.iter().map(|&(_, u)| u).collect();
+        let numbers: Vec<u32> = if uid_cmd {
+            uids.clone()
+        } else {
+            hits.iter().map(|&(s, _)| s).collect()
+        };
+        match &args.returns {
+            Some(returns) => {
+                if returns.contains(&maildex_proto::SearchReturn::Save) {
+                    if let State::Selected(_, sel) = &mut self.state {
+                        sel.saved = Some(search::save_result(returns, &uids));
+                    }
+                }
+                search::esearch(&mut self.out, tag, uid_cmd, returns, &numbers);
+            }
+            None => search::search(&mut self.out, &numbers),
+        }
+        // RFC 3501 §7.4.1: no EXPUNGE during SEARCH; UID SEARCH may carry them
+        self.refresh(uid_cmd).await?;
+        Ok(Done::ok("Search completed."))
+    }
+}

@@ -1,0 +1,349 @@
+//! SELECT/EXAMINE, and keeping the selected mailbox's view in step with the index: the
+//! untagged EXISTS / RECENT / EXPUNGE / FETCH FLAGS a session owes its client, sent only
+//! where RFC 3501 §7.4.1 allows (no EXPUNGE while a FETCH, STORE or SEARCH runs).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use maildex_index::{flag, MessageState};
+use maildex_proto::encode::Status;
+use maildex_proto::{Mailbox, ResponseCode};
+use maildex_store::UserStore;
+use tokio::sync::watch;
+
+use super::mailbox::imap_name;
+use super::{blocking, CmdError, Done, Session, State};
+use crate::view::View;
+
+/// The selected mailbox as this session knows it.
+pub(crate) struct Selected {
+    /// UTF-8 name (the store's).
+    pub name: String,
+    /// Index id.
+    pub id: u32,
+    /// UIDVALIDITY at SELECT.
+    pub uidvalidity: u32,
+    /// EXAMINE, or SELECT of a mailbox we may not change.
+    pub read_only: bool,
+    /// Sequence numbers <-> UIDs as announced to the client.
+    pub view: View,
+    /// Highest modseq whose flag changes the client has been told about.
+    pub modseq_seen: u64,
+    /// UID ranges whose `\Recent` this session holds (RFC 3501 §2.3.2).
+    pub recent: Vec<Range<u32>>,
+    /// Keyword table size last announced in `* FLAGS`.
+    pub keywords_announced: usize,
+    /// The mailbox's keyword names (dovecot-keywords letters `a`.. in order).
+    pub keywords: Vec<String>,
+    /// SEARCHRES `$` (RFC 5182), as UIDs.
+    pub saved: Option<Vec<u32>>,
+    /// Flag changes this session made and reported itself: uid -> modseq (not echoed again).
+    pub own: HashMap<u32, u64>,
+    /// Index commit generations (wakes IDLE).
+    pub changes: watch::Receiver<u64>,
+}
+
+impl Selected {
+    /// Whether `uid` is `\Recent` for this session.
+    pub fn is_recent(&self, uid: u32) -> bool {
+        self.recent.iter().any(|r| r.contains(&uid))
+    }
+
+    fn recent_count(&self) -> u32 {
+        self.view
+            .uids()
+            .filter(|&u| self.is_recent(u))
+            .count()
+            .try_into()
+            .unwrap_or(u32::MAX)
+    }
+}
+
+/// Writes a flag list: system flags, keywords, `\Recent` (RFC 3501 §2.3.2).
+pub(crate) fn write_flags(out: &mut Vec<u8>, st: &MessageState, keywords: &[String], recent: bool) {
+    out.push(b'(');
+    let start = out.len();
+    let put = |out: &mut Vec<u8>, s: &[u8]| {
+        if out.len() > start {
+            out.push(b' ');
+        }
+        out.extend_from_slice(s);
+    };
+    for (bit, name) in [
+        (flag::SEEN, &b"\\Seen"[..]),
+        (flag::ANSWERED, b"\\Answered"),
+        (flag::FLAGGED, b"\\Flagged"),
+        (flag::DELETED, b"\\Deleted"),
+        (flag::DRAFT, b"\\Draft"),
+    ] {
+        if st.flags & bit != 0 {
+            put(out, name);
+        }
+    }
+    for (i, k) in keywords.iter().enumerate().take(32) {
+        if st.keywords & (1 << i) != 0 {
+            put(out, k.as_bytes());
+        }
+    }
+    if recent {
+        put(out, b"\\Recent");
+    }
+    out.push(b')');
+}
+
+/// What the index says about a mailbox now.
+struct Snapshot {
+    id: u32,
+    uidvalidity: u32,
+    uid_next: u32,
+    highest_modseq: u64,
+    keywords: Vec<String>,
+    uids: Vec<u32>,
+    changed: Vec<(u32, MessageState)>,
+    first_unseen_uid: Option<u32>,
+    claimed: Option<Range<u32>>,
+}
+
+/// Syncs `name` with its Maildir and reads what a session needs to catch up.
+fn snapshot(
+    store: &UserStore,
+    name: &str,
+    since_modseq: Option<u64>,
+    claim_recent: bool,
+    want_unseen: bool,
+) -> Result<Option<Snapshot>, CmdError> {
+    match store.sync_mailbox(name) {
+        Ok(_) => {}
+        Err(maildex_store::StoreError::NoMailbox(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let index = store.index();
+    let Some(id) = index.read(|r| r.mailbox_id(name))? else {
+        return Ok(None);
+    };
+    let claimed = if claim_recent {
+        Some(index.write(move |w| w.claim_recent(id))?)
+    } else {
+        None
+    };
+    let snap = index.read(|r| {
+        let Some(m) = r.mailbox(id)? else {
+            return Ok(None);
+        };
+        let uids = r.uids(id)?;
+        let changed = match since_modseq {
+            Some(s) if m.highest_modseq > s => r.changed_since(id, s)?,
+            _ => Vec::new(),
+        };
+        let mut first_unseen_uid = None;
+        if want_unseen && m.counts.unseen > 0 {
+            r.for_each_state(id, 1..=u32::MAX, |uid, st| {
+                if st.is_unseen() {
+                    first_unseen_uid = Some(uid);
+                    return Ok(std::ops::ControlFlow::Break(()));
+                }
+                Ok(std::ops::ControlFlow::Continue(()))
+            })?;
+        }
+        Ok(Some(Snapshot {
+            id,
+            uidvalidity: m.uidvalidity,
+            uid_next: m.uid_next,
+            highest_modseq: m.highest_modseq,
+            keywords: m.keywords,
+            uids,
+            changed,
+            first_unseen_uid,
+            claimed: None,
+        }))
+    })?;
+    Ok(snap.map(|mut s| {
+        s.claimed = claimed;
+        s
+    }))
+}
+
+fn flags_line(out: &mut Vec<u8>, keywords: &[String]) {
+    let mut kw = String::new();
+    for k in keywords {
+        kw.push(' ');
+        kw.push_str(k);
+    }
+    out.extend_from_slice(
+        format!("* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft{kw})\r\n").as_bytes(),
+    );
+}
+
+impl Session {
+    /// SELECT / EXAMINE (RFC 3501 §6.3.1, §6.3.2).
+    pub(super) async fn select(
+        &mut self,
+        mailbox: Mailbox,
+        read_only: bool,
+    ) -> Result<Done, CmdError> {
+        let name = imap_name(&mailbox)?;
+        // a SELECT deselects first, even when it fails (RFC 3501 §6.3.1)
+        let authed = match std::mem::replace(&mut self.state, State::Logout) {
+            State::Selected(a, _) | State::Authenticated(a) => a,
+            other => {
+                self.state = other;
+                return Err(CmdError::Bad("not logged in".into()));
+            }
+        };
+        let store = Arc::clone(&authed.store);
+        self.state = State::Authenticated(authed);
+        let n = name.clone();
+        let snap = blocking(move || snapshot(&store, &n, None, !read_only, true)).await??;
+        let Some(snap) = snap else {
+            return Err(CmdError::no(
+                ResponseCode::NonExistent,
+                "Mailbox doesn't exist.",
+            ));
+        };
+        let store = self.store()?;
+        let view = View::from_uids(snap.uids.iter().copied());
+        let mut sel = Selected {
+            name,
+            id: snap.id,
+            uidvalidity: snap.uidvalidity,
+            read_only,
+            modseq_seen: snap.highest_modseq,
+            recent: snap.claimed.into_iter().collect(),
+            keywords_announced: snap.keywords.len(),
+            keywords: snap.keywords,
+            saved: None,
+            own: HashMap::new(),
+            changes: store.index().subscribe(),
+            view,
+        };
+        sel.changes.mark_unchanged();
+        flags_line(&mut self.out, &sel.keywords);
+        let mut perm = String::from("\\Answered \\Flagged \\Deleted \\Seen \\Draft");
+        for k in &sel.keywords {
+            perm.push(' ');
+            perm.push_str(k);
+        }
+        perm.push_str(" \\*");
+        let out = &mut self.out;
+        if read_only {
+            out.extend_from_slice(b"* OK [PERMANENTFLAGS ()] Read-only mailbox.\r\n");
+        } else {
+            out.extend_from_slice(
+                format!("* OK [PERMANENTFLAGS ({perm})] Flags permitted.\r\n").as_bytes(),
+            );
+        }
+        out.extend_from_slice(format!("* {} EXISTS\r\n", sel.view.len()).as_bytes());
+        out.extend_from_slice(format!("* {} RECENT\r\n", sel.recent_count()).as_bytes());
+        if let Some(seq) = snap.first_unseen_uid.and_then(|u| sel.view.seq(u)) {
+            out.extend_from_slice(format!("* OK [UNSEEN {seq}] First unseen.\r\n").as_bytes());
+        }
+        out.extend_from_slice(
+            format!("* OK [UIDVALIDITY {}] UIDs valid\r\n", sel.uidvalidity).as_bytes(),
+        );
+        out.extend_from_slice(
+            format!("* OK [UIDNEXT {}] Predicted next UID\r\n", snap.uid_next).as_bytes(),
+        );
+        let authed = match std::mem::replace(&mut self.state, State::Logout) {
+            State::Authenticated(a) => a,
+            _ => return Err(CmdError::Server("state changed during SELECT".into())),
+        };
+        self.state = State::Selected(authed, Box::new(sel));
+        let (code, verb) = if read_only {
+            (ResponseCode::ReadOnly, "Examine")
+        } else {
+            (ResponseCode::ReadWrite, "Select")
+        };
+        Ok(Done::OkCode(code, format!("{verb} completed.")))
+    }
+
+    /// Brings the selected mailbox's view up to date and writes the untagged responses
+    /// the client is owed. `expunges_allowed` is false during FETCH, STORE and SEARCH
+    /// (RFC 3501 §7.4.1); expunged messages then stay in the view until a later command.
+    pub(super) async fn refresh(&mut self, expunges_allowed: bool) -> Result<(), CmdError> {
+        let State::Selected(authed, sel) = &mut self.state else {
+            return Ok(());
+        };
+        let store = Arc::clone(&authed.store);
+        let name = sel.name.clone();
+        let since = sel.modseq_seen;
+        let claim = !sel.read_only;
+        sel.changes.mark_unchanged();
+        let snap = blocking(move || snapshot(&store, &name, Some(since), claim, false)).await??;
+        let State::Selected(_, sel) = &mut self.state else {
+            return Ok(());
+        };
+        let Some(snap) = snap.filter(|s| s.id == sel.id && s.uidvalidity == sel.uidvalidity) else {
+            // deleted, renamed away or renumbered under us: nothing the view can say
+            return Err(CmdError::Bye(
+                "Selected mailbox was deleted or renumbered, have to disconnect.".into(),
+            ));
+        };
+        if let Some(c) = snap.claimed.filter(|r| !r.is_empty()) {
+            sel.recent.push(c);
+        }
+        let out = &mut self.out;
+        // EXPUNGE first (RFC 3501 §7.4.1: each shifts the numbers after it at once)
+        let before = sel.view.len();
+        if expunges_allowed {
+            let present: std::collections::HashSet<u32> = if sel.view.len() as usize > 0 {
+                snap.uids.iter().copied().collect()
+            } else {
+                Default::default()
+            };
+            let gone: Vec<u32> = sel.view.uids().filter(|u| !present.contains(u)).collect();
+            for uid in gone {
+                if let Some(seq) = sel.view.remove(uid) {
+                    out.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
+                }
+                sel.own.remove(&uid);
+            }
+        }
+        // new keywords: a new FLAGS list (RFC 3501 §7.2.6)
+        if snap.keywords.len() != sel.keywords_announced || snap.keywords != sel.keywords {
+            flags_line(out, &snap.keywords);
+            if !sel.read_only {
+                let mut perm = String::from("\\Answered \\Flagged \\Deleted \\Seen \\Draft");
+                for k in &snap.keywords {
+                    perm.push(' ');
+                    perm.push_str(k);
+                }
+                out.extend_from_slice(
+                    format!("* OK [PERMANENTFLAGS ({perm} \\*)] Flags permitted.\r\n").as_bytes(),
+                );
+            }
+            sel.keywords_announced = snap.keywords.len();
+            sel.keywords = snap.keywords.clone();
+        }
+        // new messages: EXISTS (and RECENT)
+        let max = sel.view.max_uid().unwrap_or(0);
+        let mut added = false;
+        for &uid in snap.uids.iter().filter(|&&u| u > max) {
+            added |= sel.view.push(uid);
+        }
+        if added || sel.view.len() != before {
+            if added {
+                out.extend_from_slice(format!("* {} EXISTS\r\n", sel.view.len()).as_bytes());
+                out.extend_from_slice(format!("* {} RECENT\r\n", sel.recent_count()).as_bytes());
+            }
+        }
+        // flag changes made elsewhere
+        for (uid, st) in &snap.changed {
+            if sel.own.get(uid).is_some_and(|&m| m == st.modseq) {
+                continue;
+            }
+            if uid > &max {
+                continue; // new message: the client fetches it itself
+            }
+            if let Some(seq) = sel.view.seq(*uid) {
+                out.extend_from_slice(format!("* {seq} FETCH (UID {uid} FLAGS ").as_bytes());
+                write_flags(out, st, &sel.keywords, sel.is_recent(*uid));
+                out.extend_from_slice(b")\r\n");
+            }
+        }
+        sel.own.clear();
+        sel.modseq_seen = sel.modseq_seen.max(snap.highest_modseq);
+        let _ = Status::Ok;
+        Ok(())
+    }
+}

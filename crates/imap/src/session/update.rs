@@ -1,0 +1,299 @@
+//! Commands that change messages: STORE, EXPUNGE / UID EXPUNGE, CLOSE, UNSELECT, COPY,
+//! MOVE (RFC 3501 §6.4.2-§6.4.7, RFC 4315, RFC 6851, RFC 3691).
+
+use std::sync::Arc;
+
+use maildex_proto::{
+    encode, Mailbox, ResponseCode, SeqNum, SeqRange, SequenceSet, StoreArgs, StoreMode,
+};
+use maildex_store::{FlagOp, FlagState};
+
+use super::append::split_flags;
+use super::mailbox::imap_name;
+use super::messages::resolve;
+use super::{blocking, CmdError, Done, Session, State};
+
+fn set_of(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
+    let mut v: Vec<u32> = uids.into_iter().collect();
+    v.sort_unstable();
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for u in v {
+        match ranges.last_mut() {
+            Some(l) if l.1 + 1 == u => l.1 = u,
+            _ => ranges.push((u, u)),
+        }
+    }
+    SequenceSet::Ranges(
+        ranges
+            .into_iter()
+            .map(|(a, b)| SeqRange {
+                start: SeqNum::Value(a),
+                end: SeqNum::Value(b),
+            })
+            .collect(),
+    )
+}
+
+/// Writes the flags of a STORE result (system flags, keywords, `\Recent`).
+fn write_flag_state(out: &mut Vec<u8>, m: &FlagState, recent: bool) {
+    let mut parts: Vec<&str> = Vec::new();
+    for (f, name) in [
+        (maildex_maildir::Flags::SEEN, "\\Seen"),
+        (maildex_maildir::Flags::ANSWERED, "\\Answered"),
+        (maildex_maildir::Flags::FLAGGED, "\\Flagged"),
+        (maildex_maildir::Flags::DELETED, "\\Deleted"),
+        (maildex_maildir::Flags::DRAFT, "\\Draft"),
+    ] {
+        if m.flags.contains(f) {
+            parts.push(name);
+        }
+    }
+    for k in &m.keywords {
+        parts.push(k);
+    }
+    if recent {
+        parts.push("\\Recent");
+    }
+    out.push(b'(');
+    out.extend_from_slice(parts.join(" ").as_bytes());
+    out.push(b')');
+}
+
+impl Session {
+    fn selected_parts(
+        &mut self,
+    ) -> Result<
+        (
+            Arc<maildex_store::UserStore>,
+            &mut super::selected::Selected,
+        ),
+        CmdError,
+    > {
+        match &mut self.state {
+            State::Selected(a, s) => Ok((Arc::clone(&a.store), s)),
+            _ => Err(CmdError::Bad("no mailbox selected".into())),
+        }
+    }
+
+    pub(super) async fn store_flags(
+        &mut self,
+        uid_cmd: bool,
+        set: SequenceSet,
+        args: StoreArgs,
+    ) -> Result<Done, CmdError> {
+        let (store, sel) = self.selected_parts()?;
+        if sel.read_only {
+            return Err(CmdError::No(
+                Some(ResponseCode::ReadOnly),
+                "Mailbox is read-only.".into(),
+            ));
+        }
+        let targets = resolve(sel, &set, uid_cmd)?;
+        let (flags, keywords) = split_flags(&args.flags);
+        let op = match args.mode {
+            StoreMode::Replace => FlagOp::Replace,
+            StoreMode::Add => FlagOp::Add,
+            StoreMode::Remove => FlagOp::Remove,
+        };
+        let name = sel.name.clone();
+        let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
+        let unchanged_since = args.unchanged_since;
+        let outcome =
+            blocking(move || store.set_flags(&name, &uids, op, flags, &keywords, unchanged_since))
+                .await??;
+        let (_, sel) = self.selected_parts()?;
+        let mut lines = Vec::new();
+        for m in &outcome.messages {
+            if m.changed {
+                sel.own.insert(m.uid, m.modseq);
+            }
+            if args.silent {
+                continue;
+            }
+            let Some(seq) = sel.view.seq(m.uid) else {
+                continue;
+            };
+            lines.extend_from_slice(format!("* {seq} FETCH (").as_bytes());
+            if uid_cmd {
+                lines.extend_from_slice(format!("UID {} ", m.uid).as_bytes());
+            }
+            lines.extend_from_slice(b"FLAGS ");
+            write_flag_state(&mut lines, m, sel.is_recent(m.uid));
+            lines.extend_from_slice(b")\r\n");
+        }
+        self.out.extend_from_slice(&lines);
+        self.refresh(uid_cmd).await?;
+        if !outcome.modified.is_empty() {
+            // RFC 7162 §3.1.3: the messages UNCHANGEDSINCE kept
+            let (_, sel) = self.selected_parts()?;
+            let ids: Vec<u32> = if uid_cmd {
+                outcome.modified.clone()
+            } else {
+                outcome
+                    .modified
+                    .iter()
+                    .filter_map(|&u| sel.view.seq(u))
+                    .collect()
+            };
+            return Ok(Done::OkCode(
+                ResponseCode::Modified(set_of(ids)),
+                "Conditional store failed.".into(),
+            ));
+        }
+        Ok(Done::ok("Store completed."))
+    }
+
+    pub(super) async fn expunge(&mut self, uids: Option<SequenceSet>) -> Result<Done, CmdError> {
+        let (store, sel) = self.selected_parts()?;
+        if sel.read_only {
+            return Err(CmdError::No(
+                Some(ResponseCode::ReadOnly),
+                "Mailbox is read-only.".into(),
+            ));
+        }
+        let only: Option<Vec<u32>> = match &uids {
+            Some(set) => Some(
+                resolve(sel, set, true)?
+                    .into_iter()
+                    .map(|(_, u)| u)
+                    .collect(),
+            ),
+            None => None,
+        };
+        let name = sel.name.clone();
+        let gone = blocking(move || store.expunge(&name, only.as_deref())).await??;
+        let (_, sel) = self.selected_parts()?;
+        let mut gone = gone;
+        gone.sort_unstable();
+        let mut lines = Vec::new();
+        for uid in gone {
+            if let Some(seq) = sel.view.remove(uid) {
+                lines.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
+            }
+        }
+        self.out.extend_from_slice(&lines);
+        self.refresh(true).await?;
+        Ok(Done::ok("Expunge completed."))
+    }
+
+    /// CLOSE (expunges silently, RFC 3501 §6.4.2) or UNSELECT (RFC 3691).
+    pub(super) async fn close(&mut self, expunge: bool) -> Result<Done, CmdError> {
+        let (store, sel) = self.selected_parts()?;
+        if expunge && !sel.read_only {
+            let name = sel.name.clone();
+            blocking(move || store.expunge(&name, None)).await??;
+        }
+        if let State::Selected(a, _) = std::mem::replace(&mut self.state, State::Logout) {
+            self.state = State::Authenticated(a);
+        }
+        Ok(Done::ok(if expunge {
+            "Close completed."
+        } else {
+            "Unselect completed."
+        }))
+    }
+
+    pub(super) async fn copy(
+        &mut self,
+        uid_cmd: bool,
+        set: SequenceSet,
+        mailbox: Mailbox,
+        is_move: bool,
+    ) -> Result<Done, CmdError> {
+        let dst = imap_name(&mailbox)?;
+        let (store, sel) = self.selected_parts()?;
+        if is_move && sel.read_only {
+            return Err(CmdError::No(
+                Some(ResponseCode::ReadOnly),
+                "Mailbox is read-only.".into(),
+            ));
+        }
+        let targets = resolve(sel, &set, uid_cmd)?;
+        let src = sel.name.clone();
+        let (s, d) = (Arc::clone(&store), dst.clone());
+        let exists = blocking(move || {
+            s.mailbox_path(&d)
+                .map(|p| p.join("cur").is_dir())
+                .unwrap_or(false)
+        })
+        .await?;
+        if !exists {
+            // RFC 3501 §6.4.7: TRYCREATE when the destination does not exist
+            return Err(CmdError::no(
+                ResponseCode::TryCreate,
+                "Mailbox doesn't exist.",
+            ));
+        }
+        if targets.is_empty() {
+            return Ok(Done::ok(if uid_cmd {
+                "No messages found."
+            } else {
+                "Copy completed."
+            }));
+        }
+        let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
+        let outcome = blocking(move || {
+            if is_move {
+                store.move_messages(&src, &dst, &uids)
+            } else {
+                store.copy(&src, &dst, &uids)
+            }
+        })
+        .await??;
+        let code = (!outcome.pairs.is_empty()).then(|| ResponseCode::CopyUid {
+            uidvalidity: outcome.uidvalidity,
+            source: SequenceSet::Ranges(
+                outcome
+                    .pairs
+                    .iter()
+                    .map(|&(s, _)| SeqRange {
+                        start: SeqNum::Value(s),
+                        end: SeqNum::Value(s),
+                    })
+                    .collect(),
+            ),
+            dest: SequenceSet::Ranges(
+                outcome
+                    .pairs
+                    .iter()
+                    .map(|&(_, d)| SeqRange {
+                        start: SeqNum::Value(d),
+                        end: SeqNum::Value(d),
+                    })
+                    .collect(),
+            ),
+        });
+        if !is_move {
+            self.refresh(uid_cmd).await?;
+            return Ok(match code {
+                Some(c) => Done::OkCode(c, "Copy completed.".into()),
+                None => Done::NoCode(
+                    ResponseCode::ExpungeIssued,
+                    "Some of the requested messages no longer exist.".into(),
+                ),
+            });
+        }
+        // RFC 6851 §4.3: COPYUID in an untagged OK before the EXPUNGEs
+        if let Some(c) = &code {
+            encode::status_line(
+                &mut self.out,
+                None,
+                encode::Status::Ok,
+                Some(c),
+                "Moved UIDs.",
+            );
+        }
+        let (_, sel) = self.selected_parts()?;
+        let mut lines = Vec::new();
+        let mut moved: Vec<u32> = outcome.pairs.iter().map(|&(s, _)| s).collect();
+        moved.sort_unstable();
+        for uid in moved {
+            if let Some(seq) = sel.view.remove(uid) {
+                lines.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
+            }
+        }
+        self.out.extend_from_slice(&lines);
+        self.refresh(true).await?;
+        Ok(Done::ok("Move completed."))
+    }
+}
