@@ -3,93 +3,11 @@
 use std::collections::VecDeque;
 
 use crate::code::ResponseCode;
-use crate::command::Command;
 use crate::error::ParseError;
+use crate::input::{AppendMessage, Input, LineTooLong};
 use crate::limits::Limits;
 use crate::parse::{parse_append_head, parse_append_more, parse_partial, tag_of, PErr};
-use crate::types::{DateTime, Flag, Mailbox, Tag};
-
-/// What the receiver yields, in wire order. See [`Receiver`] for the rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
-    /// A complete, parsed command (any literals in it collected inline).
-    Command {
-        /// The tag to answer with.
-        tag: Tag,
-        /// The command.
-        command: Command,
-    },
-    /// The client announced a synchronizing literal that the receiver will
-    /// take: write `+ OK\r\n` now (RFC 3501 §7.5), then read more input.
-    Continue,
-    /// An APPEND (or MULTIAPPEND, RFC 3502) starts. Check the mailbox; to
-    /// refuse, write the tagged NO and call [`Receiver::reject_append`].
-    AppendBegin {
-        /// The APPEND's tag.
-        tag: Tag,
-        /// The destination.
-        mailbox: Mailbox,
-    },
-    /// One message of the APPEND follows (before the [`Input::Continue`]
-    /// of a synchronizing literal). Open a `tmp/` file; to refuse (quota,
-    /// size), write the tagged NO and call [`Receiver::reject_append`].
-    AppendMessage(AppendMessage),
-    /// A piece of the current message (never empty, at most
-    /// [`Limits::max_chunk`] octets); the pieces add up to `len`.
-    AppendData(Vec<u8>),
-    /// The APPEND command is complete: commit all its messages and answer
-    /// `OK [APPENDUID ...]`.
-    AppendEnd,
-    /// Answer `tag BAD [code] text` (untagged `* BAD` without a tag). The
-    /// rest of the line, including literals announced on it, has been or
-    /// will be skipped silently. If an APPEND with this tag was under way,
-    /// it is over: discard what was stored for it.
-    Bad {
-        /// The command's tag if it could be read.
-        tag: Option<Tag>,
-        /// Response code (`LIMIT`, `TOOBIG`, ...).
-        code: Option<ResponseCode>,
-        /// Human-readable text.
-        text: String,
-    },
-    /// Answer `tag NO [code] text`: a synchronizing literal too large
-    /// (`NO [TOOBIG]`, RFC 7889 §4). Like `Bad`, it ends an APPEND in
-    /// progress.
-    No {
-        /// The command's tag.
-        tag: Tag,
-        /// Response code.
-        code: Option<ResponseCode>,
-        /// Human-readable text.
-        text: String,
-    },
-    /// The connection cannot go on: write `* BYE text` and close.
-    Fatal {
-        /// Human-readable text.
-        text: String,
-    },
-}
-
-/// One APPEND message announcement (RFC 3501 §6.3.11, RFC 3516 §4.4).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppendMessage {
-    /// Flags and keywords to set (`\Recent` is refused by the parser).
-    pub flags: Vec<Flag>,
-    /// The internal date, if given.
-    pub date: Option<DateTime>,
-    /// The message size in octets.
-    pub len: u64,
-    /// `~{n}`: a literal8 (RFC 3516 §4.4); the data may contain NUL.
-    pub binary: bool,
-    /// A synchronizing literal: [`Input::Continue`] follows.
-    pub sync: bool,
-}
-
-/// A raw line read with [`Receiver::next_line`] was longer than
-/// [`Limits::max_line`]; close the connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("Line too long")]
-pub struct LineTooLong;
+use crate::types::Tag;
 
 /// A byte-fed IMAP command receiver (sans-IO).
 ///
@@ -242,11 +160,7 @@ impl Receiver {
         if self.state == State::Dead {
             return;
         }
-        if self.pos > 0 {
-            self.buf.drain(..self.pos);
-            self.scan -= self.pos;
-            self.pos = 0;
-        }
+        self.compact();
         if self.buf.is_empty() && self.buf.capacity() > 2 * self.limits.max_line.max(64 * 1024) {
             self.buf = Vec::new();
         }
@@ -298,7 +212,13 @@ impl Receiver {
     }
 
     fn die(&mut self, text: &str) {
+        self.close_silently();
         self.pending.push_back(Input::Fatal { text: text.into() });
+    }
+
+    /// Forgets all input; nothing more is read (queued inputs stay).
+    fn close_silently(&mut self) {
+        self.skip_tail = Vec::new();
         self.state = State::Dead;
         self.cmd = Vec::new();
         self.buf = Vec::new();
@@ -316,9 +236,28 @@ impl Receiver {
         }
     }
 
-    /// The next input, or `None` when more bytes are needed.
+    /// The next input, or `None` when more bytes are needed. When it
+    /// returns `None`, the receiver holds at most
+    /// `max(max_line + 1, max_inline_literal) + max_command + 32` octets.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Input> {
+        let next = self.next_inner();
+        if next.is_none() {
+            self.compact();
+        }
+        next
+    }
+
+    /// Drops consumed octets from the front of the buffer.
+    fn compact(&mut self) {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.scan -= self.pos;
+            self.pos = 0;
+        }
+    }
+
+    fn next_inner(&mut self) -> Option<Input> {
         loop {
             if let Some(i) = self.pending.pop_front() {
                 return Some(i);
@@ -727,9 +666,10 @@ impl Receiver {
         let Some(i) = memchr::memchr(b'\n', &self.buf[self.scan..]).map(|i| i + self.scan) else {
             self.scan = self.buf.len();
             if self.avail() > self.limits.max_line + 1 {
-                self.state = State::Dead;
+                self.close_silently();
                 return Some(Err(LineTooLong));
             }
+            self.compact();
             return None;
         };
         let mut end = i;
@@ -740,7 +680,7 @@ impl Receiver {
         self.pos = i + 1;
         self.scan = self.pos;
         if line.len() > self.limits.max_line {
-            self.state = State::Dead;
+            self.close_silently();
             return Some(Err(LineTooLong));
         }
         Some(Ok(line))

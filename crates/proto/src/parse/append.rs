@@ -3,8 +3,8 @@
 
 use super::core::Parser;
 use super::{fail, PErr, PResult};
+use crate::input::AppendMessage;
 use crate::limits::Limits;
-use crate::receiver::AppendMessage;
 use crate::types::{Mailbox, Tag};
 
 /// The start of an APPEND up to its first message literal announcement.
