@@ -6,7 +6,9 @@ use crate::code::ResponseCode;
 use crate::error::ParseError;
 use crate::input::{AppendMessage, Input, LineTooLong};
 use crate::limits::Limits;
-use crate::parse::{parse_append_head, parse_append_more, parse_partial, tag_of, PErr};
+use crate::parse::{
+    check_prefix, parse_append_head, parse_append_more, parse_partial, tag_of, PErr,
+};
 use crate::types::Tag;
 
 /// A byte-fed IMAP command receiver (sans-IO).
@@ -271,7 +273,7 @@ impl Receiver {
                 }
                 State::Literal { left } => {
                     let n = left.min(self.avail());
-                    if n == 0 {
+                    if n == 0 && left > 0 {
                         return None;
                     }
                     self.cmd
@@ -582,7 +584,7 @@ impl Receiver {
             let check = if self.mode == Mode::AppendHead {
                 parse_append_head(&self.cmd, &self.limits).map(|_| ())
             } else {
-                parse_partial(&self.cmd, &self.limits).map(|_| ())
+                check_prefix(&self.cmd, &self.limits)
             };
             match check {
                 Err((_, PErr::Incomplete)) => self.pending.push_back(Input::Continue),

@@ -402,3 +402,15 @@ proptest! {
         prop_assert_eq!(whole.len(), 23);
     }
 }
+
+#[test]
+fn empty_literals() {
+    assert_eq!(
+        run(b"a LOGIN {0}\r\n {0+}\r\n\r\nb LOGIN \"\" {0+}\r\n\r\n"),
+        vec![
+            Input::Continue,
+            cmd("a", login("", "")),
+            cmd("b", login("", ""))
+        ]
+    );
+}

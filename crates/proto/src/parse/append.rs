@@ -23,7 +23,9 @@ pub(crate) fn parse_append_head(
     input: &[u8],
     limits: &Limits,
 ) -> Result<AppendHead, (Option<Tag>, PErr)> {
-    let mut p = Parser::new(input, limits);
+    // The input always ends with a literal announcement whose octets are
+    // not in it: the message's, or the mailbox name's (then `Incomplete`).
+    let mut p = Parser::new_prefix(input, limits);
     let tag = p.tag().map_err(|e| (None, e))?;
     let inner = |p: &mut Parser<'_>| -> PResult<(Mailbox, AppendMessage)> {
         if !p.eat_word(b"APPEND") {

@@ -27,6 +27,10 @@ pub(crate) struct Parser<'a> {
     depth: usize,
     /// Recursion depth of SEARCH keys (see `search::key`).
     pub(crate) rec_depth: usize,
+    /// The input is a prefix cut right after a literal announcement: a
+    /// literal reaching its end (an empty one) is `Incomplete` too, since
+    /// what follows it has not arrived.
+    prefix: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -38,6 +42,15 @@ impl<'a> Parser<'a> {
             limits,
             depth: 0,
             rec_depth: 0,
+            prefix: false,
+        }
+    }
+
+    /// A parser over a prefix of a command (see `prefix`).
+    pub(crate) fn new_prefix(input: &'a [u8], limits: &'a Limits) -> Parser<'a> {
+        Parser {
+            prefix: true,
+            ..Parser::new(input, limits)
         }
     }
 
@@ -267,7 +280,7 @@ impl<'a> Parser<'a> {
         }
         let n = usize::try_from(n).or_else(|_| fail("Literal too large"))?;
         let rest = self.input.len() - self.pos;
-        if rest < n {
+        if rest < n || (self.prefix && rest == n) {
             return Err(PErr::Incomplete);
         }
         let data = &self.input[self.pos..self.pos + n];

@@ -10,7 +10,8 @@ mod list;
 mod search;
 
 pub(crate) use append::{parse_append_head, parse_append_more};
-pub(crate) use core::{tag_of, Parser};
+pub(crate) use core::tag_of;
+use core::Parser;
 
 use crate::command::Command;
 use crate::error::ParseError;
@@ -69,7 +70,16 @@ pub(crate) fn parse_partial(
     input: &[u8],
     limits: &Limits,
 ) -> Result<(Tag, Command), (Option<Tag>, PErr)> {
-    let mut p = Parser::new(input, limits);
+    parse_with(Parser::new(input, limits))
+}
+
+/// Checks a command cut right after a literal announcement: `Incomplete`
+/// means it is right so far (RFC 3501 §7.5: continue it).
+pub(crate) fn check_prefix(input: &[u8], limits: &Limits) -> Result<(), (Option<Tag>, PErr)> {
+    parse_with(Parser::new_prefix(input, limits)).map(|_| ())
+}
+
+fn parse_with(mut p: Parser<'_>) -> Result<(Tag, Command), (Option<Tag>, PErr)> {
     let tag = p.tag().map_err(|e| (None, e))?;
     let cmd = command::command(&mut p).map_err(|e| (Some(tag.clone()), e))?;
     Ok((tag, cmd))
