@@ -122,7 +122,13 @@ fn snapshot(
     let Some(id) = index.read(|r| r.mailbox_id(name))? else {
         return Ok(None);
     };
-    let claimed = if claim_recent {
+    // claim \Recent only when there is something to claim: a write commit wakes every
+    // IDLE session of the user, which must not answer with commits of its own
+    let unclaimed = claim_recent
+        && index
+            .read(|r| r.mailbox(id))?
+            .is_some_and(|m| m.first_recent_uid < m.uid_next);
+    let claimed = if unclaimed {
         Some(index.write(move |w| w.claim_recent(id))?)
     } else {
         None
