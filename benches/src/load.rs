@@ -1,0 +1,315 @@
+//! Load workloads: LMTP throughput (one client process per session), memory per idle
+//! connection and the time for all IDLE connections to see one delivery, and FETCH 1:*
+//! BODY[] of multi-MB messages with the server's peak memory.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use maildex_corpus::{Generator, Role};
+use maildex_dovecot_harness::procs;
+use serde_json::{json, Value};
+
+use crate::imap_client::Imap;
+use crate::listing::median_ms;
+use crate::lmtp_client::Lmtp;
+use crate::servers::{Server, DOMAIN, PASSWORD};
+
+/// The LMTP recipient `i` (0-based) of the throughput test.
+pub fn rcpt_user(i: usize) -> String {
+    format!("rcpt{:04}", i + 1)
+}
+
+/// The idle user `i` (0-based, of 16).
+pub fn idle_user(i: usize) -> String {
+    format!("idle{:02}", i + 1)
+}
+
+/// Number of mailboxes the idle connections are spread over.
+pub const IDLE_USERS: usize = 16;
+
+/// The hidden `lmtp-client` subcommand: one LMTP session in its own process. Generates its
+/// messages first, prints `ready`, waits for a line on stdin, delivers, prints
+/// `done <messages> <bytes> <seconds>`.
+pub fn lmtp_client_main(
+    addr: SocketAddr,
+    session: usize,
+    messages: usize,
+    users: usize,
+    first_msg: usize,
+    seed: u64,
+    scale: f64,
+) -> Result<()> {
+    let mut gen = Generator::for_user(seed, 10_000 + session, scale);
+    let msgs: Vec<(String, Vec<u8>)> = (0..messages)
+        .map(|_| {
+            let g = gen.next_message(Role::Inbox);
+            let from = g
+                .lmtp
+                .as_ref()
+                .map_or_else(|| "bench@example.net".to_owned(), |(f, _)| f.clone());
+            (from, g.lmtp_data().to_vec())
+        })
+        .collect();
+    let mut c = Lmtp::connect(addr, Duration::from_secs(60))?;
+    println!("ready");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let (t, mut bytes) = (Instant::now(), 0usize);
+    for (k, (from, msg)) in msgs.iter().enumerate() {
+        // Spread messages over users round-robin across all sessions.
+        let rcpt = format!("{}@{DOMAIN}", rcpt_user((first_msg + k) % users.max(1)));
+        c.deliver(from, &[rcpt], msg)?;
+        bytes += msg.len();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    c.quit();
+    println!("done {} {bytes} {secs}", msgs.len());
+    Ok(())
+}
+
+/// LMTP throughput: `messages` to `users` over `sessions` client processes.
+pub fn lmtp_throughput(
+    server: &dyn Server,
+    messages: usize,
+    users: usize,
+    sessions: usize,
+    seed: u64,
+    scale: f64,
+) -> Result<Value> {
+    let exe = std::env::current_exe()?;
+    let per = messages.div_ceil(sessions.max(1));
+    let mut kids = Vec::new();
+    for s in 0..sessions {
+        let n = per.min(messages.saturating_sub(s * per));
+        let mut child = Command::new(&exe)
+            .arg("lmtp-client")
+            .args(["--addr", &server.lmtp().to_string()])
+            .args(["--session", &s.to_string()])
+            .args(["--messages", &n.to_string()])
+            .args(["--users", &users.to_string()])
+            .args(["--first", &(s * per).to_string()])
+            .args(["--seed", &seed.to_string()])
+            .args(["--scale", &scale.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting an lmtp-client process")?;
+        let stdout = child.stdout.take().context("lmtp-client stdout")?;
+        kids.push((child, BufReader::new(stdout)));
+    }
+    for (_, out) in &mut kids {
+        let mut line = String::new();
+        out.read_line(&mut line)?;
+        if line.trim() != "ready" {
+            bail!("lmtp-client did not get ready: {line:?}");
+        }
+    }
+    let t = Instant::now();
+    for (child, _) in &mut kids {
+        if let Some(stdin) = child.stdin.as_mut() {
+            stdin.write_all(b"go\n")?;
+        }
+    }
+    let (mut delivered, mut bytes) = (0usize, 0usize);
+    for (mut child, mut out) in kids {
+        let mut line = String::new();
+        out.read_line(&mut line)?;
+        let st = child.wait()?;
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if !st.success() || f.first() != Some(&"done") || f.len() < 3 {
+            bail!("lmtp-client failed ({st}): {line:?}");
+        }
+        delivered += f[1].parse::<usize>().unwrap_or(0);
+        bytes += f[2].parse::<usize>().unwrap_or(0);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    eprintln!(
+        "  {:8} LMTP {delivered} messages to {users} users over {sessions} sessions: {secs:.2} s = {:.0} messages/s",
+        server.name(),
+        delivered as f64 / secs
+    );
+    Ok(json!({
+        "messages": delivered, "users": users, "sessions": sessions, "bytes": bytes,
+        "secs": secs, "per_sec": delivered as f64 / secs,
+    }))
+}
+
+/// Memory at each count of connections in IDLE, then the time for all of them to see one
+/// message delivered (one LMTP transaction to all [`IDLE_USERS`]).
+pub fn idle(server: &dyn Server, levels: &[usize]) -> Result<Value> {
+    let settle = || std::thread::sleep(Duration::from_millis(700));
+    settle();
+    let (base, base_n) = server.memory();
+    let t0: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+    let ready = Arc::new(AtomicUsize::new(0));
+    let (seen_tx, seen_rx) = mpsc::channel::<Result<Duration, String>>();
+    let mut threads = Vec::new();
+    let mut points = Vec::new();
+    let addr = server.imap();
+    for &level in levels {
+        while threads.len() < level {
+            let i = threads.len();
+            let (t0, ready, seen_tx) = (t0.clone(), ready.clone(), seen_tx.clone());
+            let user = format!("{}@{DOMAIN}", idle_user(i % IDLE_USERS));
+            let h = std::thread::Builder::new()
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    let r = (|| -> Result<Duration> {
+                        let mut c =
+                            Imap::open(addr, &user, PASSWORD, "INBOX", Duration::from_secs(120))?;
+                        let known = c.exists;
+                        c.idle()?;
+                        ready.fetch_add(1, Ordering::SeqCst);
+                        c.wait_exists_above(known)?;
+                        let t = t0.get().map(Instant::elapsed).unwrap_or_default();
+                        let _ = c.send(b"DONE\r\n");
+                        Ok(t)
+                    })();
+                    let _ = seen_tx.send(r.map_err(|e| format!("{e:#}")));
+                })?;
+            threads.push(h);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60 + level as u64 / 10);
+        while ready.load(Ordering::SeqCst) < level {
+            if let Ok(Err(e)) = seen_rx.try_recv() {
+                bail!("an idle connection failed: {e}");
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "only {} of {level} connections reached IDLE in time",
+                    ready.load(Ordering::SeqCst)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        settle();
+        let (m, n) = server.memory();
+        eprintln!(
+            "  {:8} {level:5} idle connections: RSS sum {:.1} MiB, PSS sum {:.1} MiB over {n} processes",
+            server.name(),
+            m.rss_kib as f64 / 1024.0,
+            m.pss_kib as f64 / 1024.0
+        );
+        points.push(json!({"connections": level, "rss_kib": m.rss_kib, "pss_kib": m.pss_kib, "processes": n}));
+    }
+    let total = threads.len();
+    // One message to every idle user, in one LMTP transaction.
+    let rcpts: Vec<String> = (0..IDLE_USERS.min(total.max(1)))
+        .map(|i| format!("{}@{DOMAIN}", idle_user(i)))
+        .collect();
+    let mut l = Lmtp::connect(server.lmtp(), Duration::from_secs(30))?;
+    let _ = t0.set(Instant::now());
+    l.deliver(
+        "bench@example.net",
+        &rcpts,
+        b"From: bench@example.net\nSubject: wake up\n\nnew mail\n",
+    )?;
+    let acked = t0.get().map(Instant::elapsed).unwrap_or_default();
+    l.quit();
+    let mut seen = Vec::with_capacity(total);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while seen.len() < total {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match seen_rx.recv_timeout(left) {
+            Ok(Ok(d)) => seen.push(d),
+            Ok(Err(e)) => bail!("an idle connection failed: {e}"),
+            Err(_) => bail!(
+                "{} of {total} connections saw the delivery in 90 s",
+                seen.len()
+            ),
+        }
+    }
+    for h in threads {
+        let _ = h.join();
+    }
+    seen.sort();
+    let all_ms = seen.last().map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    let last = points.last().cloned().unwrap_or(Value::Null);
+    let per_conn = |k: &str| {
+        let after = last[k].as_u64().unwrap_or(0) as f64;
+        let before = match k {
+            "rss_kib" => base.rss_kib,
+            _ => base.pss_kib,
+        } as f64;
+        (after - before) / total.max(1) as f64
+    };
+    eprintln!(
+        "  {:8} all {total} saw the delivery {all_ms:.1} ms after it started (LMTP acknowledged at {:.1} ms, median {:.1} ms); per connection {:.0} KiB RSS, {:.0} KiB PSS",
+        server.name(),
+        acked.as_secs_f64() * 1e3,
+        median_ms(&seen),
+        per_conn("rss_kib"),
+        per_conn("pss_kib")
+    );
+    Ok(json!({
+        "base": {"rss_kib": base.rss_kib, "pss_kib": base.pss_kib, "processes": base_n},
+        "points": points,
+        "connections": total,
+        "per_connection_rss_kib": per_conn("rss_kib"),
+        "per_connection_pss_kib": per_conn("pss_kib"),
+        "all_saw_ms": all_ms,
+        "median_saw_ms": median_ms(&seen),
+        "lmtp_acked_ms": acked.as_secs_f64() * 1e3,
+    }))
+}
+
+/// Resets the peak RSS (VmHWM) of every process of the server (proc(5) clear_refs "5").
+fn reset_peaks(server: &dyn Server) {
+    for pid in server.pids() {
+        let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    }
+}
+
+/// FETCH 1:* BODY.PEEK[] on `user`'s INBOX of large messages: time and peak memory.
+pub fn bodies(server: &dyn Server, user: &str, runs: usize) -> Result<Value> {
+    let mut walls = Vec::new();
+    let mut cpus = Vec::new();
+    let mut growth = 0u64;
+    let mut peak_total = 0u64;
+    let mut bytes = 0;
+    std::thread::sleep(Duration::from_millis(500));
+    let (before, _) = server.memory();
+    for _ in 0..runs.max(1) {
+        reset_peaks(server);
+        let mut c = Imap::open(
+            server.imap(),
+            &format!("{user}@{DOMAIN}"),
+            PASSWORD,
+            "INBOX",
+            Duration::from_secs(300),
+        )?;
+        let r = c.ok("FETCH 1:* BODY.PEEK[]")?;
+        // Peak over every process while the session is still open (Dovecot's imap
+        // process exits with the connection).
+        let hwm: u64 = server
+            .pids()
+            .iter()
+            .filter_map(|&p| procs::mem(p))
+            .map(|m| m.hwm_kib)
+            .sum();
+        let _ = c.run("LOGOUT");
+        peak_total = peak_total.max(hwm);
+        growth = growth.max(hwm.saturating_sub(before.rss_kib));
+        walls.push(r.wall);
+        cpus.push(r.client_cpu);
+        bytes = r.literal_bytes;
+    }
+    eprintln!(
+        "  {:8} FETCH 1:* BODY[] of {:.1} MB: {:.0} ms (client cpu {:.0} ms); server peak RSS {:.1} MiB, {:.1} MiB over idle",
+        server.name(),
+        bytes as f64 / 1e6,
+        median_ms(&walls),
+        median_ms(&cpus),
+        peak_total as f64 / 1024.0,
+        growth as f64 / 1024.0
+    );
+    Ok(json!({
+        "ms": median_ms(&walls), "client_cpu_ms": median_ms(&cpus), "bytes": bytes,
+        "idle_rss_kib": before.rss_kib, "peak_rss_kib": peak_total, "growth_kib": growth,
+    }))
+}

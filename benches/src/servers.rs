@@ -1,0 +1,322 @@
+//! The two servers behind one interface: Dovecot (through maildex-dovecot-harness) and
+//! maildex (`maildex serve --config FILE`), each on its own copy of the same Maildir tree
+//! (`ROOT/%d/%n/Maildir`).
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use maildex_dovecot_harness::{procs, Dovecot, Options, ProcMem, User};
+
+/// Password of every benchmark user.
+pub const PASSWORD: &str = "bench";
+/// Domain of every benchmark user.
+pub const DOMAIN: &str = "example.org";
+
+/// A server under test.
+pub trait Server {
+    /// "dovecot" or "maildex".
+    fn name(&self) -> &'static str;
+    /// Plain IMAP listener.
+    fn imap(&self) -> SocketAddr;
+    /// LMTP listener.
+    fn lmtp(&self) -> SocketAddr;
+    /// The top process (its descendants are the server's other processes).
+    fn root_pid(&self) -> Option<u32>;
+    /// The mail root (`ROOT` of `ROOT/%d/%n/Maildir`).
+    fn mail_root(&self) -> &Path;
+    /// Stops the server, drops whatever a listing leaves behind that delivery would not
+    /// have written (Dovecot: `dovecot.index*` and its cache; maildex: nothing, its index is
+    /// written at delivery), and starts fresh processes.
+    fn cold_restart(&mut self) -> Result<()>;
+    /// Bytes of index (and cache) the server keeps for `user` (local part).
+    fn index_bytes(&self, user: &str) -> u64;
+
+    /// All processes of the server now.
+    fn pids(&self) -> Vec<u32> {
+        self.root_pid().map(procs::tree).unwrap_or_default()
+    }
+    /// Memory summed over the server's processes, and their count.
+    fn memory(&self) -> (ProcMem, usize) {
+        self.root_pid().map(procs::tree_mem).unwrap_or_default()
+    }
+    /// `user`'s Maildir.
+    fn maildir(&self, user: &str) -> PathBuf {
+        self.mail_root().join(DOMAIN).join(user).join("Maildir")
+    }
+}
+
+/// Sum of the sizes of files under `dir` whose name satisfies `keep`.
+pub fn dir_bytes(dir: &Path, keep: &dyn Fn(&str) -> bool) -> u64 {
+    let mut total = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in rd.flatten() {
+        let Ok(md) = e.metadata() else { continue };
+        if md.is_dir() {
+            total += dir_bytes(&e.path(), keep);
+        } else if keep(&e.file_name().to_string_lossy()) {
+            // Bytes on disk, never more than the length (LMDB files may be sparse).
+            total += md.len().min(md.blocks() * 512);
+        }
+    }
+    total
+}
+
+fn remove_matching(dir: &Path, matches: &dyn Fn(&str) -> bool) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            remove_matching(&p, matches);
+        } else if matches(&e.file_name().to_string_lossy()) {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+}
+
+/// Dovecot on its own copy of the mail.
+pub struct DovecotServer {
+    dc: Dovecot,
+    mail: PathBuf,
+}
+
+impl DovecotServer {
+    /// Starts Dovecot on `mail` (already a copy of the corpus) with `users` (local parts).
+    pub fn start(
+        scratch: &Path,
+        mail: &Path,
+        users: &[String],
+        max_connections: usize,
+    ) -> Result<DovecotServer> {
+        let opts = Options {
+            mail_location: format!("maildir:{}/%d/%n/Maildir", mail.display()),
+            users: users
+                .iter()
+                .map(|u| User::new(format!("{u}@{DOMAIN}"), PASSWORD))
+                .collect(),
+            mail_root: Some(mail.to_owned()),
+            max_connections,
+            ..Options::default()
+        };
+        let dc = Dovecot::start(scratch, opts)?;
+        Ok(DovecotServer {
+            dc,
+            mail: mail.to_owned(),
+        })
+    }
+}
+
+fn dovecot_index_file(name: &str) -> bool {
+    name.starts_with("dovecot.index")
+}
+
+impl Server for DovecotServer {
+    fn name(&self) -> &'static str {
+        "dovecot"
+    }
+    fn imap(&self) -> SocketAddr {
+        self.dc.imap_addr()
+    }
+    fn lmtp(&self) -> SocketAddr {
+        self.dc.lmtp_addr()
+    }
+    fn root_pid(&self) -> Option<u32> {
+        self.dc.pid()
+    }
+    fn mail_root(&self) -> &Path {
+        &self.mail
+    }
+    fn cold_restart(&mut self) -> Result<()> {
+        self.dc.stop();
+        // dovecot.index, .index.log, .index.log.2, .index.cache: Dovecot rebuilds them from
+        // the Maildir and dovecot-uidlist (which stays, so UIDs stay).
+        remove_matching(&self.mail, &dovecot_index_file);
+        Ok(self.dc.restart()?)
+    }
+    fn index_bytes(&self, user: &str) -> u64 {
+        dir_bytes(&self.maildir(user), &dovecot_index_file)
+    }
+}
+
+/// maildex (`maildex serve --config FILE`) on its own copy of the mail.
+pub struct MaildexServer {
+    bin: PathBuf,
+    conf: PathBuf,
+    dir: PathBuf,
+    mail: PathBuf,
+    imap: SocketAddr,
+    lmtp: SocketAddr,
+    child: Option<Child>,
+}
+
+impl MaildexServer {
+    /// Writes a config and users file under `dir`, indexes `index_users` (the state
+    /// delivery leaves: `maildex index rebuild`), starts `maildex serve` and waits for its
+    /// ports. Any failure means "not available" to the caller.
+    pub fn start(
+        bin: &Path,
+        dir: &Path,
+        mail: &Path,
+        users: &[String],
+        index_users: &[String],
+    ) -> Result<MaildexServer> {
+        if !bin.is_file() {
+            bail!(
+                "no maildex binary at {} (build it: cargo build --release -p maildex)",
+                bin.display()
+            );
+        }
+        std::fs::create_dir_all(dir)?;
+        let port = || maildex_dovecot_harness::free_port();
+        let (imap, lmtp) = (
+            SocketAddr::from(([127, 0, 0, 1], port()?)),
+            SocketAddr::from(([127, 0, 0, 1], port()?)),
+        );
+        let users_file = dir.join("users");
+        let mut text = String::new();
+        for u in users {
+            text.push_str(&format!("{u}@{DOMAIN}:{{PLAIN}}{PASSWORD}::::::\n"));
+        }
+        std::fs::write(&users_file, text)?;
+        let conf = dir.join("maildex.toml");
+        std::fs::write(
+            &conf,
+            format!(
+                "[imap]\nlisten = [\"{imap}\"]\nlisten_tls = []\n\n[lmtp]\nlisten = [\"{lmtp}\"]\n\n\
+                 [storage]\nmail_location = \"{m}/%d/%n/Maildir\"\nindex_root = \"{d}/index/%d/%n\"\nfsync = true\n\n\
+                 [auth]\nusers_file = \"{u}\"\n\n[log]\nlevel = \"warn\"\n",
+                m = mail.display(),
+                d = dir.display(),
+                u = users_file.display()
+            ),
+        )?;
+        let mut s = MaildexServer {
+            bin: bin.to_owned(),
+            conf,
+            dir: dir.to_owned(),
+            mail: mail.to_owned(),
+            imap,
+            lmtp,
+            child: None,
+        };
+        // Probe `serve` first: indexing a large corpus only pays off if it listens.
+        s.spawn()?;
+        s.stop();
+        for u in index_users {
+            let out = Command::new(&s.bin)
+                .args(["index", "rebuild", "--config"])
+                .arg(&s.conf)
+                .args(["--user", &format!("{u}@{DOMAIN}")])
+                .output()
+                .context("running maildex index rebuild")?;
+            if !out.status.success() {
+                bail!(
+                    "maildex index rebuild --user {u}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
+        s.spawn()?;
+        Ok(s)
+    }
+
+    fn spawn(&mut self) -> Result<()> {
+        let stderr = std::fs::File::create(self.dir.join("serve.stderr"))?;
+        let child = Command::new(&self.bin)
+            .arg("serve")
+            .arg("--config")
+            .arg(&self.conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {}", self.bin.display()))?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for addr in [self.imap, self.lmtp] {
+            loop {
+                if let Some(Ok(Some(st))) = self.child.as_mut().map(Child::try_wait) {
+                    self.child = None;
+                    let err =
+                        std::fs::read_to_string(self.dir.join("serve.stderr")).unwrap_or_default();
+                    let last: Vec<&str> = err.lines().rev().take(3).collect();
+                    bail!(
+                        "`maildex serve` exited ({st}) without listening on {addr}: {}",
+                        last.into_iter().rev().collect::<Vec<_>>().join(" / ")
+                    );
+                }
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    self.stop();
+                    bail!("`maildex serve` did not listen on {addr} within 20 s");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let pid = c.id() as libc::pid_t;
+            // SAFETY: kill(2) on our own child; no memory involved.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // SAFETY: as above, for the whole process group of the child.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for MaildexServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Server for MaildexServer {
+    fn name(&self) -> &'static str {
+        "maildex"
+    }
+    fn imap(&self) -> SocketAddr {
+        self.imap
+    }
+    fn lmtp(&self) -> SocketAddr {
+        self.lmtp
+    }
+    fn root_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+    fn mail_root(&self) -> &Path {
+        &self.mail
+    }
+    fn cold_restart(&mut self) -> Result<()> {
+        self.stop();
+        self.spawn()
+    }
+    fn index_bytes(&self, user: &str) -> u64 {
+        dir_bytes(&self.dir.join("index").join(DOMAIN).join(user), &|_| true)
+    }
+}

@@ -1,0 +1,411 @@
+//! `maildex-bench all`: prepares one corpus, gives each server its own copy, runs every
+//! workload against each available server in turn (workload by workload, so both see the
+//! same machine state as closely as a shared machine allows) and collects JSON results.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Map, Value};
+
+use crate::load::{idle_user, rcpt_user, IDLE_USERS};
+use crate::servers::{DovecotServer, MaildexServer, Server, DOMAIN};
+use crate::{listing, load};
+
+/// Sizes and counts of one mode.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// "smoke", "quick" or "full".
+    pub mode: &'static str,
+    /// INBOX sizes listed (one user each).
+    pub sizes: Vec<usize>,
+    /// Corpus size multiplier (1.0 = real mail sizes).
+    pub scale: f64,
+    /// Runs of each listing on a fresh server.
+    pub first_runs: usize,
+    /// Warm runs of each listing.
+    pub warm_runs: usize,
+    /// LMTP messages, recipients, sessions.
+    pub lmtp: (usize, usize, usize),
+    /// Idle connection counts measured.
+    pub idle_levels: Vec<usize>,
+    /// Large messages and the size of each.
+    pub big: (usize, usize),
+    /// Corpus seed.
+    pub seed: u64,
+}
+
+impl Params {
+    /// Parameters of a mode.
+    pub fn for_mode(mode: &str) -> Result<Params> {
+        let p = match mode {
+            "smoke" => Params {
+                mode: "smoke",
+                sizes: vec![300],
+                scale: 0.1,
+                first_runs: 1,
+                warm_runs: 2,
+                lmtp: (200, 20, 2),
+                idle_levels: vec![8, 16],
+                big: (3, 1 << 20),
+                seed: 42,
+            },
+            "quick" => Params {
+                mode: "quick",
+                sizes: vec![1_000, 3_000, 10_000],
+                scale: 1.0,
+                first_runs: 3,
+                warm_runs: 5,
+                lmtp: (500, 100, 10),
+                idle_levels: vec![25, 50, 100, 200],
+                big: (10, 5 << 20),
+                seed: 42,
+            },
+            "full" => Params {
+                mode: "full",
+                sizes: vec![1_000, 3_000, 10_000, 30_000],
+                scale: 1.0,
+                first_runs: 5,
+                warm_runs: 7,
+                lmtp: (10_000, 1_000, 10),
+                idle_levels: vec![100, 250, 500, 1_000],
+                big: (40, 8 << 20),
+                seed: 42,
+            },
+            other => bail!("unknown mode {other}"),
+        };
+        Ok(p)
+    }
+}
+
+/// The listing user of an INBOX size.
+pub fn list_user(size: usize) -> String {
+    format!("list{size}")
+}
+
+/// The user holding large messages.
+pub const BIG_USER: &str = "big";
+
+fn run_cmd(cmd: &mut Command) -> Result<String> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn make_maildir(dir: &Path) -> Result<()> {
+    for sub in ["cur", "new", "tmp"] {
+        std::fs::create_dir_all(dir.join(sub))?;
+    }
+    Ok(())
+}
+
+/// A message of about `size` bytes: a short text part and a base64 attachment of
+/// pseudo-random bytes (76-character lines, RFC 2045 §6.8).
+fn big_message(i: usize, size: usize) -> Vec<u8> {
+    let mut m = format!(
+        "From: Archive Robot <robot@example.net>\nTo: big@{DOMAIN}\nSubject: scan {i}\n\
+         Date: Mon, 2 Jan 2023 10:{:02}:00 +0000\nMessage-ID: <big{i}@example.net>\nMIME-Version: 1.0\n\
+         Content-Type: multipart/mixed; boundary=\"b{i}\"\n\n--b{i}\nContent-Type: text/plain\n\n\
+         The scan is attached.\n\n--b{i}\nContent-Type: application/pdf; name=\"scan{i}.pdf\"\n\
+         Content-Transfer-Encoding: base64\n\n",
+        i % 60
+    )
+    .into_bytes();
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ i as u64;
+    while m.len() < size {
+        for _ in 0..76 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            m.push(B64[(x & 63) as usize]);
+        }
+        m.push(b'\n');
+    }
+    m.extend_from_slice(format!("--b{i}--\n").as_bytes());
+    m
+}
+
+/// Writes the template mail tree: one INBOX per listing size, the large-message user,
+/// empty idle users. Returns mail bytes per listing user.
+fn prepare_template(p: &Params, work: &Path) -> Result<Map<String, Value>> {
+    let template = work.join("template");
+    let domain = template.join(DOMAIN);
+    std::fs::create_dir_all(&domain)?;
+    let mut bytes = Map::new();
+    for &n in &p.sizes {
+        let t = Instant::now();
+        let gen = work.join(format!("gen-{n}"));
+        let spec = maildex_corpus::Spec {
+            seed: p.seed,
+            users: 1,
+            messages_per_user: n,
+            folders: false,
+            size_scale: p.scale,
+        };
+        let stats = maildex_corpus::generate(&spec, &gen)?;
+        std::fs::rename(
+            maildex_corpus::user_maildir(&gen, 0)
+                .parent()
+                .context("user dir")?,
+            domain.join(list_user(n)),
+        )?;
+        std::fs::remove_dir_all(&gen)?;
+        eprintln!(
+            "corpus: INBOX of {n} messages, {:.1} MB (p50 {} B, p99 {} B, max {} B) in {:.1} s",
+            stats.bytes as f64 / 1e6,
+            stats.sizes.p50,
+            stats.sizes.p99,
+            stats.sizes.max,
+            t.elapsed().as_secs_f64()
+        );
+        bytes.insert(n.to_string(), json!(stats.bytes));
+    }
+    let big = domain.join(BIG_USER).join("Maildir");
+    make_maildir(&big)?;
+    for i in 0..p.big.0 {
+        let m = big_message(i, p.big.1);
+        let lines = m.iter().filter(|&&b| b == b'\n').count();
+        let name = format!(
+            "{}.M{i}P1Q{i}.bench,S={},W={}:2,S",
+            1_672_000_000 + i * 60,
+            m.len(),
+            m.len() + lines
+        );
+        std::fs::write(big.join("cur").join(name), m)?;
+    }
+    for i in 0..IDLE_USERS {
+        make_maildir(&domain.join(idle_user(i)).join("Maildir"))?;
+    }
+    Ok(bytes)
+}
+
+/// Every user of both servers.
+fn users(p: &Params) -> Vec<String> {
+    let mut u: Vec<String> = p.sizes.iter().map(|&n| list_user(n)).collect();
+    u.push(BIG_USER.into());
+    u.extend((0..IDLE_USERS).map(idle_user));
+    u.extend((0..p.lmtp.1).map(rcpt_user));
+    u
+}
+
+/// Facts about the machine and the versions measured.
+pub fn machine() -> Value {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default();
+    let mem_kib: u64 = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let cmd = |c: &str, args: &[&str]| run_cmd(Command::new(c).args(args)).unwrap_or_default();
+    json!({
+        "nproc": std::thread::available_parallelism().map_or(0, usize::from),
+        "cpu": cpu,
+        "memory_gib": (mem_kib as f64 / 1048576.0 * 10.0).round() / 10.0,
+        "kernel": cmd("uname", &["-r"]),
+        "rustc": cmd("rustc", &["--version"]),
+        "dovecot": maildex_dovecot_harness::version().unwrap_or_default(),
+        "commit": cmd("git", &["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"]),
+        "inotify_max_user_instances": read("/proc/sys/fs/inotify/max_user_instances").trim(),
+    })
+}
+
+/// Dovecot runs one process per IMAP connection as the mail user, each with its own
+/// inotify instance for IDLE; the kernel default (128 per user) would silently turn IDLE
+/// into 30 s polling past 128 connections. An admin raises it; so do we, when allowed.
+fn raise_inotify_limit(connections: usize) -> Option<String> {
+    let path = "/proc/sys/fs/inotify/max_user_instances";
+    let cur: usize = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+    let want = connections + 256;
+    if cur >= want {
+        return None;
+    }
+    match std::fs::write(path, want.to_string()) {
+        Ok(()) => Some(format!("raised {path} from {cur} to {want}")),
+        Err(e) => Some(format!(
+            "could not raise {path} from {cur} ({e}): Dovecot IDLE past {cur} connections polls"
+        )),
+    }
+}
+
+/// Runs `f` on each server, storing its result (or error) under the server's name.
+fn each(
+    servers: &mut [Box<dyn Server>],
+    f: &mut dyn FnMut(&mut dyn Server) -> Result<Value>,
+) -> Value {
+    let mut out = Map::new();
+    for s in servers.iter_mut() {
+        let v = f(s.as_mut()).unwrap_or_else(|e| {
+            eprintln!("  {:8} FAILED: {e:#}", s.name());
+            json!({"error": format!("{e:#}")})
+        });
+        out.insert(s.name().into(), v);
+    }
+    Value::Object(out)
+}
+
+/// Options of `all` besides the mode.
+pub struct RunOpts {
+    /// Work folder (corpus copies, server scratch); must be short (unix socket paths).
+    pub work: PathBuf,
+    /// The maildex binary.
+    pub maildex_bin: PathBuf,
+}
+
+/// Runs every workload; returns the results document.
+pub fn run(p: &Params, o: &RunOpts) -> Result<Value> {
+    maildex_dovecot_harness::check_installed()?;
+    let started = Instant::now();
+    let work = &o.work;
+    std::fs::create_dir_all(work)?;
+    raise_fd_limit();
+    let inotify = raise_inotify_limit(p.idle_levels.iter().copied().max().unwrap_or(0));
+    let mail_bytes = prepare_template(p, work)?;
+    for name in ["dovecot", "maildex"] {
+        let dst = work.join(name);
+        std::fs::create_dir_all(&dst)?;
+        run_cmd(
+            Command::new("cp")
+                .arg("-a")
+                .arg(work.join("template"))
+                .arg(dst.join("mail")),
+        )?;
+    }
+    std::fs::remove_dir_all(work.join("template"))?;
+    let users = users(p);
+    let max_conn = p.idle_levels.iter().copied().max().unwrap_or(0) + 32;
+    let mut servers: Vec<Box<dyn Server>> = vec![Box::new(DovecotServer::start(
+        &work.join("dc"),
+        &work.join("dovecot/mail"),
+        &users,
+        max_conn,
+    )?)];
+    let mut indexed: Vec<String> = p.sizes.iter().map(|&n| list_user(n)).collect();
+    indexed.push(BIG_USER.into());
+    indexed.extend((0..IDLE_USERS).map(idle_user));
+    let maildex = match MaildexServer::start(
+        &o.maildex_bin,
+        &work.join("mx"),
+        &work.join("maildex/mail"),
+        &users,
+        &indexed,
+    ) {
+        Ok(s) => {
+            servers.push(Box::new(s));
+            json!({"available": true})
+        }
+        Err(e) => {
+            eprintln!("maildex: not available ({e:#}); measuring Dovecot only");
+            json!({"available": false, "reason": format!("{e:#}")})
+        }
+    };
+    let mut r = Map::new();
+    r.insert("mode".into(), json!(p.mode));
+    r.insert("machine".into(), machine());
+    r.insert(
+        "servers".into(),
+        json!({"dovecot": {"available": true}, "maildex": maildex}),
+    );
+    r.insert(
+        "corpus".into(),
+        json!({"seed": p.seed, "scale": p.scale, "sizes": p.sizes, "mail_bytes": mail_bytes}),
+    );
+    if let Some(note) = inotify {
+        r.insert("inotify".into(), json!(note));
+    }
+
+    eprintln!(
+        "== listings (first after delivery: {} runs, warm: {} runs)",
+        p.first_runs, p.warm_runs
+    );
+    let mut listings = Map::new();
+    let mut index = Map::new();
+    for &n in &p.sizes {
+        let user = list_user(n);
+        listings.insert(
+            n.to_string(),
+            each(&mut servers, &mut |s| {
+                listing::listings(s, &user, p.first_runs, p.warm_runs)
+            }),
+        );
+        index.insert(
+            n.to_string(),
+            each(&mut servers, &mut |s| Ok(json!(s.index_bytes(&user)))),
+        );
+    }
+    r.insert("listing".into(), Value::Object(listings));
+    r.insert("index_bytes".into(), Value::Object(index));
+
+    let largest = p.sizes.iter().copied().max().unwrap_or(0);
+    let user = list_user(largest);
+    eprintln!("== message files opened by the mutt listing of {largest} messages (strace)");
+    let traces = work.join("traces");
+    std::fs::create_dir_all(&traces)?;
+    let files = each(&mut servers, &mut |s| {
+        listing::files_opened(s, &user, &traces)
+    });
+    r.insert(
+        "files_opened".into(),
+        json!({"size": largest, "servers": files}),
+    );
+
+    eprintln!("== SEARCH on {largest} messages");
+    let search = each(&mut servers, &mut |s| {
+        listing::searches(s, &user, p.warm_runs)
+    });
+    r.insert("search".into(), json!({"size": largest, "servers": search}));
+
+    eprintln!(
+        "== FETCH 1:* BODY[] of {} messages of {} MiB",
+        p.big.0,
+        p.big.1 >> 20
+    );
+    let bodies = each(&mut servers, &mut |s| load::bodies(s, BIG_USER, 3));
+    r.insert(
+        "bodies".into(),
+        json!({"messages": p.big.0, "message_bytes": p.big.1, "servers": bodies}),
+    );
+
+    let (msgs, rcpts, sessions) = p.lmtp;
+    eprintln!("== LMTP: {msgs} messages to {rcpts} users over {sessions} sessions (fsync on)");
+    let lmtp = each(&mut servers, &mut |s| {
+        load::lmtp_throughput(s, msgs, rcpts, sessions, p.seed, p.scale)
+    });
+    r.insert("lmtp".into(), json!({"servers": lmtp}));
+
+    eprintln!("== IDLE connections {:?}", p.idle_levels);
+    let idle = each(&mut servers, &mut |s| load::idle(s, &p.idle_levels));
+    r.insert("idle".into(), json!({"servers": idle}));
+
+    r.insert("secs".into(), json!(started.elapsed().as_secs_f64()));
+    drop(servers);
+    Ok(Value::Object(r))
+}
+
+/// Raises the soft open-file limit to the hard one (idle connections need one each).
+fn raise_fd_limit() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct passed by pointer.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
