@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::tls::TlsSource;
+use crate::watch::DirWatcher;
 
 /// Server settings (from `[imap]` in the config; defaults follow Dovecot and RFC 9051).
 #[derive(Clone, Debug)]
@@ -61,13 +62,16 @@ pub struct Shared {
     pub penalties: Penalties,
     /// Fires on shutdown (sessions say `* BYE`).
     pub shutdown: CancellationToken,
+    /// inotify on the folders IDLE sessions have selected.
+    pub watcher: Arc<DirWatcher>,
     next_session: AtomicU64,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
     total: Mutex<usize>,
 }
 
 impl Shared {
-    /// Shared state for a server.
+    /// Shared state for a server. Call it on a tokio runtime (the folder watcher starts a
+    /// task).
     pub fn new(
         accounts: Arc<Accounts>,
         tls: Option<Arc<TlsSource>>,
@@ -81,6 +85,7 @@ impl Shared {
             settings,
             penalties: Penalties::default(),
             shutdown,
+            watcher: DirWatcher::start(),
             next_session: AtomicU64::new(1),
             per_ip: Mutex::default(),
             total: Mutex::new(0),

@@ -11,3 +11,4 @@ mod session;
 pub mod stream;
 pub mod tls;
 pub mod view;
+pub mod watch;

@@ -1,7 +1,9 @@
 //! IDLE (RFC 2177): the session waits for DONE while index commits (deliveries, other
 //! sessions' changes) wake it to send EXISTS/EXPUNGE/FETCH at once. Changes by other
-//! processes (`maildex deliver`, other Maildir tools) commit nothing in this process, so a
-//! periodic sync of the selected mailbox (two `stat`s when nothing changed) catches those.
+//! processes (`maildex deliver`, other Maildir tools) commit nothing in this process: inotify
+//! on the folder's `new/` and `cur/` ([`crate::watch`]) wakes the session for those, and a
+//! periodic sync (two `stat`s when nothing changed) is the fallback, which also completes
+//! removals (the store removes a message only once its folder has been quiet).
 //! An idle session holds no read transaction, no loaded mailbox and no file.
 
 use std::time::Duration;
@@ -27,6 +29,15 @@ impl Session {
         maildex_proto::encode::continuation(&mut self.out, "idling");
         self.flush().await?;
         let deadline = tokio::time::Instant::now() + self.shared.settings.idle_timeout;
+        // other processes' changes to the selected folder (inotify), besides our commits
+        let mut folder = match &self.state {
+            State::Selected(a, s) => a
+                .store
+                .mailbox_path(&s.name)
+                .ok()
+                .and_then(|dir| self.shared.watcher.watch(&dir)),
+            _ => None,
+        };
         loop {
             if let Some(line) = self.rx.next_line() {
                 let line = line.map_err(|_| CmdError::Bye("Line too long.".into()))?;
@@ -45,6 +56,12 @@ impl Session {
                 _ = async {
                     match changes {
                         Some(c) => { if c.changed().await.is_err() { std::future::pending::<()>().await } }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => Event::Changed,
+                _ = async {
+                    match folder.as_mut() {
+                        Some(f) => f.changed().await,
                         None => std::future::pending::<()>().await,
                     }
                 } => Event::Changed,

@@ -290,7 +290,6 @@ impl Session {
         }
         let out = &mut self.out;
         // EXPUNGE first (RFC 3501 §7.4.1: each shifts the numbers after it at once)
-        let before = sel.view.len();
         if expunges_allowed {
             let present: std::collections::HashSet<u32> = if sel.view.len() as usize > 0 {
                 snap.uids.iter().copied().collect()
@@ -327,11 +326,9 @@ impl Session {
         for &uid in snap.uids.iter().filter(|&&u| u > max) {
             added |= sel.view.push(uid);
         }
-        if added || sel.view.len() != before {
-            if added {
-                out.extend_from_slice(format!("* {} EXISTS\r\n", sel.view.len()).as_bytes());
-                out.extend_from_slice(format!("* {} RECENT\r\n", sel.recent_count()).as_bytes());
-            }
+        if added {
+            out.extend_from_slice(format!("* {} EXISTS\r\n", sel.view.len()).as_bytes());
+            out.extend_from_slice(format!("* {} RECENT\r\n", sel.recent_count()).as_bytes());
         }
         // flag changes made elsewhere
         for (uid, st) in &snap.changed {
