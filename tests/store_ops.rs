@@ -9,13 +9,17 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 
 use maildex_index::{flag, MailboxRecord, MessageState};
-use maildex_maildir::{Flags, Sub, Uidlist};
+use maildex_maildir::{Flags, Uidlist};
 use maildex_store::{DeliverOptions, FlagOp, OpError, SpecialUse, UserStore};
 use maildex_tests::{message, Scratch};
 
 fn deliver(store: &UserStore, mailbox: &str, subject: &str) -> u32 {
     store
-        .deliver(mailbox, &mut &message(subject)[..], &DeliverOptions::default())
+        .deliver(
+            mailbox,
+            &mut &message(subject)[..],
+            &DeliverOptions::default(),
+        )
         .unwrap()
         .uid
 }
@@ -54,16 +58,28 @@ fn kw(names: &[&str]) -> Vec<String> {
 fn store_renames_files_and_gives_each_change_a_new_modseq() {
     let s = Scratch::new();
     let store = s.open();
-    let uids: Vec<u32> = (0..3).map(|i| deliver(&store, "INBOX", &format!("m{i}"))).collect();
+    let uids: Vec<u32> = (0..3)
+        .map(|i| deliver(&store, "INBOX", &format!("m{i}")))
+        .collect();
     assert_eq!(files(&s.maildir, "new").len(), 3);
     let (_, before) = mailbox(&store, "INBOX");
     assert_eq!(before.counts.unseen, 3);
 
     let out = store
-        .set_flags("INBOX", &uids[..2], FlagOp::Add, Flags::SEEN, &kw(&["$Label1"]), None)
+        .set_flags(
+            "INBOX",
+            &uids[..2],
+            FlagOp::Add,
+            Flags::SEEN,
+            &kw(&["$Label1"]),
+            None,
+        )
         .unwrap();
     assert_eq!(out.messages.len(), 2);
-    assert!(out.messages.iter().all(|m| m.changed && m.flags == Flags::SEEN));
+    assert!(out
+        .messages
+        .iter()
+        .all(|m| m.changed && m.flags == Flags::SEEN));
     assert_eq!(out.messages[0].keywords, kw(&["$Label1"]));
     // one new modseq per changed message, strictly increasing, HIGHESTMODSEQ follows
     assert!(out.messages[0].modseq > before.highest_modseq);
@@ -86,17 +102,34 @@ fn store_renames_files_and_gives_each_change_a_new_modseq() {
 
     // the same STORE again changes nothing: no rename, no modseq
     let again = store
-        .set_flags("INBOX", &uids[..2], FlagOp::Add, Flags::SEEN, &kw(&["$label1"]), None)
+        .set_flags(
+            "INBOX",
+            &uids[..2],
+            FlagOp::Add,
+            Flags::SEEN,
+            &kw(&["$label1"]),
+            None,
+        )
         .unwrap();
     assert!(again.messages.iter().all(|m| !m.changed));
     assert_eq!(again.messages[1].modseq, out.messages[1].modseq);
     assert_eq!(files(&s.maildir, "cur"), cur);
-    assert_eq!(mailbox(&store, "INBOX").1.highest_modseq, after.highest_modseq);
+    assert_eq!(
+        mailbox(&store, "INBOX").1.highest_modseq,
+        after.highest_modseq
+    );
 
     // UNCHANGEDSINCE (RFC 7162 §3.1.3): uid 1 changed after modseq m0, uid 3 did not
     let m0 = out.messages[0].modseq - 1;
     let cond = store
-        .set_flags("INBOX", &[uids[0], uids[2], 99], FlagOp::Replace, Flags::FLAGGED, &[], Some(m0))
+        .set_flags(
+            "INBOX",
+            &[uids[0], uids[2], 99],
+            FlagOp::Replace,
+            Flags::FLAGGED,
+            &[],
+            Some(m0),
+        )
         .unwrap();
     assert_eq!(cond.modified, vec![uids[0]]);
     assert_eq!(cond.vanished, vec![99]);
@@ -105,7 +138,14 @@ fn store_renames_files_and_gives_each_change_a_new_modseq() {
     assert_eq!(cond.messages[0].flags, Flags::FLAGGED);
     // Replace without keywords drops them; Remove takes flags away
     let rm = store
-        .set_flags("INBOX", &[uids[1]], FlagOp::Replace, Flags::SEEN | Flags::ANSWERED, &[], None)
+        .set_flags(
+            "INBOX",
+            &[uids[1]],
+            FlagOp::Replace,
+            Flags::SEEN | Flags::ANSWERED,
+            &[],
+            None,
+        )
         .unwrap();
     assert!(rm.messages[0].keywords.is_empty());
     let rm = store
@@ -123,18 +163,39 @@ fn a_27th_keyword_is_refused_and_changes_nothing() {
     let store = s.open();
     let uid = deliver(&store, "INBOX", "k");
     let many: Vec<String> = (0..26).map(|i| format!("k{i}")).collect();
-    store.set_flags("INBOX", &[uid], FlagOp::Add, Flags::EMPTY, &many, None).unwrap();
+    store
+        .set_flags("INBOX", &[uid], FlagOp::Add, Flags::EMPTY, &many, None)
+        .unwrap();
     let before_files = files(&s.maildir, "cur");
     let before = mailbox(&store, "INBOX").1;
     let err = store
-        .set_flags("INBOX", &[uid], FlagOp::Add, Flags::SEEN, &kw(&["one-more"]), None)
+        .set_flags(
+            "INBOX",
+            &[uid],
+            FlagOp::Add,
+            Flags::SEEN,
+            &kw(&["one-more"]),
+            None,
+        )
         .unwrap_err();
-    assert!(matches!(err, OpError::KeywordLimit { ref keyword, .. } if keyword == "one-more"), "{err}");
+    assert!(
+        matches!(err, OpError::KeywordLimit { ref keyword, .. } if keyword == "one-more"),
+        "{err}"
+    );
     assert_eq!(err.response_code(), Some("LIMIT"));
     assert_eq!(files(&s.maildir, "cur"), before_files);
     assert_eq!(mailbox(&store, "INBOX").1, before);
     // an existing keyword (any case) still works
-    store.set_flags("INBOX", &[uid], FlagOp::Remove, Flags::EMPTY, &kw(&["K3"]), None).unwrap();
+    store
+        .set_flags(
+            "INBOX",
+            &[uid],
+            FlagOp::Remove,
+            Flags::EMPTY,
+            &kw(&["K3"]),
+            None,
+        )
+        .unwrap();
     clean(&store);
 }
 
@@ -149,20 +210,32 @@ fn store_follows_a_file_renamed_by_another_tool() {
     let st = states(&store, "INBOX");
     let name_a = &st[0].1.file_name;
     // mutt flags a (new/ -> cur/ with F) and deletes b, behind the store's back
-    fs::rename(s.maildir.join("new").join(name_a), s.maildir.join("cur").join(format!("{name_a}:2,F"))).unwrap();
+    fs::rename(
+        s.maildir.join("new").join(name_a),
+        s.maildir.join("cur").join(format!("{name_a}:2,F")),
+    )
+    .unwrap();
     fs::remove_file(s.maildir.join("new").join(&st[1].1.file_name)).unwrap();
-    let out = store.set_flags("INBOX", &[a, b], FlagOp::Add, Flags::SEEN, &[], None).unwrap();
+    let out = store
+        .set_flags("INBOX", &[a, b], FlagOp::Add, Flags::SEEN, &[], None)
+        .unwrap();
     assert_eq!(out.vanished, vec![b]);
     assert_eq!(out.messages.len(), 1);
     assert_eq!(out.messages[0].flags, Flags::SEEN | Flags::FLAGGED);
-    assert_eq!(files(&s.maildir, "cur"), BTreeSet::from([format!("{name_a}:2,FS")]));
+    assert_eq!(
+        files(&s.maildir, "cur"),
+        BTreeSet::from([format!("{name_a}:2,FS")])
+    );
     let now = states(&store, "INBOX");
     assert_eq!(now[0].1.flags, flag::SEEN | flag::FLAGGED);
     // b's record goes with the next sync that sees a complete listing
     store.sync_mailbox("INBOX").unwrap();
     for sub in ["new", "cur"] {
         let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-        fs::File::open(s.maildir.join(sub)).unwrap().set_modified(past).unwrap();
+        fs::File::open(s.maildir.join(sub))
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
     }
     store.sync_mailbox("INBOX").unwrap();
     clean(&store);
@@ -172,9 +245,18 @@ fn store_follows_a_file_renamed_by_another_tool() {
 fn expunge_removes_deleted_files_records_and_counts_but_keeps_uids() {
     let s = Scratch::new();
     let store = s.open();
-    let uids: Vec<u32> = (0..4).map(|i| deliver(&store, "INBOX", &format!("e{i}"))).collect();
+    let uids: Vec<u32> = (0..4)
+        .map(|i| deliver(&store, "INBOX", &format!("e{i}")))
+        .collect();
     store
-        .set_flags("INBOX", &[uids[0], uids[1], uids[3]], FlagOp::Add, Flags::DELETED, &[], None)
+        .set_flags(
+            "INBOX",
+            &[uids[0], uids[1], uids[3]],
+            FlagOp::Add,
+            Flags::DELETED,
+            &[],
+            None,
+        )
         .unwrap();
     assert_eq!(mailbox(&store, "INBOX").1.counts.deleted, 3);
     let next_before = Uidlist::read(&s.maildir).unwrap().unwrap().next_uid;
@@ -191,12 +273,19 @@ fn expunge_removes_deleted_files_records_and_counts_but_keeps_uids() {
     // another tool undeletes uid 4 (renames without T) before our EXPUNGE: it stays
     let st = states(&store, "INBOX");
     let four = &st.iter().find(|(u, _)| *u == uids[3]).unwrap().1.file_name;
-    fs::rename(s.maildir.join("cur").join(four), s.maildir.join("cur").join(four.replace(":2,T", ":2,"))).unwrap();
+    fs::rename(
+        s.maildir.join("cur").join(four),
+        s.maildir.join("cur").join(four.replace(":2,T", ":2,")),
+    )
+    .unwrap();
     let gone = store.expunge("INBOX", None).unwrap();
     assert_eq!(gone, vec![uids[0]]);
     let left: Vec<u32> = states(&store, "INBOX").iter().map(|(u, _)| *u).collect();
     assert_eq!(left, vec![uids[2], uids[3]]);
-    assert_eq!(files(&s.maildir, "cur").len() + files(&s.maildir, "new").len(), 2);
+    assert_eq!(
+        files(&s.maildir, "cur").len() + files(&s.maildir, "new").len(),
+        2
+    );
     store.sync_mailbox("INBOX").unwrap();
     clean(&store);
     // UIDs are never reused
@@ -215,7 +304,16 @@ fn copy_links_files_and_clones_records_with_keywords_mapped() {
     fs::write(dst.join("dovecot-keywords"), "0 Other\n").unwrap();
     let a = deliver(&store, "INBOX", "ca");
     let b = deliver(&store, "INBOX", "cb");
-    store.set_flags("INBOX", &[b], FlagOp::Add, Flags::FLAGGED, &kw(&["$Label1"]), None).unwrap();
+    store
+        .set_flags(
+            "INBOX",
+            &[b],
+            FlagOp::Add,
+            Flags::FLAGGED,
+            &kw(&["$Label1"]),
+            None,
+        )
+        .unwrap();
     let src_states = states(&store, "INBOX");
     let commits = store.index().commits();
 
@@ -225,17 +323,26 @@ fn copy_links_files_and_clones_records_with_keywords_mapped() {
     assert_eq!(out.uidvalidity, sent.uidvalidity);
     assert_eq!(out.pairs, vec![(a, 1), (b, 2)]);
     assert_eq!(sent.counts.messages, 2);
-    assert_eq!(sent.counts.recent, 2, "copies are \\Recent as deliveries are");
+    assert_eq!(
+        sent.counts.recent, 2,
+        "copies are \\Recent as deliveries are"
+    );
     // a (in new/, no flags) stays in new/; b carries F and dst's letter for $Label1 (b)
     assert_eq!(files(&dst, "new").len(), 1);
     let cur = files(&dst, "cur");
     assert_eq!(cur.len(), 1);
     let copied = cur.iter().next().unwrap();
     assert!(copied.ends_with(":2,Fb"), "{copied}");
-    assert_eq!(fs::read_to_string(dst.join("dovecot-keywords")).unwrap(), "0 Other\n1 $Label1\n");
+    assert_eq!(
+        fs::read_to_string(dst.join("dovecot-keywords")).unwrap(),
+        "0 Other\n1 $Label1\n"
+    );
     // hard link: same inode, so same bytes and mtime (INTERNALDATE)
     let src_b = s.maildir.join("cur").join(&src_states[1].1.file_name);
-    assert_eq!(fs::metadata(&src_b).unwrap().ino(), fs::metadata(dst.join("cur").join(copied)).unwrap().ino());
+    assert_eq!(
+        fs::metadata(&src_b).unwrap().ino(),
+        fs::metadata(dst.join("cur").join(copied)).unwrap().ino()
+    );
     // records cloned: cached data and header blocks equal, INTERNALDATE kept
     let (src_id, _) = mailbox(&store, "INBOX");
     store
@@ -244,20 +351,39 @@ fn copy_links_files_and_clones_records_with_keywords_mapped() {
             for (su, du) in &out.pairs {
                 assert_eq!(r.cached(src_id, *su)?, r.cached(sent_id, *du)?);
                 assert_eq!(r.headers(src_id, *su)?, r.headers(sent_id, *du)?);
-                let (ss, ds) = (r.state(src_id, *su)?.unwrap(), r.state(sent_id, *du)?.unwrap());
-                assert_eq!((ss.internal_date, ss.size, ss.vsize, ss.flags), (ds.internal_date, ds.size, ds.vsize, ds.flags));
+                let (ss, ds) = (
+                    r.state(src_id, *su)?.unwrap(),
+                    r.state(sent_id, *du)?.unwrap(),
+                );
+                assert_eq!(
+                    (ss.internal_date, ss.size, ss.vsize, ss.flags),
+                    (ds.internal_date, ds.size, ds.vsize, ds.flags)
+                );
             }
             Ok(())
         })
         .unwrap();
     let st = states(&store, "Sent");
-    assert_eq!(maildex_index::dump::keyword_names(st[1].1.keywords, &mailbox(&store, "Sent").1.keywords), kw(&["$Label1"]));
+    assert_eq!(
+        maildex_index::dump::keyword_names(st[1].1.keywords, &mailbox(&store, "Sent").1.keywords),
+        kw(&["$Label1"])
+    );
     let list = Uidlist::read(&dst).unwrap().unwrap();
-    assert_eq!(list.records.iter().map(|r| r.uid).collect::<Vec<_>>(), vec![1, 2]);
-    assert_eq!(states(&store, "INBOX"), src_states, "the source is untouched");
+    assert_eq!(
+        list.records.iter().map(|r| r.uid).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    assert_eq!(
+        states(&store, "INBOX"),
+        src_states,
+        "the source is untouched"
+    );
     clean(&store);
     // COPY into a missing mailbox is NONEXISTENT (the session answers TRYCREATE)
-    assert!(matches!(store.copy("INBOX", "Nope", &[a]), Err(OpError::NoMailbox(_))));
+    assert!(matches!(
+        store.copy("INBOX", "Nope", &[a]),
+        Err(OpError::NoMailbox(_))
+    ));
 }
 
 #[test]
@@ -265,14 +391,27 @@ fn move_renames_files_and_moves_records_in_one_commit() {
     let s = Scratch::new();
     let store = s.open();
     store.create_mailbox("Archive").unwrap();
-    let uids: Vec<u32> = (0..3).map(|i| deliver(&store, "INBOX", &format!("mv{i}"))).collect();
-    store.set_flags("INBOX", &uids[1..2], FlagOp::Add, Flags::SEEN, &kw(&["work"]), None).unwrap();
+    let uids: Vec<u32> = (0..3)
+        .map(|i| deliver(&store, "INBOX", &format!("mv{i}")))
+        .collect();
+    store
+        .set_flags(
+            "INBOX",
+            &uids[1..2],
+            FlagOp::Add,
+            Flags::SEEN,
+            &kw(&["work"]),
+            None,
+        )
+        .unwrap();
     let src = states(&store, "INBOX");
     let mut inodes: Vec<u64> = src[..2]
         .iter()
         .map(|(_, st)| {
             let sub = if st.in_new { "new" } else { "cur" };
-            fs::metadata(s.maildir.join(sub).join(&st.file_name)).unwrap().ino()
+            fs::metadata(s.maildir.join(sub).join(&st.file_name))
+                .unwrap()
+                .ino()
         })
         .collect();
     let hm_src = mailbox(&store, "INBOX").1.highest_modseq;
@@ -284,13 +423,26 @@ fn move_renames_files_and_moves_records_in_one_commit() {
     // the files themselves (same inodes), under new base names, in Archive
     let mut moved: Vec<u64> = [("new", files(&arch, "new")), ("cur", files(&arch, "cur"))]
         .iter()
-        .flat_map(|(sub, fs_)| fs_.iter().map(|f| fs::metadata(arch.join(sub).join(f)).unwrap().ino()).collect::<Vec<_>>())
+        .flat_map(|(sub, fs_)| {
+            fs_.iter()
+                .map(|f| fs::metadata(arch.join(sub).join(f)).unwrap().ino())
+                .collect::<Vec<_>>()
+        })
         .collect();
     moved.sort_unstable();
     inodes.sort_unstable();
     assert_eq!(moved, inodes, "rename, not copy");
-    assert_eq!(files(&s.maildir, "new").len() + files(&s.maildir, "cur").len(), 1);
-    assert_eq!(states(&store, "INBOX").iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![uids[2]]);
+    assert_eq!(
+        files(&s.maildir, "new").len() + files(&s.maildir, "cur").len(),
+        1
+    );
+    assert_eq!(
+        states(&store, "INBOX")
+            .iter()
+            .map(|(u, _)| *u)
+            .collect::<Vec<_>>(),
+        vec![uids[2]]
+    );
     let (_, inbox) = mailbox(&store, "INBOX");
     assert_eq!(inbox.counts.messages, 1);
     assert!(inbox.highest_modseq > hm_src);
@@ -300,10 +452,19 @@ fn move_renames_files_and_moves_records_in_one_commit() {
     clean(&store);
     // a MOVE within one mailbox gives new UIDs and expunges the originals
     let again = store.move_messages("Archive", "archive", &[1]).unwrap_err();
-    assert!(matches!(again, OpError::NoMailbox(_)), "names are case-sensitive but INBOX");
+    assert!(
+        matches!(again, OpError::NoMailbox(_)),
+        "names are case-sensitive but INBOX"
+    );
     let same = store.move_messages("Archive", "Archive", &[1]).unwrap();
     assert_eq!(same.pairs, vec![(1, 3)]);
-    assert_eq!(states(&store, "Archive").iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![2, 3]);
+    assert_eq!(
+        states(&store, "Archive")
+            .iter()
+            .map(|(u, _)| *u)
+            .collect::<Vec<_>>(),
+        vec![2, 3]
+    );
     clean(&store);
 }
 
@@ -317,7 +478,9 @@ fn a_message_moved_out_and_back_gets_a_new_uid() {
     store.create_mailbox("Other").unwrap();
     let uid = deliver(&store, "INBOX", "boomerang");
     let out = store.move_messages("INBOX", "Other", &[uid]).unwrap();
-    let back = store.move_messages("Other", "INBOX", &[out.pairs[0].1]).unwrap();
+    let back = store
+        .move_messages("Other", "INBOX", &[out.pairs[0].1])
+        .unwrap();
     assert_eq!(back.pairs, vec![(1, 2)]);
     let list = Uidlist::read(&s.maildir).unwrap().unwrap();
     assert_eq!(list.next_uid, 3);
@@ -332,8 +495,14 @@ fn mailboxes_create_list_rename_delete_like_dovecot() {
     store.create_mailbox("Projects.2026.").unwrap();
     store.create_mailbox("Sent Items").unwrap();
     assert!(s.maildir.join(".Projects.2026/maildirfolder").is_file());
-    assert!(matches!(store.create_mailbox("Sent Items"), Err(OpError::MailboxExists(_))));
-    assert!(matches!(store.create_mailbox("inbox"), Err(OpError::MailboxExists(_))));
+    assert!(matches!(
+        store.create_mailbox("Sent Items"),
+        Err(OpError::MailboxExists(_))
+    ));
+    assert!(matches!(
+        store.create_mailbox("inbox"),
+        Err(OpError::MailboxExists(_))
+    ));
     for bad in ["a..b", "../x", ".a", "a/b", "x\ty"] {
         let e = store.create_mailbox(bad).unwrap_err();
         assert_eq!(e.response_code(), Some("CANNOT"), "{bad:?}: {e}");
@@ -342,7 +511,15 @@ fn mailboxes_create_list_rename_delete_like_dovecot() {
     let list = store.list_mailboxes().unwrap();
     let view: Vec<(&str, bool, bool, Option<SpecialUse>, bool)> = list
         .iter()
-        .map(|m| (m.name.as_str(), m.selectable, m.has_children, m.special_use, m.subscribed))
+        .map(|m| {
+            (
+                m.name.as_str(),
+                m.selectable,
+                m.has_children,
+                m.special_use,
+                m.subscribed,
+            )
+        })
         .collect();
     assert_eq!(
         view,
@@ -360,21 +537,45 @@ fn mailboxes_create_list_rename_delete_like_dovecot() {
     store.create_mailbox("Projects").unwrap();
     deliver(&store, "Projects.2026", "p");
     let v = mailbox(&store, "Projects.2026").1.uidvalidity;
-    assert!(matches!(store.rename_mailbox("Projects", "Projects.x"), Err(OpError::Cannot { .. })));
-    assert!(matches!(store.rename_mailbox("Projects", "Sent Items"), Err(OpError::MailboxExists(_))));
+    assert!(matches!(
+        store.rename_mailbox("Projects", "Projects.x"),
+        Err(OpError::Cannot { .. })
+    ));
+    assert!(matches!(
+        store.rename_mailbox("Projects", "Sent Items"),
+        Err(OpError::MailboxExists(_))
+    ));
     store.rename_mailbox("Projects", "Work").unwrap();
     assert!(s.maildir.join(".Work.2026/cur").is_dir() && !s.maildir.join(".Projects").exists());
     let (_, w) = mailbox(&store, "Work.2026");
     assert_eq!((w.uidvalidity, w.counts.messages), (v, 1));
-    assert!(store.index().read(|r| r.mailbox_id("Projects.2026")).unwrap().is_none());
+    assert!(store
+        .index()
+        .read(|r| r.mailbox_id("Projects.2026"))
+        .unwrap()
+        .is_none());
     clean(&store);
 
     // DELETE of a mailbox with children removes just it (Dovecot's Maildir++ behaviour)
     store.delete_mailbox("Work").unwrap();
-    let names: Vec<(String, bool)> = store.list_mailboxes().unwrap().into_iter().map(|m| (m.name, m.selectable)).collect();
-    assert!(names.contains(&("Work".into(), false)) && names.contains(&("Work.2026".into(), true)), "{names:?}");
-    assert!(matches!(store.delete_mailbox("Work"), Err(OpError::NoMailbox(_))));
-    assert!(matches!(store.delete_mailbox("inbox"), Err(OpError::Cannot { .. })));
+    let names: Vec<(String, bool)> = store
+        .list_mailboxes()
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.name, m.selectable))
+        .collect();
+    assert!(
+        names.contains(&("Work".into(), false)) && names.contains(&("Work.2026".into(), true)),
+        "{names:?}"
+    );
+    assert!(matches!(
+        store.delete_mailbox("Work"),
+        Err(OpError::NoMailbox(_))
+    ));
+    assert!(matches!(
+        store.delete_mailbox("inbox"),
+        Err(OpError::Cannot { .. })
+    ));
     store.delete_mailbox("Work.2026").unwrap();
     assert!(!s.maildir.join(".DOVECOT-TRASHED").exists());
     clean(&store);
@@ -382,7 +583,9 @@ fn mailboxes_create_list_rename_delete_like_dovecot() {
     // RENAME INBOX: its messages move to the new mailbox, INBOX stays, empty
     let a = deliver(&store, "INBOX", "i1");
     deliver(&store, "INBOX", "i2");
-    store.set_flags("INBOX", &[a], FlagOp::Add, Flags::SEEN, &[], None).unwrap();
+    store
+        .set_flags("INBOX", &[a], FlagOp::Add, Flags::SEEN, &[], None)
+        .unwrap();
     store.rename_mailbox("INBOX", "Old").unwrap();
     assert_eq!(mailbox(&store, "INBOX").1.counts.messages, 0);
     let (_, old) = mailbox(&store, "Old");
@@ -410,8 +613,14 @@ fn subscriptions_are_dovecots_file() {
     // a version-1 file (older Dovecot, Courier) is read and kept in its version
     fs::write(s.maildir.join("subscriptions"), "Sent\nx.y\n").unwrap();
     store.subscribe("Z").unwrap();
-    assert_eq!(fs::read_to_string(s.maildir.join("subscriptions")).unwrap(), "Sent\nx.y\nZ\n");
-    assert!(matches!(store.subscribe("../etc"), Err(OpError::BadName { .. })));
+    assert_eq!(
+        fs::read_to_string(s.maildir.join("subscriptions")).unwrap(),
+        "Sent\nx.y\nZ\n"
+    );
+    assert!(matches!(
+        store.subscribe("../etc"),
+        Err(OpError::BadName { .. })
+    ));
 }
 
 /// IDLE: a receiver sees a commit another thread made.
@@ -424,7 +633,9 @@ fn commit_generation_reaches_a_receiver_on_another_thread() {
     let seen = *rx.borrow_and_update();
     assert!(!rx.has_changed().unwrap());
     let other = std::sync::Arc::clone(&store);
-    std::thread::spawn(move || deliver(&other, "INBOX", "x")).join().unwrap();
+    std::thread::spawn(move || deliver(&other, "INBOX", "x"))
+        .join()
+        .unwrap();
     assert!(rx.has_changed().unwrap(), "the commit was not published");
     assert!(*rx.borrow_and_update() > seen);
     assert_eq!(*rx.borrow(), store.index().commits());
@@ -434,17 +645,29 @@ fn commit_generation_reaches_a_receiver_on_another_thread() {
 fn reader_uids_and_changed_since() {
     let s = Scratch::new();
     let store = s.open();
-    let uids: Vec<u32> = (0..4).map(|i| deliver(&store, "INBOX", &format!("r{i}"))).collect();
+    let uids: Vec<u32> = (0..4)
+        .map(|i| deliver(&store, "INBOX", &format!("r{i}")))
+        .collect();
     let (id, m) = mailbox(&store, "INBOX");
-    let out = store.set_flags("INBOX", &[uids[2]], FlagOp::Add, Flags::SEEN, &[], None).unwrap();
+    let out = store
+        .set_flags("INBOX", &[uids[2]], FlagOp::Add, Flags::SEEN, &[], None)
+        .unwrap();
     let (got, changed) = store
         .index()
         .read(|r| Ok((r.uids(id)?, r.changed_since(id, m.highest_modseq)?)))
         .unwrap();
     assert_eq!(got, uids);
-    assert_eq!(changed.iter().map(|(u, s)| (*u, s.modseq)).collect::<Vec<_>>(), vec![(uids[2], out.messages[0].modseq)]);
-    assert_eq!(states(&store, "INBOX")[2].1.in_new, false);
-    let _ = Sub::Cur;
+    assert_eq!(
+        changed
+            .iter()
+            .map(|(u, s)| (*u, s.modseq))
+            .collect::<Vec<_>>(),
+        vec![(uids[2], out.messages[0].modseq)]
+    );
+    assert!(
+        !states(&store, "INBOX")[2].1.in_new,
+        "STORE moved it to cur/"
+    );
 }
 
 mod model {
@@ -505,7 +728,10 @@ mod model {
     fn highest(store: &UserStore, name: &str) -> u64 {
         store
             .index()
-            .read(|r| Ok(r.require_mailbox(r.mailbox_id(name)?.unwrap())?.highest_modseq))
+            .read(|r| {
+                Ok(r.require_mailbox(r.mailbox_id(name)?.unwrap())?
+                    .highest_modseq)
+            })
             .unwrap()
     }
 
@@ -535,7 +761,12 @@ mod model {
         let store = s.open();
         store.sync_all().unwrap();
         store.create_mailbox(BOXES[1]).unwrap();
-        let mut model: Vec<Box> = (0..2).map(|_| Box { next: 1, ..Box::default() }).collect();
+        let mut model: Vec<Box> = (0..2)
+            .map(|_| Box {
+                next: 1,
+                ..Box::default()
+            })
+            .collect();
         let mut n = 0;
         for op in ops {
             let moving = matches!(op, Op::Move(..));
@@ -544,7 +775,11 @@ mod model {
                     n += 1;
                     let subject = format!("s{n}");
                     let d = store
-                        .deliver(BOXES[m], &mut &message(&subject)[..], &DeliverOptions::default())
+                        .deliver(
+                            BOXES[m],
+                            &mut &message(&subject)[..],
+                            &DeliverOptions::default(),
+                        )
                         .unwrap();
                     assert_eq!(d.uid, model[m].next);
                     model[m].next += 1;
@@ -555,7 +790,9 @@ mod model {
                     let op = [FlagOp::Add, FlagOp::Remove, FlagOp::Replace][usize::from(o)];
                     let kws: Vec<String> = if with_kw { vec![KW.into()] } else { vec![] };
                     let before = highest(&store, BOXES[m]);
-                    let out = store.set_flags(BOXES[m], &uids, op, Flags(bits), &kws, None).unwrap();
+                    let out = store
+                        .set_flags(BOXES[m], &uids, op, Flags(bits), &kws, None)
+                        .unwrap();
                     let mut changed = 0;
                     for uid in &uids {
                         let e = model[m].msgs.get_mut(uid).unwrap();
@@ -571,7 +808,11 @@ mod model {
                     }
                     assert_eq!(out.messages.iter().filter(|m| m.changed).count(), changed);
                     let after = highest(&store, BOXES[m]);
-                    assert_eq!(after, before + changed as u64, "one modseq per changed message");
+                    assert_eq!(
+                        after,
+                        before + changed as u64,
+                        "one modseq per changed message"
+                    );
                 }
                 Op::Expunge(m, picks) => {
                     let chosen = picks.map(|p| pick(&model[m], &p));
@@ -580,7 +821,9 @@ mod model {
                     let expected: Vec<u32> = model[m]
                         .msgs
                         .iter()
-                        .filter(|(u, e)| e.0 & 8 != 0 && chosen.as_ref().is_none_or(|c| c.contains(u)))
+                        .filter(|(u, e)| {
+                            e.0 & 8 != 0 && chosen.as_ref().is_none_or(|c| c.contains(u))
+                        })
                         .map(|(u, _)| *u)
                         .collect();
                     assert_eq!(gone, expected);
@@ -650,7 +893,11 @@ mod dovecot {
 
     impl Drop for Dovecot {
         fn drop(&mut self) {
-            let _ = Command::new("doveadm").arg("-c").arg(&self.conf).arg("stop").status();
+            let _ = Command::new("doveadm")
+                .arg("-c")
+                .arg(&self.conf)
+                .arg("stop")
+                .status();
         }
     }
 
@@ -679,7 +926,12 @@ mod dovecot {
                 .status()
                 .unwrap();
             assert!(st.success());
-            assert!(Command::new("dovecot").arg("-c").arg(&conf).status().expect("dovecot").success());
+            assert!(Command::new("dovecot")
+                .arg("-c")
+                .arg(&conf)
+                .status()
+                .expect("dovecot")
+                .success());
             Dovecot {
                 conf,
                 base: base.to_path_buf(),
@@ -687,16 +939,35 @@ mod dovecot {
         }
 
         fn doveadm(&self, args: &[&str]) -> String {
-            let out = Command::new("doveadm").arg("-c").arg(&self.conf).args(args).output().expect("doveadm");
-            assert!(out.status.success(), "doveadm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            let out = Command::new("doveadm")
+                .arg("-c")
+                .arg(&self.conf)
+                .args(args)
+                .output()
+                .expect("doveadm");
+            assert!(
+                out.status.success(),
+                "doveadm {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             String::from_utf8(out.stdout).unwrap()
         }
 
         fn fetch(&self, mailbox: &str) -> Vec<String> {
-            self.doveadm(&["-f", "flow", "fetch", "-u", "t", "uid flags", "mailbox", mailbox, "all"])
-                .lines()
-                .map(str::to_string)
-                .collect()
+            self.doveadm(&[
+                "-f",
+                "flow",
+                "fetch",
+                "-u",
+                "t",
+                "uid flags",
+                "mailbox",
+                mailbox,
+                "all",
+            ])
+            .lines()
+            .map(str::to_string)
+            .collect()
         }
     }
 
@@ -706,10 +977,25 @@ mod dovecot {
         let s = Scratch::new();
         let store = s.open();
         store.sync_all().unwrap();
-        let uids: Vec<u32> = (0..4).map(|i| deliver(&store, "INBOX", &format!("d{i}"))).collect();
-        store.set_flags("INBOX", &uids[..1], FlagOp::Add, Flags::SEEN, &kw(&["$Label1"]), None).unwrap();
-        store.set_flags("INBOX", &uids[1..2], FlagOp::Add, Flags::FLAGGED, &[], None).unwrap();
-        store.set_flags("INBOX", &uids[3..4], FlagOp::Add, Flags::DELETED, &[], None).unwrap();
+        let uids: Vec<u32> = (0..4)
+            .map(|i| deliver(&store, "INBOX", &format!("d{i}")))
+            .collect();
+        store
+            .set_flags(
+                "INBOX",
+                &uids[..1],
+                FlagOp::Add,
+                Flags::SEEN,
+                &kw(&["$Label1"]),
+                None,
+            )
+            .unwrap();
+        store
+            .set_flags("INBOX", &uids[1..2], FlagOp::Add, Flags::FLAGGED, &[], None)
+            .unwrap();
+        store
+            .set_flags("INBOX", &uids[3..4], FlagOp::Add, Flags::DELETED, &[], None)
+            .unwrap();
         store.create_mailbox("Arch").unwrap();
         store.create_mailbox("Arch.sub").unwrap();
         store.create_mailbox("Été").unwrap();
@@ -727,15 +1013,43 @@ mod dovecot {
         let dv = Dovecot::start(s.dir.path(), &s.maildir);
         let inbox = dv.fetch("INBOX");
         assert_eq!(inbox.len(), 2, "{inbox:?}");
-        assert!(inbox[0].starts_with("uid=1 ") && inbox[0].contains("\\Seen") && inbox[0].contains("$Label1"), "{inbox:?}");
+        assert!(
+            inbox[0].starts_with("uid=1 ")
+                && inbox[0].contains("\\Seen")
+                && inbox[0].contains("$Label1"),
+            "{inbox:?}"
+        );
         // still in new/: no stored flag (Dovecot's session-level \\Recent aside)
-        assert!(inbox[1].starts_with("uid=3 ") && !inbox[1].replace("\\Recent", "").contains('\\'), "{inbox:?}");
+        assert!(
+            inbox[1].starts_with("uid=3 ") && !inbox[1].replace("\\Recent", "").contains('\\'),
+            "{inbox:?}"
+        );
         let arch = dv.fetch("Archive");
         assert_eq!(arch.len(), 2, "{arch:?}");
-        assert!(arch[0].starts_with("uid=1 ") && arch[0].contains("\\Seen") && arch[0].contains("$Label1"), "{arch:?}");
-        assert!(arch[1].starts_with("uid=2 ") && arch[1].contains("\\Flagged"), "{arch:?}");
-        let status = dv.doveadm(&["-f", "flow", "mailbox", "status", "-u", "t", "uidnext messages", "INBOX"]);
-        assert!(status.contains("uidnext=5") && status.contains("messages=2"), "UIDs are not reused: {status}");
+        assert!(
+            arch[0].starts_with("uid=1 ")
+                && arch[0].contains("\\Seen")
+                && arch[0].contains("$Label1"),
+            "{arch:?}"
+        );
+        assert!(
+            arch[1].starts_with("uid=2 ") && arch[1].contains("\\Flagged"),
+            "{arch:?}"
+        );
+        let status = dv.doveadm(&[
+            "-f",
+            "flow",
+            "mailbox",
+            "status",
+            "-u",
+            "t",
+            "uidnext messages",
+            "INBOX",
+        ]);
+        assert!(
+            status.contains("uidnext=5") && status.contains("messages=2"),
+            "UIDs are not reused: {status}"
+        );
         let boxes = dv.doveadm(&["mailbox", "list", "-u", "t"]);
         for b in ["INBOX", "Archive", "Archive.sub", "Été"] {
             assert!(boxes.lines().any(|l| l == b), "{b} not in {boxes}");
@@ -746,7 +1060,17 @@ mod dovecot {
         subs.sort_unstable();
         assert_eq!(subs, vec!["Archive", "Été"], "{subscribed}");
         // Dovecot changes flags on a copied message; we read it back
-        dv.doveadm(&["flags", "add", "-u", "t", "\\Answered", "mailbox", "Archive", "uid", "1"]);
+        dv.doveadm(&[
+            "flags",
+            "add",
+            "-u",
+            "t",
+            "\\Answered",
+            "mailbox",
+            "Archive",
+            "uid",
+            "1",
+        ]);
         let log = fs::read_to_string(dv.base.join("dovecot.log")).unwrap_or_default();
         for bad in ["Error", "Warning", "Panic", "Fatal", "Broken", "corrupt"] {
             assert!(!log.contains(bad), "dovecot.log has {bad}:\n{log}");

@@ -211,9 +211,7 @@ pub fn move_file(
     let dest = sub.path(dst).join(file_name);
     match rename_noreplace(src, &dest) {
         Ok(()) => Ok(MoveOutcome::Moved),
-        Err(e) if e.kind() == io::ErrorKind::NotFound && !exists(src)? => {
-            Ok(MoveOutcome::Vanished)
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !exists(src)? => Ok(MoveOutcome::Vanished),
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
             let tmp = dst.join("tmp").join(unique_id());
             if copy_bytes(src, &tmp, durable)?.is_none() {
@@ -269,7 +267,16 @@ mod tests {
         let none = copy_file(&src, &b, Sub::Cur, Flags::SEEN, Keywords(0), (5, 6), false).unwrap();
         assert!(none.is_none());
         assert_eq!(fs::read_dir(b.join("tmp")).unwrap().count(), 0);
-        assert!(copy_file(&d.path, &b, Sub::New, Flags::SEEN, Keywords(0), (5, 6), false).is_err());
+        assert!(copy_file(
+            &d.path,
+            &b,
+            Sub::New,
+            Flags::SEEN,
+            Keywords(0),
+            (5, 6),
+            false
+        )
+        .is_err());
     }
 
     #[test]
@@ -278,12 +285,19 @@ mod tests {
         let src = a.join("new/2.M1P1.h");
         fs::write(&src, b"x\n").unwrap();
         let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
-        File::options().write(true).open(&src).unwrap().set_modified(when).unwrap();
+        File::options()
+            .write(true)
+            .open(&src)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
         let tmp = b.join("tmp/x");
         copy_bytes(&src, &tmp, true).unwrap().unwrap();
         assert_eq!(fs::read(&tmp).unwrap(), b"x\n");
         assert_eq!(fs::metadata(&tmp).unwrap().modified().unwrap(), when);
-        assert!(copy_bytes(&a.join("new/none"), &b.join("tmp/y"), false).unwrap().is_none());
+        assert!(copy_bytes(&a.join("new/none"), &b.join("tmp/y"), false)
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -291,12 +305,25 @@ mod tests {
         let (_t, a, b) = boxes();
         let src = a.join("cur/3.M1P1.h:2,F");
         fs::write(&src, b"m").unwrap();
-        assert_eq!(find_base(&a, "3.M1P1.h").unwrap(), Some((Sub::Cur, "3.M1P1.h:2,F".into())));
-        assert_eq!(find_base(&a, "3.M1P1").unwrap(), None, "a prefix is not a base");
-        assert_eq!(move_file(&src, &b, Sub::Cur, "3.M1P1.h:2,FS", false).unwrap(), MoveOutcome::Moved);
+        assert_eq!(
+            find_base(&a, "3.M1P1.h").unwrap(),
+            Some((Sub::Cur, "3.M1P1.h:2,F".into()))
+        );
+        assert_eq!(
+            find_base(&a, "3.M1P1").unwrap(),
+            None,
+            "a prefix is not a base"
+        );
+        assert_eq!(
+            move_file(&src, &b, Sub::Cur, "3.M1P1.h:2,FS", false).unwrap(),
+            MoveOutcome::Moved
+        );
         assert!(!src.exists());
         assert!(b.join("cur/3.M1P1.h:2,FS").exists());
-        assert_eq!(move_file(&src, &b, Sub::Cur, "3.M1P1.h:2,FS", false).unwrap(), MoveOutcome::Vanished);
+        assert_eq!(
+            move_file(&src, &b, Sub::Cur, "3.M1P1.h:2,FS", false).unwrap(),
+            MoveOutcome::Vanished
+        );
         // never replaces
         fs::write(&src, b"other").unwrap();
         assert!(move_file(&src, &b, Sub::Cur, "3.M1P1.h:2,FS", false).is_err());

@@ -212,7 +212,11 @@ impl UserStore {
     ) -> (maildex_maildir::Flags, Keywords) {
         let mut kw = Keywords::EMPTY;
         for n in keyword_names(m.state.keywords, src_table) {
-            if let Some(i) = letters.table.iter().position(|x| x.eq_ignore_ascii_case(&n)) {
+            if let Some(i) = letters
+                .table
+                .iter()
+                .position(|x| x.eq_ignore_ascii_case(&n))
+            {
                 kw.insert(i as u8);
             }
         }
@@ -314,7 +318,9 @@ impl UserStore {
                 let target_name = if sub == Sub::New {
                     new_base.clone()
                 } else {
-                    MaildirName::parse(&new_base)?.with_flags(flags, kw).file_name()
+                    MaildirName::parse(&new_base)?
+                        .with_flags(flags, kw)
+                        .file_name()
                 };
                 let from = sub.path(&s.path).join(&name);
                 match move_file(&from, &d.path, sub, &target_name, self.opts.fsync)? {
@@ -339,7 +345,11 @@ impl UserStore {
             let state = MessageState {
                 file_name: name.clone(),
                 in_new: sub == Sub::New,
-                flags: if sub == Sub::New { 0 } else { convert::flag_bits(flags) },
+                flags: if sub == Sub::New {
+                    0
+                } else {
+                    convert::flag_bits(flags)
+                },
                 keywords: if sub == Sub::New { 0 } else { kw.0 },
                 modseq: 0,
                 save_date: convert::now_secs(),

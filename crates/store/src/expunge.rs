@@ -77,7 +77,9 @@ impl UserStore {
                         gone.push(*uid);
                     }
                 }
-                None => tracing::debug!(mailbox = %t.name, uid, "file gone before expunge; left for the sync"),
+                None => {
+                    tracing::debug!(mailbox = %t.name, uid, "file gone before expunge; left for the sync")
+                }
             }
         }
         if gone.is_empty() {

@@ -293,7 +293,10 @@ mod tests {
     fn special_use_from_usual_names() {
         assert_eq!(SpecialUse::of_name("sent items"), Some(SpecialUse::Sent));
         assert_eq!(SpecialUse::of_name("INBOX.Trash"), Some(SpecialUse::Trash));
-        assert_eq!(SpecialUse::of_name("Deleted Messages"), Some(SpecialUse::Trash));
+        assert_eq!(
+            SpecialUse::of_name("Deleted Messages"),
+            Some(SpecialUse::Trash)
+        );
         assert_eq!(SpecialUse::of_name("SPAM"), Some(SpecialUse::Junk));
         assert_eq!(SpecialUse::of_name("Archive.2024"), None);
         assert_eq!(SpecialUse::of_name("Sentinel"), None);

@@ -105,7 +105,12 @@ impl UserStore {
     /// fails with [`OpError::KeywordLimit`] and nothing is written (RFC 3501 §2.3.2 lets a
     /// server refuse new keywords). Without `add`, unknown names are skipped (removing a
     /// keyword no message has).
-    pub(crate) fn letters(&self, t: &Target, names: &[String], add: bool) -> Result<Letters, OpError> {
+    pub(crate) fn letters(
+        &self,
+        t: &Target,
+        names: &[String],
+        add: bool,
+    ) -> Result<Letters, OpError> {
         let mut map = KeywordMap::read(&t.path)?;
         let missing = names.iter().any(|n| map.letter_of(n).is_none());
         if add && missing {

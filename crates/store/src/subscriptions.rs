@@ -153,7 +153,10 @@ impl Dotlock {
                     if started.elapsed() > timeout {
                         return Err(StoreError::io(
                             &path,
-                            io::Error::new(io::ErrorKind::TimedOut, "timed out waiting for the lock"),
+                            io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                "timed out waiting for the lock",
+                            ),
                         ));
                     }
                     std::thread::sleep(Duration::from_millis(50));
@@ -165,9 +168,10 @@ impl Dotlock {
 
     /// Writes `content` into the lock file and renames it over `dest`.
     fn replace(mut self, dest: &Path, content: &[u8], fsync: bool) -> Result<(), StoreError> {
-        let mut file = self.file.take().ok_or_else(|| {
-            StoreError::io(&self.path, io::Error::other("lock already used"))
-        })?;
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| StoreError::io(&self.path, io::Error::other("lock already used")))?;
         file.write_all(content)
             .map_err(|e| StoreError::io(&self.path, e))?;
         if fsync {
