@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 mod address;
 mod content;
 mod crlf;
+mod decode;
 mod envelope;
 mod header;
 mod render;
@@ -34,6 +35,7 @@ mod section;
 mod structure;
 
 pub use crlf::{crlf_len, to_crlf, CrlfWriter};
+pub use decode::{decode_all, Base64Decoder, Decoder, Encoding, QpDecoder};
 pub use render::{write_body_structure, write_envelope};
 pub use section::{find_part, header_fields, header_fields_of_part};
 

@@ -100,4 +100,7 @@ pub enum ResponseCode {
     TooBig,
     /// `USEATTR` (RFC 6154 §6)
     UseAttr,
+    /// `UNKNOWN-CTE` (RFC 3516 §4.3): BINARY of a part whose
+    /// Content-Transfer-Encoding the server cannot decode
+    UnknownCte,
 }

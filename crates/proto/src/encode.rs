@@ -167,6 +167,7 @@ pub fn response_code(out: &mut Vec<u8>, code: &ResponseCode) {
         C::NonExistent => word(out, "NONEXISTENT"),
         C::TooBig => word(out, "TOOBIG"),
         C::UseAttr => word(out, "USEATTR"),
+        C::UnknownCte => word(out, "UNKNOWN-CTE"),
     }
 }
 

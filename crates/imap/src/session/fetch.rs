@@ -14,6 +14,7 @@ use maildex_proto::{
 };
 use maildex_store::{FlagOp, UserStore};
 
+use super::binary::locate_binary;
 use super::body::{message_path, partial_window};
 use super::messages::resolve;
 use super::selected::write_flags;
@@ -72,6 +73,10 @@ fn needs(items: &[FetchItem]) -> Needs {
                     _ => {}
                 }
             }
+            FetchItem::Binary { part, .. } | FetchItem::BinarySize { part } => {
+                n.cached = true;
+                n.headers |= !part.is_empty();
+            }
             _ => n.cached = true,
         }
     }
@@ -82,14 +87,20 @@ fn needs(items: &[FetchItem]) -> Needs {
 fn sets_seen(item: &FetchItem) -> bool {
     matches!(
         item,
-        FetchItem::Rfc822 | FetchItem::Rfc822Text | FetchItem::BodySection { peek: false, .. }
+        FetchItem::Rfc822
+            | FetchItem::Rfc822Text
+            | FetchItem::BodySection { peek: false, .. }
+            | FetchItem::Binary { peek: false, .. }
     )
 }
 
 /// Whether an item reads the message file.
 fn reads_file(item: &FetchItem) -> bool {
     match item {
-        FetchItem::Rfc822 | FetchItem::Rfc822Text => true,
+        FetchItem::Rfc822
+        | FetchItem::Rfc822Text
+        | FetchItem::Binary { .. }
+        | FetchItem::BinarySize { .. } => true,
         FetchItem::BodySection { section, .. } => {
             matches!(section.text, None | Some(SectionText::Text))
         }
@@ -134,6 +145,16 @@ fn section_label(out: &mut Vec<u8>, section: &Section, partial: Option<Partial>)
     out.push(b']');
     if let Some(p) = partial {
         out.extend_from_slice(format!("<{}>", p.origin).as_bytes());
+    }
+}
+
+/// `1.2.3`.
+fn write_part_path(out: &mut Vec<u8>, part: &[u32]) {
+    for (i, n) in part.iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        out.extend_from_slice(n.to_string().as_bytes());
     }
 }
 
@@ -188,14 +209,6 @@ impl Session {
         let store = Arc::clone(&authed.store);
         let targets = resolve(sel, &set, uid_cmd)?;
         let mut items = args.items;
-        if items
-            .iter()
-            .any(|i| matches!(i, FetchItem::Binary { .. } | FetchItem::BinarySize { .. }))
-        {
-            return Err(CmdError::Bad(
-                "BINARY is not supported by this server".into(),
-            ));
-        }
         // RFC 3501 §6.4.8: UID FETCH always returns UID
         if uid_cmd && !items.contains(&FetchItem::Uid) {
             items.insert(0, FetchItem::Uid);
@@ -401,10 +414,39 @@ impl Session {
                     )
                     .await?;
                 }
-                FetchItem::Binary { .. } | FetchItem::BinarySize { .. } => {
-                    return Err(CmdError::Bad(
-                        "BINARY is not supported by this server".into(),
-                    ));
+                FetchItem::Binary { part, partial, .. } => {
+                    let loc = locate_binary(
+                        cached_of(&msg, name, uid)?,
+                        msg.headers.as_deref().unwrap_or(&[]),
+                        part,
+                    )?;
+                    self.out.extend_from_slice(b"BINARY[");
+                    write_part_path(&mut self.out, part);
+                    self.out.push(b']');
+                    if let Some(p) = partial {
+                        self.out
+                            .extend_from_slice(format!("<{}>", p.origin).as_bytes());
+                    }
+                    self.out.push(b' ');
+                    let Some((f, path)) = file.as_mut() else {
+                        return Err(CmdError::server("message file not opened"));
+                    };
+                    let path = path.clone();
+                    self.write_binary(f, &path, &loc, *partial).await?;
+                }
+                FetchItem::BinarySize { part } => {
+                    let loc = locate_binary(
+                        cached_of(&msg, name, uid)?,
+                        msg.headers.as_deref().unwrap_or(&[]),
+                        part,
+                    )?;
+                    let Some((f, _)) = file.as_mut() else {
+                        return Err(CmdError::server("message file not opened"));
+                    };
+                    let (size, _) = Session::binary_size(f, &loc).await?;
+                    self.out.extend_from_slice(b"BINARY.SIZE[");
+                    write_part_path(&mut self.out, part);
+                    self.out.extend_from_slice(format!("] {size}").as_bytes());
                 }
             }
         }

@@ -6,6 +6,7 @@
 
 mod append;
 mod auth;
+mod binary;
 mod body;
 mod fetch;
 mod idle;
@@ -449,6 +450,7 @@ impl Session {
                     "SEARCHRES",
                     "WITHIN",
                     "MULTIAPPEND",
+                    "BINARY",
                 ] {
                     caps.push(c.into());
                 }
