@@ -10,7 +10,8 @@ pub struct Limits {
     /// Longest command line in octets, without the line end and not counting
     /// literal data. Default 64 KiB, Dovecot's `imap_max_line_length`. A
     /// longer line is refused with `BAD [TOOBIG]` and skipped to its end
-    /// (RFC 9051 §7.1 allows TOOBIG for any command).
+    /// (RFC 9051 §7.1 TOOBIG; Dovecot's lib-imap parser refuses it the
+    /// same way, "IMAP command line too large").
     pub max_line: usize,
     /// Largest literal collected into a command (LOGIN passwords, SEARCH
     /// strings, mailbox names); default 64 KiB. APPEND message literals are

@@ -135,6 +135,7 @@ fn status_lines_and_codes() {
         ResponseCode::NonExistent,
         ResponseCode::TooBig,
         ResponseCode::UseAttr,
+        ResponseCode::UnknownCte,
     ];
     let want = [
         "ALERT",
@@ -176,6 +177,7 @@ fn status_lines_and_codes() {
         "NONEXISTENT",
         "TOOBIG",
         "USEATTR",
+        "UNKNOWN-CTE",
     ];
     for (code, want) in codes.iter().zip(want) {
         assert_eq!(with(|o| response_code(o, code)), want);
