@@ -30,8 +30,11 @@ use crate::context::Shared;
 use crate::stream::Stream;
 use selected::Selected;
 
-/// Read buffer size (and the largest read fed to the receiver at once).
-const READ_CHUNK: usize = 16 * 1024;
+/// Read buffer size (and the largest read fed to the receiver at once). Small: an idle
+/// connection keeps it (the IDLE target is a few KiB per connection).
+const READ_CHUNK: usize = 8 * 1024;
+/// Output buffer capacity kept between commands (a big FETCH grows it; it shrinks back).
+const OUT_KEEP: usize = 4 * 1024;
 /// Output is written to the socket once this much is buffered.
 const FLUSH_AT: usize = 64 * 1024;
 
@@ -200,7 +203,7 @@ impl Session {
             stream,
             peer,
             shared,
-            out: Vec::with_capacity(4096),
+            out: Vec::with_capacity(OUT_KEEP),
             state: State::NotAuthenticated,
             read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
         }
@@ -488,6 +491,9 @@ impl Session {
         if !self.out.is_empty() {
             self.stream.write_all(&self.out).await?;
             self.out.clear();
+        }
+        if self.out.capacity() > 4 * OUT_KEEP {
+            self.out.shrink_to(OUT_KEEP);
         }
         self.stream.flush().await?;
         Ok(())

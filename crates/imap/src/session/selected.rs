@@ -99,17 +99,26 @@ struct Snapshot {
     uid_next: u32,
     highest_modseq: u64,
     keywords: Vec<String>,
+    /// With `known`: the UIDs above the view's maximum, and every UID only when messages
+    /// disappeared (`complete`); without it: every UID.
     uids: Vec<u32>,
+    /// Whether `uids` lists every message (so expunges can be told).
+    complete: bool,
     changed: Vec<(u32, MessageState)>,
     first_unseen_uid: Option<u32>,
     claimed: Option<Range<u32>>,
 }
 
-/// Syncs `name` with its Maildir and reads what a session needs to catch up.
+/// Syncs `name` with its Maildir and reads what a session needs to catch up. `known` is
+/// the view's (message count, highest UID): then only UIDs above it are read, plus the
+/// whole UID list when the mailbox holds fewer messages than that explains (something was
+/// expunged). A thousand IDLE sessions woken by one delivery each read a few keys, not the
+/// whole mailbox.
 fn snapshot(
     store: &UserStore,
     name: &str,
     since_modseq: Option<u64>,
+    known: Option<(u32, u32)>,
     claim_recent: bool,
     want_unseen: bool,
 ) -> Result<Option<Snapshot>, CmdError> {
@@ -137,7 +146,21 @@ fn snapshot(
         let Some(m) = r.mailbox(id)? else {
             return Ok(None);
         };
-        let uids = r.uids(id)?;
+        let (uids, complete) = match known {
+            None => (r.uids(id)?, true),
+            Some((count, max_uid)) => {
+                let mut new = Vec::new();
+                r.for_each_state(id, max_uid.saturating_add(1)..=u32::MAX, |uid, _| {
+                    new.push(uid);
+                    Ok(std::ops::ControlFlow::Continue(()))
+                })?;
+                if count as usize + new.len() == m.counts.messages as usize {
+                    (new, false)
+                } else {
+                    (r.uids(id)?, true)
+                }
+            }
+        };
         let changed = match since_modseq {
             Some(s) if m.highest_modseq > s => r.changed_since(id, s)?,
             _ => Vec::new(),
@@ -159,6 +182,7 @@ fn snapshot(
             highest_modseq: m.highest_modseq,
             keywords: m.keywords,
             uids,
+            complete,
             changed,
             first_unseen_uid,
             claimed: None,
@@ -200,7 +224,7 @@ impl Session {
         let store = Arc::clone(&authed.store);
         self.state = State::Authenticated(authed);
         let n = name.clone();
-        let snap = blocking(move || snapshot(&store, &n, None, !read_only, true)).await??;
+        let snap = blocking(move || snapshot(&store, &n, None, None, !read_only, true)).await??;
         let Some(snap) = snap else {
             return Err(CmdError::no(
                 ResponseCode::NonExistent,
@@ -274,8 +298,10 @@ impl Session {
         let name = sel.name.clone();
         let since = sel.modseq_seen;
         let claim = !sel.read_only;
+        let known = Some((sel.view.len(), sel.view.max_uid().unwrap_or(0)));
         sel.changes.mark_unchanged();
-        let snap = blocking(move || snapshot(&store, &name, Some(since), claim, false)).await??;
+        let snap =
+            blocking(move || snapshot(&store, &name, Some(since), known, claim, false)).await??;
         let State::Selected(_, sel) = &mut self.state else {
             return Ok(());
         };
@@ -290,7 +316,7 @@ impl Session {
         }
         let out = &mut self.out;
         // EXPUNGE first (RFC 3501 §7.4.1: each shifts the numbers after it at once)
-        if expunges_allowed {
+        if expunges_allowed && snap.complete {
             let present: std::collections::HashSet<u32> = if sel.view.len() as usize > 0 {
                 snap.uids.iter().copied().collect()
             } else {
