@@ -361,7 +361,7 @@ impl Receiver {
         self.pos = i + 1;
         self.scan = self.pos;
         if end - start > self.limits.max_line {
-            let tag = self.current_tag_at(start);
+            let tag = self.overlong_tag(start);
             let tail = literal_tail(&self.buf[start..end]);
             self.bad(tag, Some(ResponseCode::TooBig), "Line too long");
             self.skip_literal_of(tail);
@@ -373,18 +373,26 @@ impl Receiver {
         true
     }
 
-    fn current_tag_at(&self, start: usize) -> Option<Tag> {
+    /// The tag of an overlong line, read only from its first `max_line + 1`
+    /// octets and only when a space ends it there, so that it does not
+    /// depend on how much of the line had arrived (found by fuzzing).
+    fn overlong_tag(&self, start: usize) -> Option<Tag> {
         match &self.mode {
             Mode::Append { tag, .. } => Some(tag.clone()),
             _ if !self.cmd.is_empty() => tag_of(&self.cmd),
-            _ => tag_of(&self.buf[start..]),
+            _ => {
+                let end = (start + self.limits.max_line + 1).min(self.buf.len());
+                let window = &self.buf[start..end];
+                let sp = memchr::memchr(b' ', window)?;
+                tag_of(&window[..=sp])
+            }
         }
     }
 
     /// A line grew past `max_line` without a line end: refuse it now and
     /// drop its octets as they come.
     fn line_too_long_partial(&mut self) {
-        let tag = self.current_tag();
+        let tag = self.overlong_tag(self.pos);
         let keep = self.avail().min(TAIL_KEEP);
         self.skip_tail.clear();
         self.skip_tail

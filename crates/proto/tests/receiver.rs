@@ -414,3 +414,36 @@ fn empty_literals() {
         ]
     );
 }
+
+/// Found by fuzzing: the tag in `BAD [TOOBIG] Line too long` depended on
+/// how much of an overlong first token had arrived.
+#[test]
+fn regression_overlong_tag_does_not_depend_on_chunking() {
+    let limits = Limits {
+        max_line: 200,
+        ..Limits::default()
+    };
+    let mut line = b"PEND".to_vec();
+    line.extend_from_slice(&[b'K'; 300]);
+    line.extend_from_slice(b" nosuch {5+}\r\nhello\r\nb NOOP\r\n");
+    let whole = drive(&mut Receiver::new(limits.clone()), &[&line]);
+    let chunks: Vec<&[u8]> = line.chunks(7).collect();
+    let split = drive(&mut Receiver::new(limits.clone()), &chunks);
+    assert_eq!(split, whole);
+    assert_eq!(
+        whole,
+        vec![
+            bad(None, Some(ResponseCode::TooBig), "Line too long"),
+            cmd("b", Command::Noop)
+        ]
+    );
+    // A short tag is still found.
+    let mut line = b"t1 NOOP ".to_vec();
+    line.extend_from_slice(&[b'x'; 300]);
+    line.extend_from_slice(b"\r\n");
+    let chunks: Vec<&[u8]> = line.chunks(5).collect();
+    assert_eq!(
+        drive(&mut Receiver::new(limits), &chunks),
+        vec![bad(Some("t1"), Some(ResponseCode::TooBig), "Line too long")]
+    );
+}
