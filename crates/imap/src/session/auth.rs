@@ -70,7 +70,6 @@ impl Session {
 
     pub(super) async fn authenticate(
         &mut self,
-        tag: &Tag,
         mechanism: &str,
         initial: Option<Vec<u8>>,
     ) -> Result<Done, CmdError> {
@@ -100,7 +99,6 @@ impl Session {
                 }
             }
         };
-        let _ = tag;
         let Ok(plain) = base64::engine::general_purpose::STANDARD.decode(&encoded) else {
             return Err(CmdError::Bad("Invalid base64 data.".into()));
         };

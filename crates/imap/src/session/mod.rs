@@ -387,7 +387,7 @@ impl Session {
             C::Authenticate {
                 mechanism,
                 initial_response,
-            } => self.authenticate(tag, &mechanism, initial_response).await,
+            } => self.authenticate(&mechanism, initial_response).await,
             C::Namespace => {
                 // RFC 2342 §5: one personal namespace, "" with "." as separator
                 self.out

@@ -7,7 +7,6 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use maildex_index::{flag, MessageState};
-use maildex_proto::encode::Status;
 use maildex_proto::{Mailbox, ResponseCode};
 use maildex_store::UserStore;
 use tokio::sync::watch;
@@ -372,7 +371,6 @@ impl Session {
         }
         sel.own.clear();
         sel.modseq_seen = sel.modseq_seen.max(snap.highest_modseq);
-        let _ = Status::Ok;
         Ok(())
     }
 }
