@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 # System packages the tests use: Dovecot's doveadm, to check that Dovecot reads the
 # Maildirs we write (UIDs, flags, keywords, folders) and that we read Dovecot's.
-apt_packages=(dovecot-core dovecot-imapd dovecot-lmtpd strace)
+apt_packages=(dovecot-core dovecot-imapd dovecot-lmtpd strace postfix)
 missing=()
 for p in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
