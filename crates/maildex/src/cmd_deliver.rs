@@ -52,24 +52,9 @@ pub struct DeliverArgs {
     pub recipient: Option<String>,
 }
 
-/// Header lines to prepend, as Dovecot's deliver writes them. CR, LF and NUL are dropped
-/// from the values so an envelope address cannot inject header lines.
+/// Header lines to prepend, as Dovecot's deliver writes them (shared with LMTP).
 fn trace_headers(a: &DeliverArgs) -> Vec<u8> {
-    let clean = |s: &str| {
-        s.chars()
-            .filter(|c| !matches!(c, '\r' | '\n' | '\0'))
-            .collect::<String>()
-    };
-    let mut out = String::new();
-    if let Some(from) = &a.from {
-        let from = clean(from);
-        let from = from.trim_start_matches('<').trim_end_matches('>');
-        out.push_str(&format!("Return-Path: <{from}>\n"));
-    }
-    if let Some(rcpt) = &a.recipient {
-        out.push_str(&format!("Delivered-To: {}\n", clean(rcpt)));
-    }
-    out.into_bytes()
+    maildex_store::trace_headers(a.from.as_deref(), a.recipient.as_deref())
 }
 
 pub fn run(a: &DeliverArgs) -> ExitCode {
