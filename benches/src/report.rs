@@ -131,7 +131,7 @@ pub fn markdown(r: &Value, command: &str, plots: &[(String, String)]) -> String 
         o,
         "\n### Listings (ms, median)\n\n\"first\" is the first listing after delivery on freshly \
          started server processes: Dovecot with its dovecot.index* and cache deleted (it keeps \
-         dovecot-uidlist), maildex with the index it writes at delivery (`index rebuild`). \
+         dovecot-uidlist), maildex with the index it writes at delivery (here: `maildex serve` indexes the copied Maildir at start-up, before it listens). \
          \"warm\" repeats on new connections. Client CPU is the benchmark client's own CPU \
          time for the warm listing (Dovecot run), to show the client is not the bottleneck.\n"
     );

@@ -158,16 +158,9 @@ pub struct MaildexServer {
 }
 
 impl MaildexServer {
-    /// Writes a config and users file under `dir`, indexes `index_users` (the state
-    /// delivery leaves: `maildex index rebuild`), starts `maildex serve` and waits for its
+    /// Writes a config and users file under `dir`, starts `maildex serve` and waits for its
     /// ports. Any failure means "not available" to the caller.
-    pub fn start(
-        bin: &Path,
-        dir: &Path,
-        mail: &Path,
-        users: &[String],
-        index_users: &[String],
-    ) -> Result<MaildexServer> {
+    pub fn start(bin: &Path, dir: &Path, mail: &Path, users: &[String]) -> Result<MaildexServer> {
         if !bin.is_file() {
             bail!(
                 "no maildex binary at {} (build it: cargo build --release -p maildex)",
@@ -207,23 +200,8 @@ impl MaildexServer {
             lmtp,
             child: None,
         };
-        // Probe `serve` first: indexing a large corpus only pays off if it listens.
-        s.spawn()?;
-        s.stop();
-        for u in index_users {
-            let out = Command::new(&s.bin)
-                .args(["index", "rebuild", "--config"])
-                .arg(&s.conf)
-                .args(["--user", &format!("{u}@{DOMAIN}")])
-                .output()
-                .context("running maildex index rebuild")?;
-            if !out.status.success() {
-                bail!(
-                    "maildex index rebuild --user {u}: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
-        }
+        // `serve` brings every user's index up to date before it listens: the state
+        // delivery leaves (each message indexed once, no listing state).
         s.spawn()?;
         Ok(s)
     }
@@ -241,7 +219,7 @@ impl MaildexServer {
             .spawn()
             .with_context(|| format!("starting {}", self.bin.display()))?;
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(120);
         for addr in [self.imap, self.lmtp] {
             loop {
                 if let Some(Ok(Some(st))) = self.child.as_mut().map(Child::try_wait) {
@@ -259,7 +237,7 @@ impl MaildexServer {
                 }
                 if Instant::now() > deadline {
                     self.stop();
-                    bail!("`maildex serve` did not listen on {addr} within 20 s");
+                    bail!("`maildex serve` did not listen on {addr} within 120 s");
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -293,15 +293,11 @@ pub fn run(p: &Params, o: &RunOpts) -> Result<Value> {
         &users,
         max_conn,
     )?)];
-    let mut indexed: Vec<String> = p.sizes.iter().map(|&n| list_user(n)).collect();
-    indexed.push(BIG_USER.into());
-    indexed.extend((0..IDLE_USERS).map(idle_user));
     let maildex = match MaildexServer::start(
         &o.maildex_bin,
         &work.join("mx"),
         &work.join("maildex/mail"),
         &users,
-        &indexed,
     ) {
         Ok(s) => {
             servers.push(Box::new(s));
