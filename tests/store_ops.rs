@@ -670,6 +670,42 @@ fn reader_uids_and_changed_since() {
     );
 }
 
+/// RFC 3501 §2.3.2: each new message is \Recent in exactly one session, however the claims
+/// and deliveries interleave.
+#[test]
+fn each_new_message_is_recent_for_exactly_one_claim() {
+    let s = Scratch::new();
+    let store = std::sync::Arc::new(s.open());
+    deliver(&store, "INBOX", "first");
+    let (id, _) = mailbox(&store, "INBOX");
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let store = std::sync::Arc::clone(&store);
+            std::thread::spawn(move || {
+                let mut claimed = Vec::new();
+                for i in 0..8 {
+                    deliver(&store, "INBOX", &format!("t{t}-{i}"));
+                    claimed.extend(store.index().write(move |w| w.claim_recent(id)).unwrap());
+                }
+                claimed
+            })
+        })
+        .collect();
+    let mut all: Vec<u32> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    all.extend(store.index().write(move |w| w.claim_recent(id)).unwrap());
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (1..=33).collect::<Vec<u32>>(),
+        "a UID claimed twice or never"
+    );
+    assert_eq!(mailbox(&store, "INBOX").1.counts.recent, 0);
+    clean(&store);
+}
+
 mod model {
     //! Random sequences of deliver / STORE / EXPUNGE / COPY / MOVE on a model and on the
     //! store: the index must equal the model after every step (UIDs, flags, keywords, which
