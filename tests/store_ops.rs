@@ -706,6 +706,81 @@ fn each_new_message_is_recent_for_exactly_one_claim() {
     clean(&store);
 }
 
+/// A tool keeps toggling `S` on every file (renames) while STOREs add `\Flagged`: no file
+/// is lost or duplicated, every message ends with `\Flagged`, and after a sync the index
+/// agrees with the files.
+#[test]
+fn store_races_a_tool_that_keeps_renaming_files() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let s = Scratch::new();
+    let store = s.open();
+    let uids: Vec<u32> = (0..40)
+        .map(|i| deliver(&store, "INBOX", &format!("r{i}")))
+        .collect();
+    store
+        .set_flags("INBOX", &uids, FlagOp::Add, Flags::SEEN, &[], None)
+        .unwrap();
+    let bases: Vec<String> = states(&store, "INBOX")
+        .iter()
+        .map(|(_, st)| st.file_name.split(':').next().unwrap().to_string())
+        .collect();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let cur = s.maildir.join("cur");
+    let toggler = {
+        let (stop, cur, bases) = (std::sync::Arc::clone(&stop), cur.clone(), bases.clone());
+        std::thread::spawn(move || {
+            let mut renames = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                for base in &bases {
+                    let Ok(Some((_, name))) =
+                        maildex_maildir::transfer::find_base(cur.parent().unwrap(), base)
+                    else {
+                        continue;
+                    };
+                    let mut parsed = maildex_maildir::MaildirName::parse(&name).unwrap();
+                    if parsed.flags.contains(Flags::SEEN) {
+                        parsed.flags.remove(Flags::SEEN);
+                    } else {
+                        parsed.flags.insert(Flags::SEEN);
+                    }
+                    let to = parsed.file_name();
+                    if fs::rename(cur.join(&name), cur.join(&to)).is_ok() {
+                        renames += 1;
+                    }
+                }
+            }
+            renames
+        })
+    };
+    for _ in 0..5 {
+        store
+            .set_flags("INBOX", &uids, FlagOp::Add, Flags::FLAGGED, &[], None)
+            .unwrap();
+        store
+            .set_flags("INBOX", &uids, FlagOp::Remove, Flags::FLAGGED, &[], None)
+            .unwrap();
+    }
+    let last = store
+        .set_flags("INBOX", &uids, FlagOp::Add, Flags::FLAGGED, &[], None)
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let renames = toggler.join().unwrap();
+    assert!(renames > 0, "the race was not exercised");
+    assert!(last.vanished.is_empty(), "{:?}", last.vanished);
+    let names = files(&s.maildir, "cur");
+    assert_eq!(names.len(), 40, "a file was lost or duplicated: {names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.split(":2,").nth(1).unwrap().contains('F')),
+        "{names:?}"
+    );
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    fs::File::open(&cur).unwrap().set_modified(past).unwrap();
+    store.sync_mailbox("INBOX").unwrap();
+    clean(&store);
+}
+
 mod model {
     //! Random sequences of deliver / STORE / EXPUNGE / COPY / MOVE on a model and on the
     //! store: the index must equal the model after every step (UIDs, flags, keywords, which
