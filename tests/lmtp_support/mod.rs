@@ -29,8 +29,14 @@ pub struct Lmtp {
 /// Config text for a scratch root: Maildirs `root/mail/%u`, indexes `root/index/%u`.
 pub fn config_text(root: &Path, lmtp_extra: &str, storage_extra: &str) -> String {
     let r = root.display();
+    // lmtp_extra may bring its own listeners
+    let listen = if lmtp_extra.contains("listen =") {
+        ""
+    } else {
+        "listen = [\"127.0.0.1:0\"]\n"
+    };
     format!(
-        "[imap]\nlisten = []\n[lmtp]\nlisten = [\"127.0.0.1:0\"]\n{lmtp_extra}\n\
+        "[imap]\nlisten = []\n[lmtp]\n{listen}{lmtp_extra}\n\
          [storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
          fsync = false\nindex_map_size = \"4MiB\"\n{storage_extra}\n\
          [auth]\nusers_file = \"{r}/users\"\n"
