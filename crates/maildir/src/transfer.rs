@@ -45,14 +45,6 @@ pub fn find_base(mailbox: &Path, base: &str) -> Result<Option<(Sub, String)>, Ma
     Ok(None)
 }
 
-fn exists(path: &Path) -> Result<bool, MaildirError> {
-    match fs::symlink_metadata(path) {
-        Ok(_) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(MaildirError::io("stat", path, e)),
-    }
-}
-
 fn cross_device(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
@@ -122,7 +114,9 @@ pub fn copy_file(
                 break;
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && !exists(src)? => return Ok(None),
+            // ENOENT with tmp/ present is about the source, even if another tool's rename
+            // brought a file of that name back since (the caller looks it up again)
+            Err(e) if e.kind() == io::ErrorKind::NotFound && tmp_dir.is_dir() => return Ok(None),
             Err(e) if cross_device(&e) => match copy_bytes(src, &candidate, durable) {
                 Ok(Some(())) => {
                     tmp = Some(candidate);
@@ -211,7 +205,11 @@ pub fn move_file(
     let dest = sub.path(dst).join(file_name);
     match rename_noreplace(src, &dest) {
         Ok(()) => Ok(MoveOutcome::Moved),
-        Err(e) if e.kind() == io::ErrorKind::NotFound && !exists(src)? => Ok(MoveOutcome::Vanished),
+        // ENOENT with the destination folder present is about the source (even if a file
+        // of that name is back by now: another tool renamed it away and back)
+        Err(e) if e.kind() == io::ErrorKind::NotFound && sub.path(dst).is_dir() => {
+            Ok(MoveOutcome::Vanished)
+        }
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
             let tmp = dst.join("tmp").join(unique_id());
             if copy_bytes(src, &tmp, durable)?.is_none() {

@@ -232,7 +232,15 @@ impl UserStore {
                     keywords: nk,
                 })));
             }
-            match rename_flags(&t.path, sub, &file_name, nf, nk)? {
+            let renamed = match rename_flags(&t.path, sub, &file_name, nf, nk) {
+                // ENOENT although the source "exists": another tool renamed it away and back
+                // between our rename and rename_flags' check; look it up again
+                Err(e) if e.is_not_found() && Sub::Cur.path(&t.path).is_dir() => {
+                    RenameOutcome::Vanished
+                }
+                other => other?,
+            };
+            match renamed {
                 RenameOutcome::Renamed(new_name) => {
                     return Ok(Some(Some(Renamed {
                         uid,
