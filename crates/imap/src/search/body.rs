@@ -61,11 +61,11 @@ impl MessageText {
                     return;
                 }
                 let raw = slice(msg, part.body_start, part.end);
-                let decoded = match c.encoding.as_deref() {
-                    Some(e) if e.eq_ignore_ascii_case(b"base64") => text::base64(raw),
-                    Some(e) if e.eq_ignore_ascii_case(b"quoted-printable") => {
-                        text::quoted_printable(raw, false)
-                    }
+                let decoded = match maildex_mime::Encoding::from_header(c.encoding.as_deref()) {
+                    Some(
+                        enc @ (maildex_mime::Encoding::Base64
+                        | maildex_mime::Encoding::QuotedPrintable),
+                    ) => maildex_mime::decode_all(enc, raw),
                     _ => raw.to_vec(),
                 };
                 let charset = c

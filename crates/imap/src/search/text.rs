@@ -129,48 +129,13 @@ fn encoded_word(v: &[u8], start: usize) -> Option<(String, usize)> {
         return None;
     }
     let bytes = match enc.to_ascii_uppercase() {
-        b'B' => base64(payload),
+        b'B' => maildex_mime::decode_all(maildex_mime::Encoding::Base64, payload),
         b'Q' => quoted_printable(payload, true),
         _ => return None,
     };
     let charset = charset.split(|&b| b == b'*').next().unwrap_or(charset);
     let end = start + 2 + q1 + 3 + close + 2;
     Some((to_utf8(&bytes, charset), end))
-}
-
-fn b64_value(b: u8) -> Option<u8> {
-    match b {
-        b'A'..=b'Z' => Some(b - b'A'),
-        b'a'..=b'z' => Some(b - b'a' + 26),
-        b'0'..=b'9' => Some(b - b'0' + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
-    }
-}
-
-/// Base64 (RFC 2045 §6.8), lenient as mail readers are: characters outside
-/// the alphabet (line breaks, junk) are skipped, decoding stops at `=`.
-pub(crate) fn base64(input: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(input.len() / 4 * 3);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for &b in input {
-        if b == b'=' {
-            break;
-        }
-        let Some(v) = b64_value(b) else {
-            continue;
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    out
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -182,9 +147,11 @@ fn hex(b: u8) -> Option<u8> {
     }
 }
 
-/// Quoted-printable (RFC 2045 §6.7), or the Q encoding of RFC 2047 §4.2
-/// when `q_word` (`_` is a space). Soft line breaks (`=` at the end of a
-/// line, trailing white space allowed) are removed; a malformed `=` stays.
+/// The Q encoding of RFC 2047 §4.2 when `q_word` (`_` is a space), or plain
+/// quoted-printable decoding of a short string (message bodies go through
+/// `maildex_mime::decode_all`, which streams). Soft line breaks (`=` at the
+/// end of a line, trailing white space allowed) are removed; a malformed `=`
+/// stays.
 pub(crate) fn quoted_printable(input: &[u8], q_word: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(input.len());
     let mut i = 0;
@@ -306,7 +273,6 @@ mod tests {
     #[test]
     fn qp_soft_breaks_and_base64_junk() {
         assert_eq!(quoted_printable(b"a=3Db=\r\nc= \nd=zz", false), b"a=bcd=zz");
-        assert_eq!(base64(b"aGVs\r\nbG8=\r\n"), b"hello");
     }
 
     #[test]
