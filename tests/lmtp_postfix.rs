@@ -187,7 +187,7 @@ fn smtp_send(port: u16, from: &str, rcpts: &[&str], msg: &str) {
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
-    let mut expect = |code: &str, r: &mut BufReader<TcpStream>| loop {
+    let expect = |code: &str, r: &mut BufReader<TcpStream>| loop {
         let mut line = String::new();
         r.read_line(&mut line).unwrap();
         assert!(line.starts_with(code), "expected {code}, got {line:?}");

@@ -75,10 +75,14 @@ fn deliver(a: &DeliverArgs) -> (u8, String) {
         Ok(u) => u,
         Err(e) => return (sysexits::TEMPFAIL, e.to_string()),
     };
-    if users.lookup(&a.user).is_none() {
+    // The users-file entry name is the identity that maps to paths (as for LMTP and IMAP):
+    // `alice@example.org` matching a bare `alice` entry delivers into alice's Maildir.
+    let Some(entry) = users.lookup(&a.user) else {
+        // postfix bounces on 67 even though stdin was not read (checked with a real
+        // postfix pipe transport: tests/lmtp_postfix.rs), so nothing needs draining
         return (sysexits::NOUSER, format!("5.1.1 unknown user {}", a.user));
-    }
-    let store = match open_store(&config, &a.user) {
+    };
+    let store = match open_store(&config, &entry.name) {
         Ok(s) => s,
         Err(e) => return (sysexits::TEMPFAIL, format!("{e:#}")),
     };
