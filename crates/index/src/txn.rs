@@ -136,6 +136,18 @@ impl<'t> Reader<'t> {
             })
     }
 
+    /// Calls `f` with the raw header blocks of each message of `mailbox` in `uids`, in UID
+    /// order (see [`Reader::headers`]); each segment is decompressed once, so a listing of
+    /// many messages costs one decompression per 16 of them.
+    pub fn for_each_headers(
+        &self,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        self.dbs.headers().for_each(self.txn, mailbox, uids, f)
+    }
+
     /// The state of every message of `mailbox`, in UID order (what sync and check compare).
     pub fn states(&self, mailbox: u32) -> Result<Vec<(u32, MessageState)>, IndexError> {
         let mut out = Vec::new();

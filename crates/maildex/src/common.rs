@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use maildex_config::Config;
-use maildex_store::{StoreOptions, UserStore};
+use maildex_store::UserStore;
 
 use crate::UsersArg;
 
@@ -26,13 +26,8 @@ pub fn load_config(path: &Path) -> Result<Config> {
     Ok(config)
 }
 
-pub fn store_options(config: &Config) -> StoreOptions {
-    let mut opts = StoreOptions::default();
-    opts.index.map_size = config.storage.index_map_size as usize;
-    opts.fsync = config.storage.fsync;
-    opts.index.durable = config.storage.fsync;
-    opts
-}
+/// Store options from the config: the same ones the daemon uses.
+pub use maildex_accounts::store_options;
 
 /// The login names a command applies to.
 pub fn users(config: &Config, which: &UsersArg) -> Result<Vec<String>> {

@@ -16,20 +16,13 @@ use maildex_store::{FlagOp, UserStore};
 
 use super::binary::locate_binary;
 use super::body::{message_path, partial_window};
-use super::messages::resolve;
+use super::messages::{load_batch, resolve, Loaded};
 use super::selected::write_flags;
 use super::{blocking, CmdError, Done, Session, State};
 use crate::section::{header_block, locate, Located, Want};
 
 /// Messages read from the index per read transaction.
 const BATCH: usize = 128;
-
-/// One message as the index has it, read for one FETCH.
-struct Loaded {
-    state: MessageState,
-    cached: Option<Cached>,
-    headers: Option<Vec<u8>>,
-}
 
 /// What the items need from the index.
 #[derive(Default, Clone, Copy)]
@@ -177,23 +170,9 @@ fn load(
     uids: &[u32],
     n: Needs,
 ) -> Result<Vec<Option<Loaded>>, CmdError> {
-    Ok(store.index().read(|r| {
-        let mut out = Vec::with_capacity(uids.len());
-        for &uid in uids {
-            let Some(state) = r.state(id, uid)? else {
-                out.push(None);
-                continue;
-            };
-            let cached = if n.cached { r.cached(id, uid)? } else { None };
-            let headers = if n.headers { r.headers(id, uid)? } else { None };
-            out.push(Some(Loaded {
-                state,
-                cached,
-                headers,
-            }));
-        }
-        Ok(out)
-    })?)
+    Ok(store
+        .index()
+        .read(|r| load_batch(r, id, uids, n.cached, n.headers))?)
 }
 
 impl Session {

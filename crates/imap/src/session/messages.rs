@@ -48,3 +48,73 @@ pub(crate) fn resolve(
     }
     Ok(out)
 }
+
+/// One message as the index has it, read for one command.
+pub(crate) struct Loaded {
+    /// Flags, sizes, dates, file name.
+    pub state: maildex_index::MessageState,
+    /// Listing data, when asked for.
+    pub cached: Option<maildex_index::Cached>,
+    /// Raw header blocks, when asked for.
+    pub headers: Option<Vec<u8>>,
+}
+
+/// Reads messages `uids` (ascending) of mailbox `id` in one read transaction: states, and
+/// the cached listing data and header blocks when asked. Dense batches walk each database
+/// once over the UID range, so every compressed segment is decoded once, not once per
+/// message; sparse ones look each UID up. `None` for a UID that is gone.
+pub(crate) fn load_batch(
+    r: &maildex_index::Reader<'_>,
+    id: u32,
+    uids: &[u32],
+    cached: bool,
+    headers: bool,
+) -> Result<Vec<Option<Loaded>>, maildex_index::IndexError> {
+    use std::ops::ControlFlow;
+    let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<Option<Loaded>> = (0..uids.len()).map(|_| None).collect();
+    let dense = u64::from(last - first) <= 4 * uids.len() as u64 + 64;
+    if !dense {
+        for (slot, &uid) in out.iter_mut().zip(uids) {
+            let Some(state) = r.state(id, uid)? else {
+                continue;
+            };
+            *slot = Some(Loaded {
+                state,
+                cached: if cached { r.cached(id, uid)? } else { None },
+                headers: if headers { r.headers(id, uid)? } else { None },
+            });
+        }
+        return Ok(out);
+    }
+    let slot = |uid: u32| uids.binary_search(&uid).ok();
+    r.for_each_state(id, first..=last, |uid, state| {
+        if let Some(i) = slot(uid) {
+            out[i] = Some(Loaded {
+                state,
+                cached: None,
+                headers: None,
+            });
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    if cached {
+        r.for_each_cached(id, first..=last, |uid, c| {
+            if let Some(Some(m)) = slot(uid).map(|i| out[i].as_mut()) {
+                m.cached = Some(c);
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    }
+    if headers {
+        r.for_each_headers(id, first..=last, |uid, h| {
+            if let Some(Some(m)) = slot(uid).map(|i| out[i].as_mut()) {
+                m.headers = Some(h.to_vec());
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    }
+    Ok(out)
+}

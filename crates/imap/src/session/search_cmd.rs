@@ -8,6 +8,7 @@ use maildex_proto::{ResponseCode, SearchArgs, Tag};
 use maildex_store::UserStore;
 
 use super::body::message_path;
+use super::messages::load_batch;
 use super::{blocking, CmdError, Done, Session, State};
 use crate::search::{self, Candidate, Context};
 
@@ -67,31 +68,21 @@ impl Session {
                     tz_offset_secs: 0,
                 };
                 Ok(s.index().read(|r| {
+                    let uids: Vec<u32> = batch.iter().map(|&(_, u)| u).collect();
+                    let loaded = load_batch(r, id, &uids, need.cached, need.headers)?;
                     let mut out = Vec::new();
-                    for &(seq, uid) in &batch {
-                        let Some(state) = r.state(id, uid)? else {
-                            continue;
-                        };
-                        let cached = if need.cached {
-                            r.cached(id, uid)?
-                        } else {
-                            None
-                        };
-                        let headers = if need.headers {
-                            r.headers(id, uid)?
-                        } else {
-                            None
-                        };
+                    for (&(seq, uid), msg) in batch.iter().zip(loaded) {
+                        let Some(msg) = msg else { continue };
                         let c = Candidate {
                             seq,
                             uid,
-                            state: &state,
-                            cached: cached.as_ref(),
-                            headers: headers.as_deref(),
+                            state: &msg.state,
+                            cached: msg.cached.as_ref(),
+                            headers: msg.headers.as_deref(),
                             recent: rc.iter().any(|x| x.contains(&uid)),
                         };
                         // BODY/TEXT: the file, read only when such a key is reached
-                        let mut body = || std::fs::read(message_path(&d, &state)).ok();
+                        let mut body = || std::fs::read(message_path(&d, &msg.state)).ok();
                         if search::matches(&k, &c, &ctx, &mut body) {
                             out.push((seq, uid));
                         }
