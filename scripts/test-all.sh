@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 # System packages the tests use: Dovecot's doveadm, to check that Dovecot reads the
 # Maildirs we write (UIDs, flags, keywords, folders) and that we read Dovecot's.
-apt_packages=(dovecot-core dovecot-imapd dovecot-lmtpd strace postfix)
+apt_packages=(dovecot-core dovecot-imapd dovecot-lmtpd strace postfix isync mutt tmux)
 missing=()
 for p in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -21,6 +21,13 @@ if ((${#missing[@]})); then
     # Debian's package starts no service here; make sure no system Dovecot runs either way
     # (the tests start their own, on their own config)
     if command -v doveadm >/dev/null; then doveadm stop >/dev/null 2>&1 || true; fi
+fi
+# Python's imapclient, for the IMAP client test (tests/clients/imap_client.py); Debian's
+# own Python refuses plain pip installs (PEP 668), hence the second form
+if ! python3 -c 'import imapclient' 2>/dev/null; then
+    echo "installing: imapclient (pip)"
+    python3 -m pip install -q imapclient 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages imapclient
 fi
 
 echo "== cargo fmt --check"

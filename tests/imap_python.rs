@@ -1,0 +1,66 @@
+//! Python's imaplib (standard library) and imapclient against the real server, driven by
+//! tests/clients/imap_client.py: login, list, select, envelopes and bodystructure,
+//! search, store, append, copy, and IDLE woken by another connection.
+
+mod imap_support;
+
+use imap_support::{have_tool, simple, Server};
+
+fn has_imapclient() -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", "import imapclient"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn python_imaplib_and_imapclient() {
+    if !have_tool("python3") {
+        return;
+    }
+    let imapclient = has_imapclient();
+    if !imapclient {
+        if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") {
+            panic!("python3 imapclient is missing and CI is set: scripts/test-all.sh installs it");
+        }
+        eprintln!("SKIPPED (imapclient part): pip install imapclient");
+    }
+    let s = Server::start();
+    for subject in ["first", "second", "third"] {
+        s.deliver("alice", &simple(subject, &format!("body of {subject}")));
+    }
+    s.login("alice").ok("CREATE Archive");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/imap_client.py");
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(script)
+        .arg("127.0.0.1")
+        .arg(s.imap.port().to_string())
+        .arg("alice")
+        .arg("pw");
+    if !imapclient {
+        cmd.arg("--no-imapclient");
+    }
+    let out = cmd.output().unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "script failed:\n{so}\n{se}");
+    assert!(so.trim_end().ends_with("ok"), "{so}");
+    // what the clients did is on the server
+    let mut c = s.login("alice");
+    let r = c.ok("STATUS INBOX (MESSAGES)");
+    let want = if imapclient { 5 } else { 4 };
+    assert!(
+        r.all().contains(&format!("(MESSAGES {want})")),
+        "{}",
+        r.all()
+    );
+    let r = c.ok("STATUS Archive (MESSAGES)");
+    assert!(r.all().contains("(MESSAGES 1)"), "{}", r.all());
+    c.ok("EXAMINE INBOX");
+    let r = c.ok("FETCH 1 FLAGS");
+    assert!(r.all().contains("\\Flagged"), "{}", r.all());
+    s.assert_clean("alice");
+}

@@ -1,0 +1,260 @@
+//! Real mail clients against the real server: mbsync (isync) syncing an account both
+//! ways, and mutt driven under tmux reading a folder, opening a message and saving a
+//! copy. Each skips with a message when its tool is missing, unless `CI` is set.
+
+mod imap_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use imap_support::{have_tool, simple, Server};
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for sub in ["new", "cur"] {
+        if let Ok(rd) = std::fs::read_dir(dir.join(sub)) {
+            out.extend(rd.flatten().map(|e| e.path()));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn subject_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("Subject: "))
+        .unwrap_or("")
+        .to_string()
+}
+
+fn mbsync(conf: &Path) {
+    let out = Command::new("mbsync")
+        .arg("-c")
+        .arg(conf)
+        .arg("-a")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mbsync failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn mbsync_syncs_both_ways() {
+    if !have_tool("mbsync") {
+        return;
+    }
+    let s = Server::start();
+    for i in 1..=3 {
+        s.deliver(
+            "alice",
+            &simple(&format!("inbox {i}"), &format!("body {i}")),
+        );
+    }
+    let mut c = s.login("alice");
+    c.ok("CREATE Archive");
+    c.ok("APPEND Archive (\\Seen) {24}\r\nSubject: archived\r\n\r\nold\r\n");
+    c.ok("SELECT INBOX");
+    c.ok("STORE 2 +FLAGS (\\Seen)");
+    let local = s.dir.path().join("local");
+    std::fs::create_dir_all(&local).unwrap();
+    let conf = s.dir.path().join("mbsyncrc");
+    std::fs::write(
+        &conf,
+        format!(
+            "IMAPAccount test\nHost 127.0.0.1\nPort {port}\nUser alice\nPass pw\n\
+             SSLType None\nAuthMechs LOGIN PLAIN\nTimeout 30\n\n\
+             IMAPStore remote\nAccount test\n\n\
+             MaildirStore local\nPath {l}/\nInbox {l}/INBOX\nSubFolders Verbatim\n\n\
+             Channel sync\nFar :remote:\nNear :local:\nPatterns *\nCreate Both\n\
+             SyncState *\nSync All\nExpunge Both\n",
+            port = s.imap.port(),
+            l = local.display()
+        ),
+    )
+    .unwrap();
+    mbsync(&conf);
+    let inbox = files_in(&local.join("INBOX"));
+    let mut subjects: Vec<String> = inbox.iter().map(|p| subject_of(p)).collect();
+    subjects.sort();
+    assert_eq!(subjects, ["inbox 1", "inbox 2", "inbox 3"], "{inbox:?}");
+    let archive = files_in(&local.join("Archive"));
+    assert_eq!(archive.len(), 1, "{archive:?}");
+    assert_eq!(subject_of(&archive[0]), "archived");
+    // the bodies arrived whole
+    let one = inbox.iter().find(|p| subject_of(p) == "inbox 1").unwrap();
+    assert!(std::fs::read_to_string(one).unwrap().contains("body 1"));
+    // flags came down: message 2 is seen (S in the name)
+    let two = inbox.iter().find(|p| subject_of(p) == "inbox 2").unwrap();
+    let name = two.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(
+        name.rsplit_once(":2,")
+            .is_some_and(|(_, f)| f.contains('S')),
+        "{name}"
+    );
+
+    // local changes: flag message 1, add a new message, then sync up
+    let name = one.file_name().unwrap().to_str().unwrap().to_string();
+    let uid: u32 = name
+        .split(",U=")
+        .nth(1)
+        .and_then(|r| r.split([':', ',']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no UID in {name}"));
+    let (base, flags) = name.rsplit_once(":2,").unwrap_or((&name, ""));
+    let mut f: Vec<char> = flags.chars().chain(['F']).collect();
+    f.sort();
+    f.dedup();
+    let flagged = format!("{base}:2,{}", f.into_iter().collect::<String>());
+    std::fs::rename(one, local.join("INBOX/cur").join(flagged)).unwrap();
+    std::fs::write(
+        local.join("INBOX/new/1700000000.local.host"),
+        "From: me@example.org\nSubject: written locally\n\nnew here\n",
+    )
+    .unwrap();
+    mbsync(&conf);
+    let mut c = s.login("alice");
+    c.ok("EXAMINE INBOX");
+    let r = c.ok(&format!("UID FETCH {uid} FLAGS"));
+    assert!(r.all().contains("\\Flagged"), "{}", r.all());
+    let r = c.ok("FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])");
+    assert!(r.all().contains("Subject: written locally"), "{}", r.all());
+    assert_eq!(r.fetches().len(), 4, "{}", r.all());
+    s.assert_clean("alice");
+}
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "mutt"])
+    }
+
+    /// Waits until the screen shows every one of `words`; returns the screen.
+    fn wait_for(&self, words: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen();
+            if words.iter().all(|w| screen.contains(w)) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mutt never showed {words:?}; screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "mutt"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
+
+#[test]
+fn mutt_under_tmux_lists_opens_and_saves() {
+    if !have_tool("mutt") || !have_tool("tmux") {
+        return;
+    }
+    let s = Server::start();
+    s.deliver(
+        "alice",
+        &simple("Greetings from maildex", "The quick brown fox."),
+    );
+    s.deliver("alice", &simple("Second subject line", "Another body."));
+    s.login("alice").ok("CREATE Saved");
+    let muttrc = s.dir.path().join("muttrc");
+    std::fs::write(
+        &muttrc,
+        format!(
+            "set imap_user = alice\nset imap_pass = pw\n\
+             set folder = imap://127.0.0.1:{port}/\nset spoolfile = +INBOX\n\
+             set ssl_starttls = no\nset ssl_force_tls = no\n\
+             set header_cache = \"\"\nset message_cachedir = \"\"\n\
+             set sort = date-sent\nset confirmappend = no\nset confirmcreate = no\n\
+             set record = \"\"\nset move = no\nset quit = yes\nset wait_key = no\n\
+             set imap_passive = no\nset mail_check = 5\nset timeout = 5\n",
+            port = s.imap.port()
+        ),
+    )
+    .unwrap();
+    let tmux = Tmux {
+        socket: format!("maildex-test-{}", std::process::id()),
+    };
+    let cmd = format!(
+        "TERM=xterm mutt -n -F {} -f imap://alice@127.0.0.1:{}/INBOX",
+        muttrc.display(),
+        s.imap.port()
+    );
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "mutt",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        &cmd,
+    ]);
+    // the index: both subjects
+    tmux.wait_for(&["Greetings from maildex", "Second subject line"]);
+    // open the first message: its body shows
+    tmux.keys(&["1", "Enter"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for(&["The quick brown fox."]);
+    // save a copy into Saved (C = copy-message)
+    tmux.keys(&["C"]);
+    tmux.wait_for(&["Copy to"]);
+    tmux.keys(&["C-u", "=Saved", "Enter"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut c = s.login("alice");
+    loop {
+        let r = c.ok("STATUS Saved (MESSAGES)");
+        if r.all().contains("(MESSAGES 1)") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no copy in Saved: {}\nscreen:\n{}",
+            r.all(),
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    c.ok("EXAMINE Saved");
+    let r = c.ok("FETCH 1 BODY.PEEK[TEXT]");
+    assert!(r.all().contains("The quick brown fox."), "{}", r.all());
+    // reading it set \Seen on the server
+    c.ok("EXAMINE INBOX");
+    let r = c.ok("SEARCH SEEN");
+    assert!(r.all().contains("* SEARCH 1"), "{}", r.all());
+    tmux.keys(&["q"]);
+    tmux.keys(&["q"]);
+    s.assert_clean("alice");
+}
