@@ -56,10 +56,19 @@ pub struct Imap {
 }
 
 impl Imap {
-    /// Connects and reads the greeting; `timeout` bounds every read.
-    pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Imap> {
-        let stream = TcpStream::connect_timeout(&addr, timeout)
-            .with_context(|| format!("connecting to IMAP at {addr}"))?;
+    /// Connects (from the loopback source address `local` when given: servers limit
+    /// connections per client address, so many idle clients spread over 127.0.0.0/8) and
+    /// reads the greeting; `timeout` bounds every read.
+    pub fn connect_from(
+        addr: SocketAddr,
+        local: Option<std::net::Ipv4Addr>,
+        timeout: Duration,
+    ) -> Result<Imap> {
+        let stream = match local {
+            None => TcpStream::connect_timeout(&addr, timeout),
+            Some(ip) => connect_bound(ip, addr),
+        }
+        .with_context(|| format!("connecting to IMAP at {addr} from {local:?}"))?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_nodelay(true)?;
         let mut c = Imap {
@@ -87,7 +96,19 @@ impl Imap {
         mailbox: &str,
         timeout: Duration,
     ) -> Result<Imap> {
-        let mut c = Imap::connect(addr, timeout)?;
+        Imap::open_from(addr, None, user, password, mailbox, timeout)
+    }
+
+    /// As [`Imap::open`], from source address `local` (see [`Imap::connect_from`]).
+    pub fn open_from(
+        addr: SocketAddr,
+        local: Option<std::net::Ipv4Addr>,
+        user: &str,
+        password: &str,
+        mailbox: &str,
+        timeout: Duration,
+    ) -> Result<Imap> {
+        let mut c = Imap::connect_from(addr, local, timeout)?;
         c.ok(&format!("LOGIN \"{user}\" \"{password}\""))?;
         c.ok(&format!("SELECT \"{mailbox}\""))?;
         Ok(c)
@@ -278,6 +299,42 @@ impl Imap {
     }
 }
 
+/// A TCP connection to `addr` (IPv4) from `local`:0, through socket/bind/connect, which
+/// std's TcpStream does not offer.
+fn connect_bound(local: std::net::Ipv4Addr, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(dst) = addr else {
+        return Err(std::io::Error::other("IPv4 only"));
+    };
+    let sin = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let (src, dst) = (sin(local, 0), sin(*dst.ip(), dst.port()));
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: plain socket calls on a descriptor we own; the sockaddr pointers point at
+    // live, correctly sized sockaddr_in values. On success the descriptor is handed to a
+    // TcpStream, which owns and closes it; on failure it is closed here.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let ok = libc::bind(fd, (&src as *const libc::sockaddr_in).cast(), len) == 0
+            && libc::connect(fd, (&dst as *const libc::sockaddr_in).cast(), len) == 0;
+        if !ok {
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            return Err(e);
+        }
+        Ok(TcpStream::from_raw_fd(fd))
+    }
+}
+
 fn trim_crlf(l: &[u8]) -> &[u8] {
     let l = l.strip_suffix(b"\n").unwrap_or(l);
     l.strip_suffix(b"\r").unwrap_or(l)
@@ -336,7 +393,7 @@ mod tests {
             }
             out.len()
         });
-        let mut c = Imap::connect(addr, Duration::from_secs(5)).unwrap();
+        let mut c = Imap::connect_from(addr, None, Duration::from_secs(5)).unwrap();
         let r = c.run("FETCH 1:* BODY[]").unwrap();
         let sent = srv.join().unwrap();
         assert_eq!(r.bytes, sent as u64);
@@ -345,5 +402,19 @@ mod tests {
         assert_eq!(c.exists, 2);
         assert_eq!(c.search_hits, 3);
         assert_eq!(c.last_status, "a1 OK done");
+    }
+
+    #[test]
+    fn connects_from_another_loopback_address() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let srv = std::thread::spawn(move || {
+            let (mut s, peer) = l.accept().unwrap();
+            s.write_all(b"* OK hi\r\n").unwrap();
+            peer
+        });
+        let ip = std::net::Ipv4Addr::new(127, 0, 0, 9);
+        Imap::connect_from(addr, Some(ip), Duration::from_secs(5)).unwrap();
+        assert_eq!(srv.join().unwrap().ip(), std::net::IpAddr::V4(ip));
     }
 }

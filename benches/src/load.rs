@@ -29,6 +29,13 @@ pub fn idle_user(i: usize) -> String {
     format!("idle{:02}", i + 1)
 }
 
+/// Idle connections per client address: both servers cap connections per address
+/// (maildex at 100, Dovecot per user and address), so connection `i` comes from
+/// 127.0.0.(2 + i / 50), a loopback address like any other.
+pub fn source_ip(i: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(127, 0, (2 + i / 50 / 250) as u8, (2 + (i / 50) % 250) as u8)
+}
+
 /// Number of mailboxes the idle connections are spread over.
 pub const IDLE_USERS: usize = 16;
 
@@ -160,8 +167,14 @@ pub fn idle(server: &dyn Server, levels: &[usize]) -> Result<Value> {
                 .stack_size(128 * 1024)
                 .spawn(move || {
                     let r = (|| -> Result<Duration> {
-                        let mut c =
-                            Imap::open(addr, &user, PASSWORD, "INBOX", Duration::from_secs(120))?;
+                        let mut c = Imap::open_from(
+                            addr,
+                            Some(source_ip(i)),
+                            &user,
+                            PASSWORD,
+                            "INBOX",
+                            Duration::from_secs(120),
+                        )?;
                         let known = c.exists;
                         c.idle()?;
                         ready.fetch_add(1, Ordering::SeqCst);

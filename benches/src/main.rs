@@ -70,6 +70,13 @@ enum Cmd {
         #[arg(long)]
         write: Option<bool>,
     },
+    /// Rewrites the plots and the docs section of a mode from benches/results/MODE.json
+    /// (after a change of the report, without measuring again).
+    Report {
+        /// smoke, quick or full.
+        #[arg(long)]
+        mode: String,
+    },
     /// One LMTP client session (run by `all` as its own process; not for direct use).
     #[command(hide = true)]
     LmtpClient {
@@ -124,10 +131,21 @@ fn all(
         );
         return Ok(());
     }
+    write_outputs(&root, mode, &r, &command)
+}
+
+/// Writes benches/results/MODE.json, the PNG plots and the docs section for a results
+/// document.
+fn write_outputs(
+    root: &std::path::Path,
+    mode: &str,
+    r: &serde_json::Value,
+    command: &str,
+) -> Result<()> {
     let results = root.join("benches/results");
     std::fs::create_dir_all(&results)?;
     let json_path = results.join(format!("{mode}.json"));
-    std::fs::write(&json_path, serde_json::to_string_pretty(&r)? + "\n")?;
+    std::fs::write(&json_path, serde_json::to_string_pretty(r)? + "\n")?;
     let plots_dir = root.join("docs/bench");
     std::fs::create_dir_all(&plots_dir)?;
     let mut plots = Vec::new();
@@ -140,12 +158,12 @@ fn all(
         ("idle", "server memory against idle connections", plot::idle),
     ] {
         let file = format!("{mode}-{name}.png");
-        match f(&r, &plots_dir.join(&file)) {
+        match f(r, &plots_dir.join(&file)) {
             Ok(()) => plots.push((format!("bench/{file}"), alt.to_owned())),
             Err(e) => eprintln!("plot {file}: {e:#}"),
         }
     }
-    let section = report::markdown(&r, &command, &plots);
+    let section = report::markdown(r, command, &plots);
     let heading = format!("## Side by side with Dovecot: `maildex-bench all --{mode}`");
     report::update_doc(&root.join("docs/BENCHMARKS.md"), mode, &section, &heading)?;
     eprintln!(
@@ -180,6 +198,18 @@ fn main() -> Result<()> {
                 "full"
             };
             all(mode, maildex_bin, work, write)
+        }
+        Cmd::Report { mode } => {
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .context("workspace root")?
+                .to_owned();
+            let path = root.join(format!("benches/results/{mode}.json"));
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let r: serde_json::Value = serde_json::from_str(&text)?;
+            let command = format!("cargo run --release -p maildex-benches -- all --{mode}");
+            write_outputs(&root, &mode, &r, &command)
         }
         Cmd::LmtpClient {
             addr,

@@ -79,7 +79,9 @@ fn draw(
             if text {
                 mesh.x_desc(x_label)
                     .y_desc(y_label)
-                    .label_style(("sans-serif", 15));
+                    .label_style(("sans-serif", 15))
+                    .x_label_formatter(&|x| format!("{x:.0}"))
+                    .y_label_formatter(&|y| format!("{y:.0}"));
             } else {
                 mesh.x_labels(0).y_labels(0);
             }
@@ -100,9 +102,12 @@ fn draw(
                         .map_err(|x| e(&x))?
                 };
                 if text {
-                    let c = l.color;
+                    let (c, gap) = (l.color, if l.dashed { 6 } else { 0 });
+                    // A dashed line's legend entry is two short strokes.
                     series.label(l.label.clone()).legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (10 - gap / 2, 0)], c.stroke_width(2))
+                            + PathElement::new(vec![(10 + gap / 2, 0), (20, 0)], c.stroke_width(2))
                     });
                 }
                 chart

@@ -220,6 +220,7 @@ pub fn machine() -> Value {
         "dovecot": maildex_dovecot_harness::version().unwrap_or_default(),
         "commit": cmd("git", &["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"]),
         "inotify_max_user_instances": read("/proc/sys/fs/inotify/max_user_instances").trim(),
+        "loadavg_at_start": read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" "),
     })
 }
 
