@@ -62,6 +62,14 @@ pub(crate) fn file_mode_for(dir: &Path) -> u32 {
     }
 }
 
+/// True unless `kill(pid, 0)` says no such process (ESRCH); a process we may not signal
+/// (EPERM) exists.
+pub(crate) fn process_exists(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks for the process; no signal is sent.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// Opens `path` for writing with `O_CREAT|O_EXCL` and the given mode.
 pub(crate) fn create_excl(path: &Path, mode: u32) -> io::Result<File> {
     OpenOptions::new()

@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use maildex_index::{Built, IndexError, MailboxRecord, MessageState, Stamp, Writer};
 use maildex_maildir::filename::base_of;
 use maildex_maildir::keywords::KeywordMap;
-use maildex_maildir::{folder, scan, uidlist, Entry, Sub};
+use maildex_maildir::{deliver, folder, scan, uidlist, Entry, Sub};
 
 use crate::convert::{self, file_stamp, flag_bits, stamp};
 use crate::uids::{self, Known};
@@ -41,6 +41,9 @@ pub struct SyncReport {
     pub uidvalidity_changed: Vec<String>,
     /// Mailboxes dropped from the index because their folder is gone.
     pub deleted_mailboxes: Vec<String>,
+    /// Files removed from `tmp/` folders: left by a crashed writer (see
+    /// [`UserStore::sync_all`]).
+    pub tmp_removed: usize,
 }
 
 impl SyncReport {
@@ -54,6 +57,7 @@ impl SyncReport {
         self.bad_names.extend(o.bad_names);
         self.uidvalidity_changed.extend(o.uidvalidity_changed);
         self.deleted_mailboxes.extend(o.deleted_mailboxes);
+        self.tmp_removed += o.tmp_removed;
     }
 }
 
@@ -65,12 +69,28 @@ const PASSES: usize = 4;
 type Update = (u32, String, bool, u8, u32);
 
 impl UserStore {
-    /// Syncs every mailbox on disk, and drops from the index mailboxes whose folder is gone.
+    /// Syncs every mailbox on disk, drops from the index mailboxes whose folder is gone,
+    /// and removes from each `tmp/` what crashed writers left there
+    /// ([`deliver::clean_stale_tmp`]: files of a dead pid of this host, or older than
+    /// 36 h as Dovecot). `maildex serve` runs this for every user at start-up, so a crash
+    /// of the daemon (or of a `maildex deliver`) leaves no temporary file behind once it is
+    /// restarted; the per-mailbox sync of sessions does not read `tmp/` (it stays at two
+    /// `stat`s when nothing changed).
     pub fn sync_all(&self) -> Result<SyncReport, StoreError> {
         let folders = folder::list_folders(&self.root)?;
         let mut report = SyncReport::default();
         for f in &folders {
             report.merge(self.sync_mailbox(&f.name)?);
+            // a folder without tmp/ (another tool's) or an unreadable one must not stop
+            // the sync: the leftovers wait for the next one
+            match deliver::clean_stale_tmp(&f.path) {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(mailbox = %f.name, files = n, "removed files left in tmp/ by a crashed writer");
+                    report.tmp_removed += n;
+                }
+                Err(e) => tracing::warn!(mailbox = %f.name, error = %e, "could not clean tmp/"),
+            }
         }
         let on_disk: HashSet<&str> = folders.iter().map(|f| f.name.as_str()).collect();
         let gone: Vec<(u32, String)> = self.index.read(|r| {

@@ -16,7 +16,7 @@ use crate::util::create_excl;
 use crate::MaildirError;
 
 pub use crate::util::fsync_dir;
-pub use ops::{clean_tmp, remove, rename_flags, RenameOutcome, TMP_DELETE_AGE};
+pub use ops::{clean_stale_tmp, clean_tmp, remove, rename_flags, RenameOutcome, TMP_DELETE_AGE};
 pub(crate) use ops::{link_noreplace, rename_noreplace};
 
 /// How many unique names we try before giving up (a collision needs another writer

@@ -149,13 +149,66 @@ pub fn remove(mailbox: &Path, sub: Sub, file_name: &str) -> Result<bool, Maildir
 /// `older_than` (Dovecot uses [`TMP_DELETE_AGE`]); ctime protects a file whose mtime
 /// was just set into the past for its INTERNALDATE. Returns how many were removed.
 pub fn clean_tmp(mailbox: &Path, older_than: Duration) -> Result<usize, MaildirError> {
+    clean_tmp_where(mailbox, |_, age| age > older_than)
+}
+
+/// Removes what crashed writers left in `mailbox/tmp/`, never a file a live delivery is
+/// writing. A file goes when either
+/// - its mtime and ctime are older than [`TMP_DELETE_AGE`] (36 h, Dovecot's
+///   `MAILDIR_TMP_DELETE_SECS` rule, for any writer), or
+/// - its name is a unique name as maildex and Dovecot make them
+///   (`<secs>.<...>P<pid><...>.<host>`, see [`crate::filename::unique_id`]) naming this
+///   host and a pid that no longer exists (`kill(pid, 0)` gives ESRCH): the writer is
+///   dead, so nobody will ever rename the file. The pid is part of the name from the
+///   `O_EXCL` create on, so there is no window in which a live writer's file looks
+///   abandoned (unlike a dotlock's content, which Dovecot trusts only after 2 s). A pid
+///   reused by a newer process keeps the file until the 36 h rule.
+///
+/// Names that carry no pid (other tools) and files of other hosts (a Maildir on NFS) wait
+/// for the 36 h rule. The rule assumes every writer on this host sees the same pid space
+/// (no two containers with one hostname writing one Maildir).
+pub fn clean_stale_tmp(mailbox: &Path) -> Result<usize, MaildirError> {
+    let host = crate::util::escaped_hostname();
+    clean_tmp_where(mailbox, |name, age| {
+        age > TMP_DELETE_AGE
+            || local_pid(name, host).is_some_and(|pid| !crate::util::process_exists(pid))
+    })
+}
+
+/// The pid in a unique Maildir name `<secs>.<middle>.<host>[,...][:...]` whose host is
+/// `host` and whose middle holds `P<digits>` (maildex and Dovecot: `M<usecs>P<pid>Q<n>`,
+/// `M<usecs>P<pid>`, `P<pid>V<dev>I<ino>`); `None` for any other name.
+pub(crate) fn local_pid(name: &str, host: &str) -> Option<i32> {
+    let (secs, rest) = name.split_once('.')?;
+    if secs.is_empty() || !secs.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (middle, rest) = rest.split_once('.')?;
+    let name_host = rest.split(':').next()?;
+    let name_host = name_host.strip_prefix(host)?;
+    if !(name_host.is_empty() || name_host.starts_with(',')) {
+        return None;
+    }
+    let at = middle.find('P')?;
+    let digits: String = middle[at + 1..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse::<i32>().ok().filter(|p| *p > 0)
+}
+
+/// Removes the plain files of `mailbox/tmp/` for which `remove(name, age)` says so; `age`
+/// counts from the newer of mtime and ctime.
+fn clean_tmp_where(
+    mailbox: &Path,
+    remove: impl Fn(&str, Duration) -> bool,
+) -> Result<usize, MaildirError> {
     use std::os::unix::fs::MetadataExt;
     let dir = mailbox.join("tmp");
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()
         .as_nanos() as i128;
-    let limit = older_than.as_nanos() as i128;
     let ns = |secs: i64, nsec: i64| i128::from(secs) * 1_000_000_000 + i128::from(nsec);
     let rd = fs::read_dir(&dir).map_err(|e| MaildirError::io("readdir", &dir, e))?;
     let mut removed = 0;
@@ -171,7 +224,9 @@ pub fn clean_tmp(mailbox: &Path, older_than: Duration) -> Result<usize, MaildirE
             continue;
         }
         let newest = ns(meta.mtime(), meta.mtime_nsec()).max(ns(meta.ctime(), meta.ctime_nsec()));
-        if now - newest <= limit {
+        let age = Duration::from_nanos(u64::try_from(now - newest).unwrap_or(0));
+        let name = de.file_name();
+        if !remove(&name.to_string_lossy(), age) {
             continue;
         }
         match fs::remove_file(&path) {

@@ -243,3 +243,63 @@ fn clean_tmp_removes_only_old_files() {
         .unwrap_err()
         .is_not_found());
 }
+
+#[test]
+fn local_pid_reads_maildex_and_dovecot_unique_names_of_this_host() {
+    use super::ops::local_pid;
+    let h = "mx.example.org";
+    assert_eq!(
+        local_pid("1700000000.M12P345Q6.mx.example.org", h),
+        Some(345)
+    );
+    assert_eq!(local_pid("1700000000.M12P345.mx.example.org", h), Some(345));
+    assert_eq!(
+        local_pid("1700000000.P345V9I8.mx.example.org", h),
+        Some(345)
+    );
+    assert_eq!(
+        local_pid("1700000000.M12P345.mx.example.org,S=10:2,S", h),
+        Some(345)
+    );
+    // another host, a longer host name, no pid, no timestamp
+    assert_eq!(local_pid("1700000000.M12P345.mx2.example.org", h), None);
+    assert_eq!(local_pid("1700000000.M12P345.mx.example.org.uk", h), None);
+    assert_eq!(local_pid("1700000000.M12Q6.mx.example.org", h), None);
+    assert_eq!(local_pid("x1700000000.M12P345.mx.example.org", h), None);
+    assert_eq!(local_pid("1700000000.M12P0.mx.example.org", h), None);
+    assert_eq!(local_pid("courier-tmp", h), None);
+}
+
+#[test]
+fn clean_stale_tmp_removes_files_of_dead_writers_only() {
+    let (_t, mb) = mailbox();
+    let host = crate::util::escaped_hostname();
+    // a pid that existed and is gone
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let ours = std::process::id();
+    let names = [
+        format!("1700000000.M1P{dead}Q1.{host}"),
+        format!("1700000000.M1P{ours}Q1.{host}"),
+        format!("1700000000.M1P{dead}Q1.other-{host}"),
+        "1700000000.12345_1.procmail".to_string(),
+    ];
+    for n in &names {
+        fs::write(mb.join("tmp").join(n), b"x").unwrap();
+    }
+    // a delivery in progress in this process
+    let mut live = TmpFile::create(&mb).unwrap();
+    live.write_all(b"Subject: x\n").unwrap();
+    fs::create_dir(mb.join("tmp/dir")).unwrap();
+    assert_eq!(clean_stale_tmp(&mb).unwrap(), 1);
+    assert!(!mb.join("tmp").join(&names[0]).exists());
+    for n in &names[1..] {
+        assert!(mb.join("tmp").join(n).exists(), "{n}");
+    }
+    assert!(live.path().exists());
+    assert!(mb.join("tmp/dir").is_dir());
+    assert!(clean_stale_tmp(&mb.join("nope"))
+        .unwrap_err()
+        .is_not_found());
+}

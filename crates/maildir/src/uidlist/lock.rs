@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{record_line, validate_records, UidRecord, Uidlist, UIDLIST_NAME};
-use crate::util::{create_excl, file_mode_for, fsync_dir, raw_hostname, write_replace};
+use crate::util::{
+    create_excl, file_mode_for, fsync_dir, process_exists, raw_hostname, write_replace,
+};
 use crate::MaildirError;
 
 /// Dovecot's `MAILDIR_UIDLIST_LOCK_STALE_TIMEOUT`: a lock with no change to it or to
@@ -107,12 +109,6 @@ fn read_local_pid(lock_path: &Path) -> Option<i32> {
         return None;
     }
     pid.parse::<i32>().ok().filter(|p| *p > 0)
-}
-
-fn process_exists(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks for the process; no signal is sent.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Holds `dovecot-uidlist.lock` in a mailbox directory. Dropping it removes the
