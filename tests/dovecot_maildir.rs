@@ -177,6 +177,61 @@ fn deleting_the_index_and_rebuilding_keeps_every_uid() {
     assert_eq!(third, laid.expected);
 }
 
+/// Overwrites the schema version stored in an index env, as an older maildex left it.
+fn set_schema_version(index: &std::path::Path, version: u32) {
+    let env = unsafe {
+        heed::EnvOpenOptions::new()
+            .max_dbs(16)
+            .map_size(4 << 20)
+            .open(index)
+            .unwrap()
+    };
+    let wtxn = env.write_txn().unwrap();
+    let meta: heed::Database<heed::types::Str, heed::types::Bytes> = env
+        .create_databases_and_commit(wtxn, |dbo, wtxn| {
+            dbo.create_database(wtxn, Some("meta"))
+                .map(heed::CommitOrAbort::<_, ()>::Commit)
+        })
+        .unwrap()
+        .unwrap_commit();
+    let mut wtxn = env.write_txn().unwrap();
+    meta.put(&mut wtxn, "schema-version", &version.to_be_bytes())
+        .unwrap();
+    wtxn.commit().unwrap();
+    env.prepare_for_closing().wait();
+}
+
+#[test]
+fn an_index_of_an_older_schema_is_replaced_on_open_keeping_every_uid() {
+    let s = Scratch::new();
+    let laid = lay_down(&s);
+    let (first, _) = observed(&s);
+    assert_eq!(first, laid.expected);
+    set_schema_version(&s.index, 1);
+    // the plain open refuses it (what `index dump` and `check` do)...
+    match maildex_store::UserStore::open(&s.maildir, &s.index, Scratch::options()) {
+        Err(maildex_store::StoreError::Index(maildex_index::IndexError::SchemaMismatch {
+            found: 1,
+            ..
+        })) => {}
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("opened an index of another schema"),
+    }
+    // ...the serving open replaces it, the next sync fills it, UIDs and flags unchanged
+    let store =
+        maildex_store::UserStore::open_upgrading(&s.maildir, &s.index, Scratch::options())
+            .unwrap();
+    drop(store);
+    let (again, _) = observed(&s);
+    assert_eq!(again, laid.expected);
+    let leftovers: Vec<_> = fs::read_dir(s.index.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("broken"))
+        .collect();
+    assert!(leftovers.is_empty(), "old index left behind: {leftovers:?}");
+}
+
 #[test]
 fn a_lost_uidlist_is_recreated_from_the_index() {
     let s = Scratch::new();

@@ -384,7 +384,7 @@ impl Accounts {
                 user: user.name.clone(),
                 source: Box::new(source),
             })?;
-        let store = UserStore::open(
+        let store = UserStore::open_upgrading(
             &paths.maildir,
             &paths.index_dir,
             store_options(&self.config),

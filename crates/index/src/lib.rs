@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 pub use env::{compact, lock_exclusive, Index, OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
-    flag, Cached, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord, PartRecord,
-    Stamp,
+    decode_cached, flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState,
+    PartKindRecord, PartRecord, Stamp,
 };
 pub use txn::{PageStats, Reader, Writer};
 

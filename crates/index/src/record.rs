@@ -6,7 +6,8 @@ use crate::schema::{Cached, MessageRecord, MessageState, PartKindRecord, PartRec
 use crate::IndexError;
 
 /// Header fields kept uncompressed in every record, because the clients we serve list them
-/// (the union of the HEADER.FIELDS lists of mutt, Thunderbird, Apple Mail, K-9 and Roundcube).
+/// (the union of the HEADER.FIELDS lists of mutt, Thunderbird, Evolution, Apple Mail, K-9 and
+/// Roundcube). Changing this list changes what a record means: bump the schema version.
 /// A FETCH of HEADER.FIELDS naming only these is answered from the record alone; any other
 /// field comes from the compressed header blocks, so no header fetch ever opens the file.
 pub const HOT_HEADERS: &[&[u8]] = &[
@@ -39,6 +40,20 @@ pub const HOT_HEADERS: &[&[u8]] = &[
     b"x-universally-unique-identifier",
     b"chat-version",
     b"x-k9mail-identity",
+    // mutt 2.x
+    b"list-subscribe",
+    b"x-original-to",
+    // Evolution (camel-imapx)
+    b"mime-version",
+    b"content-class",
+    b"x-calendar-attachment",
+    b"return-path",
+    b"x-mailing-list",
+    b"mailing-list",
+    b"x-loop",
+    b"x-list",
+    b"originator",
+    b"x-beenthere",
 ];
 
 /// A record ready for [`crate::Writer::insert_message`].

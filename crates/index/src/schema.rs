@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::IndexError;
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// `meta`: string keys to small values (schema version, id counters).
 pub const DB_META: &str = "meta";
@@ -216,19 +216,126 @@ impl MessageState {
 }
 
 /// What a listing fetches and never changes (`cache` database, in segments).
+///
+/// The byte fields go through `serde_bytes`: the same postcard bytes (varint length, then
+/// the bytes) as a derived `Vec<u8>`, but decoded with one copy instead of a visit per byte.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cached {
     /// The header fields clients list ([`crate::HOT_HEADERS`]), raw, CRLF, in file order,
     /// then the empty line. A hot field absent here is absent from the message.
+    #[serde(with = "serde_bytes")]
     pub hot_headers: Vec<u8>,
     /// ENVELOPE, rendered in IMAP syntax.
+    #[serde(with = "serde_bytes")]
     pub envelope: Vec<u8>,
     /// BODY (non-extensible BODYSTRUCTURE), rendered in IMAP syntax.
+    #[serde(with = "serde_bytes")]
     pub body: Vec<u8>,
     /// BODYSTRUCTURE, rendered in IMAP syntax.
+    #[serde(with = "serde_bytes")]
     pub body_structure: Vec<u8>,
     /// The MIME part tree with file offsets.
     pub parts: PartRecord,
+}
+
+/// Which fields of a [`Cached`] record to decode; the others are left empty. A listing
+/// that asks for ENVELOPE need not allocate the part tree and three other byte strings of
+/// every message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CachedFields {
+    /// [`Cached::hot_headers`].
+    pub hot_headers: bool,
+    /// [`Cached::envelope`].
+    pub envelope: bool,
+    /// [`Cached::body`].
+    pub body: bool,
+    /// [`Cached::body_structure`].
+    pub body_structure: bool,
+    /// [`Cached::parts`].
+    pub parts: bool,
+}
+
+impl CachedFields {
+    /// Every field.
+    pub const ALL: CachedFields = CachedFields {
+        hot_headers: true,
+        envelope: true,
+        body: true,
+        body_structure: true,
+        parts: true,
+    };
+
+    /// Whether any field is wanted.
+    pub fn any(self) -> bool {
+        self != CachedFields::default()
+    }
+
+    /// Both sets' fields.
+    pub fn union(self, o: CachedFields) -> CachedFields {
+        CachedFields {
+            hot_headers: self.hot_headers || o.hot_headers,
+            envelope: self.envelope || o.envelope,
+            body: self.body || o.body,
+            body_structure: self.body_structure || o.body_structure,
+            parts: self.parts || o.parts,
+        }
+    }
+}
+
+/// [`Cached`] borrowed from its encoding, with the part tree as `P` (`()` skips it: postcard
+/// leaves trailing bytes alone). Field order and types must match [`Cached`].
+#[derive(Deserialize)]
+struct CachedView<'a, P> {
+    hot_headers: &'a [u8],
+    envelope: &'a [u8],
+    body: &'a [u8],
+    body_structure: &'a [u8],
+    parts: P,
+}
+
+/// Decodes the `fields` of an encoded [`Cached`]; the rest stay empty.
+pub fn decode_cached(
+    bytes: &[u8],
+    fields: CachedFields,
+    what: &dyn std::fmt::Display,
+) -> Result<Cached, IndexError> {
+    fn pick(want: bool, b: &[u8]) -> Vec<u8> {
+        if want {
+            b.to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+    let (view, parts) = if fields.parts {
+        let v: CachedView<'_, PartRecord> = decode(bytes, what)?;
+        let CachedView {
+            hot_headers,
+            envelope,
+            body,
+            body_structure,
+            parts,
+        } = v;
+        let view = CachedView {
+            hot_headers,
+            envelope,
+            body,
+            body_structure,
+            parts: (),
+        };
+        (view, parts)
+    } else {
+        (
+            decode::<CachedView<'_, ()>>(bytes, what)?,
+            PartRecord::default(),
+        )
+    };
+    Ok(Cached {
+        hot_headers: pick(fields.hot_headers, view.hot_headers),
+        envelope: pick(fields.envelope, view.envelope),
+        body: pick(fields.body, view.body),
+        body_structure: pick(fields.body_structure, view.body_structure),
+        parts,
+    })
 }
 
 /// A whole message as the API hands it out: what is stored in `messages` and in `cache`.
@@ -245,14 +352,43 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, IndexError> {
     postcard::to_stdvec(value).map_err(|e| IndexError::Encode(e.to_string()))
 }
 
-/// Decodes a record with postcard; `what` names the record in the error.
-pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, IndexError> {
+/// Decodes a record with postcard; `what` names the record in the error (formatted only
+/// then: a listing decodes thousands of records).
+pub fn decode<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
+    what: &dyn std::fmt::Display,
+) -> Result<T, IndexError> {
     postcard::from_bytes(bytes).map_err(|e| IndexError::Corrupt(format!("{what}: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_fields_decode_only_what_is_asked() {
+        let full = Cached {
+            hot_headers: b"Subject: x\r\n\r\n".to_vec(),
+            envelope: b"(NIL)".to_vec(),
+            body: b"(\"text\")".to_vec(),
+            body_structure: b"(\"text\" x)".to_vec(),
+            parts: PartRecord {
+                body_vsize: 42,
+                ..PartRecord::default()
+            },
+        };
+        let raw = encode(&full).unwrap();
+        assert_eq!(decode_cached(&raw, CachedFields::ALL, &"t").unwrap(), full);
+        let env = CachedFields {
+            envelope: true,
+            ..CachedFields::default()
+        };
+        let got = decode_cached(&raw, env, &"t").unwrap();
+        assert_eq!(got.envelope, full.envelope);
+        assert!(got.hot_headers.is_empty() && got.body_structure.is_empty());
+        assert_eq!(got.parts, PartRecord::default());
+        assert!(decode_cached(&raw[..3], CachedFields::ALL, &"t").is_err());
+    }
 
     #[test]
     fn keys_sort_by_mailbox_then_uid() {
@@ -274,7 +410,7 @@ mod tests {
 
     #[test]
     fn corrupt_record_is_an_error_not_a_panic() {
-        let err = decode::<MessageState>(&[0xff, 0xff, 0xff], "message 1/1").unwrap_err();
+        let err = decode::<MessageState>(&[0xff, 0xff, 0xff], &"message 1/1").unwrap_err();
         assert!(err.to_string().contains("message 1/1"), "{err}");
     }
 }

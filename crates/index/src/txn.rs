@@ -7,8 +7,8 @@ use heed::{RoTxn, RwTxn, WithoutTls};
 
 use crate::env::Dbs;
 use crate::schema::{
-    self, decode, encode, msg_key, split_msg_key, Cached, MailboxRecord, MessageRecord,
-    MessageState, META_NEXT_MAILBOX_ID, META_SCHEMA, SCHEMA_VERSION,
+    self, decode, decode_cached, encode, msg_key, split_msg_key, Cached, CachedFields,
+    MailboxRecord, MessageRecord, MessageState, META_NEXT_MAILBOX_ID, META_SCHEMA, SCHEMA_VERSION,
 };
 use crate::IndexError;
 
@@ -26,8 +26,13 @@ fn be_u32(bytes: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(bytes.try_into().ok()?))
 }
 
-fn what(db: &str, mailbox: u32, uid: u32) -> String {
-    format!("{db} {mailbox}/{uid}")
+/// Names a record in a decoding error.
+struct What(&'static str, u32, u32);
+
+impl std::fmt::Display for What {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.0, self.1, self.2)
+    }
 }
 
 impl<'t> Reader<'t> {
@@ -49,7 +54,7 @@ impl<'t> Reader<'t> {
     /// The mailbox record of `id`.
     pub fn mailbox(&self, id: u32) -> Result<Option<MailboxRecord>, IndexError> {
         match self.dbs.mailboxes.get(self.txn, &id).map_err(lmdb)? {
-            Some(raw) => Ok(Some(decode(raw, &format!("mailbox {id}"))?)),
+            Some(raw) => Ok(Some(decode(raw, &format_args!("mailbox {id}"))?)),
             None => Ok(None),
         }
     }
@@ -64,7 +69,7 @@ impl<'t> Reader<'t> {
         let mut out = Vec::new();
         for item in self.dbs.mailboxes.iter(self.txn).map_err(lmdb)? {
             let (id, raw) = item.map_err(lmdb)?;
-            out.push((id, decode(raw, &format!("mailbox {id}"))?));
+            out.push((id, decode(raw, &format_args!("mailbox {id}"))?));
         }
         Ok(out)
     }
@@ -77,7 +82,7 @@ impl<'t> Reader<'t> {
             .get(self.txn, &msg_key(mailbox, uid))
             .map_err(lmdb)?
         {
-            Some(raw) => Ok(Some(decode(raw, &what("message", mailbox, uid))?)),
+            Some(raw) => Ok(Some(decode(raw, &What("message", mailbox, uid))?)),
             None => Ok(None),
         }
     }
@@ -85,7 +90,24 @@ impl<'t> Reader<'t> {
     /// One message's cached listing data.
     pub fn cached(&self, mailbox: u32, uid: u32) -> Result<Option<Cached>, IndexError> {
         match self.dbs.cache().get(self.txn, mailbox, uid)? {
-            Some(raw) => Ok(Some(decode(&raw, &what("cache", mailbox, uid))?)),
+            Some(raw) => Ok(Some(decode(&raw, &What("cache", mailbox, uid))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The `fields` of the cached data stored for one message (the others left empty).
+    pub fn cached_fields(
+        &self,
+        mailbox: u32,
+        uid: u32,
+        fields: CachedFields,
+    ) -> Result<Option<Cached>, IndexError> {
+        match self.dbs.cache().get(self.txn, mailbox, uid)? {
+            Some(raw) => Ok(Some(decode_cached(
+                &raw,
+                fields,
+                &What("cache", mailbox, uid),
+            )?)),
             None => Ok(None),
         }
     }
@@ -115,24 +137,29 @@ impl<'t> Reader<'t> {
             let (_, uid) = split_msg_key(key).ok_or_else(|| {
                 IndexError::Corrupt(format!("message key of {} bytes", key.len()))
             })?;
-            if f(uid, decode(raw, &what("message", mailbox, uid))?)?.is_break() {
+            if f(uid, decode(raw, &What("message", mailbox, uid))?)?.is_break() {
                 break;
             }
         }
         Ok(())
     }
 
-    /// Calls `f` with the cached data of each message of `mailbox` in `uids`, in UID order.
+    /// Calls `f` with the `fields` of the cached data of each message of `mailbox` in
+    /// `uids` (the other fields left empty), in UID order.
     pub fn for_each_cached(
         &self,
         mailbox: u32,
         uids: RangeInclusive<u32>,
+        fields: CachedFields,
         mut f: impl FnMut(u32, Cached) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.dbs
             .cache()
             .for_each(self.txn, mailbox, uids, |uid, raw| {
-                f(uid, decode(raw, &what("cache", mailbox, uid))?)
+                f(
+                    uid,
+                    decode_cached(raw, fields, &What("cache", mailbox, uid))?,
+                )
             })
     }
 
@@ -200,7 +227,7 @@ impl<'t> Reader<'t> {
     /// Every message of `mailbox`, whole, in UID order.
     pub fn messages(&self, mailbox: u32) -> Result<Vec<(u32, MessageRecord)>, IndexError> {
         let mut cached = Vec::new();
-        self.for_each_cached(mailbox, 1..=u32::MAX, |uid, c| {
+        self.for_each_cached(mailbox, 1..=u32::MAX, CachedFields::ALL, |uid, c| {
             cached.push((uid, c));
             Ok(ControlFlow::Continue(()))
         })?;

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use clap::Args;
 use maildex_store::{DeliverOptions, StoreError};
 
-use crate::common::{load_config, open_store};
+use crate::common::{load_config, open_store_upgrading};
 
 /// sysexits(3) codes.
 pub mod sysexits {
@@ -82,7 +82,7 @@ fn deliver(a: &DeliverArgs) -> (u8, String) {
         // postfix pipe transport: tests/lmtp_postfix.rs), so nothing needs draining
         return (sysexits::NOUSER, format!("5.1.1 unknown user {}", a.user));
     };
-    let store = match open_store(&config, &entry.name) {
+    let store = match open_store_upgrading(&config, &entry.name) {
         Ok(s) => s,
         Err(e) => return (sysexits::TEMPFAIL, format!("{e:#}")),
     };

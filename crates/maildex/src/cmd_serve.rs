@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use maildex_store::DeliverOptions;
 
-use crate::common::{load_config, open_store};
+use crate::common::{load_config, open_store_upgrading};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -60,7 +60,7 @@ fn prepare_dev(data: &Path) -> Result<PathBuf> {
         let hash = maildex_auth::hash_password(pw.as_bytes())?;
         maildex_auth::add_user(&config.auth.users_file, DEMO_USER, &hash)?;
         println!("demo user: {DEMO_USER}  password: {pw}");
-        let store = open_store(&config, DEMO_USER)?;
+        let store = open_store_upgrading(&config, DEMO_USER)?;
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
         for i in 0..DEMO_MESSAGES {
             let msg = maildex_corpus::message(&mut rng, i, 0.3);
@@ -85,7 +85,7 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         tracing::warn!(user = %user, scheme = %scheme, "password stored in clear");
     }
     for entry in users.list() {
-        let store = open_store(&config, &entry.name)?;
+        let store = open_store_upgrading(&config, &entry.name)?;
         let report = store.sync_all()?;
         println!(
             "{}: {} mailboxes in sync ({} unchanged since the last sync), {} messages newly indexed",

@@ -47,3 +47,14 @@ pub fn open_store(config: &Config, user: &str) -> Result<UserStore> {
     UserStore::open(&paths.maildir, &paths.index_dir, store_options(config))
         .with_context(|| format!("opening the mail of {user}"))
 }
+
+/// [`open_store`] for the paths that deliver and serve mail: an index of another schema
+/// version (left by an older maildex) is replaced and refilled from the Maildir.
+pub fn open_store_upgrading(config: &Config, user: &str) -> Result<UserStore> {
+    let paths = config
+        .storage
+        .paths_for(user)
+        .with_context(|| format!("user {user}"))?;
+    UserStore::open_upgrading(&paths.maildir, &paths.index_dir, store_options(config))
+        .with_context(|| format!("opening the mail of {user}"))
+}

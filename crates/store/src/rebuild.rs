@@ -65,6 +65,35 @@ impl UserStore {
         }
     }
 
+    /// Opens a store, replacing an index written by another schema version (an upgrade of
+    /// maildex) with a new, empty one that the next sync fills from the Maildir, as Dovecot
+    /// rebuilds its caches. Nothing is lost: UIDs, UIDVALIDITY and keywords live in the
+    /// Maildir's own files. The old index is deleted; other damage is still an error (the
+    /// admin runs `maildex index rebuild`, which keeps the old one aside).
+    pub fn open_upgrading(
+        maildir: &Path,
+        index_dir: &Path,
+        opts: StoreOptions,
+    ) -> Result<UserStore, StoreError> {
+        match UserStore::open(maildir, index_dir, opts.clone()) {
+            Err(StoreError::Index(IndexError::SchemaMismatch { found, .. })) => {
+                tracing::warn!(
+                    index = %index_dir.display(),
+                    found,
+                    "index of another schema version; rebuilding it from the Maildir"
+                );
+                let (store, aside) = UserStore::open_for_rebuild(maildir, index_dir, opts)?;
+                if let Some(aside) = aside {
+                    if let Err(e) = std::fs::remove_dir_all(&aside) {
+                        tracing::warn!(old = %aside.display(), error = %e, "could not delete the old index");
+                    }
+                }
+                Ok(store)
+            }
+            other => other,
+        }
+    }
+
     /// Re-indexes every mailbox from its files. UIDs, UIDVALIDITY and the highest modseq are
     /// kept; counters are recomputed.
     pub fn rebuild(

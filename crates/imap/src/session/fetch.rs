@@ -4,10 +4,11 @@
 //! batches, never across a socket write (the design brief's rule for LMDB readers).
 
 use std::collections::HashSet;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use maildex_index::{Cached, MessageState, HOT_HEADERS};
+use maildex_index::{Cached, CachedFields, MessageState, HOT_HEADERS};
 use maildex_maildir::Flags;
 use maildex_proto::{
     encode, FetchArgs, FetchItem, Partial, ResponseCode, Section, SectionText, SequenceSet,
@@ -18,7 +19,7 @@ use super::binary::locate_binary;
 use super::body::{message_path, partial_window};
 use super::messages::{load_batch, resolve, Loaded};
 use super::selected::write_flags;
-use super::{blocking, CmdError, Done, Session, State};
+use super::{blocking, CmdError, Done, Session, State, FLUSH_AT};
 use crate::section::{header_block, locate, Located, Want};
 
 /// Messages read from the index per read transaction.
@@ -27,7 +28,7 @@ const BATCH: usize = 128;
 /// What the items need from the index.
 #[derive(Default, Clone, Copy)]
 struct Needs {
-    cached: bool,
+    fields: CachedFields,
     headers: bool,
 }
 
@@ -39,38 +40,51 @@ fn is_hot(names: &[String]) -> bool {
     })
 }
 
+/// Whether a section is answered from the hot header fields alone.
+fn hot_section(section: &Section) -> bool {
+    match &section.text {
+        Some(SectionText::HeaderFields(names)) => section.part.is_empty() && is_hot(names),
+        _ => false,
+    }
+}
+
 fn needs(items: &[FetchItem]) -> Needs {
     let mut n = Needs::default();
     for item in items {
+        let f = &mut n.fields;
         match item {
             FetchItem::Flags
             | FetchItem::Uid
             | FetchItem::InternalDate
             | FetchItem::Rfc822Size
             | FetchItem::ModSeq => {}
+            FetchItem::Envelope => f.envelope = true,
+            FetchItem::Body => f.body = true,
+            FetchItem::BodyStructure => f.body_structure = true,
+            FetchItem::Rfc822 | FetchItem::Rfc822Text => f.parts = true,
             FetchItem::Rfc822Header => {
-                n.cached = true;
+                f.parts = true;
                 n.headers = true;
             }
+            FetchItem::BodySection { section, .. } if hot_section(section) => {
+                f.hot_headers = true;
+            }
             FetchItem::BodySection { section, .. } => {
-                n.cached = true;
-                match &section.text {
-                    Some(SectionText::HeaderFields(names))
-                        if section.part.is_empty() && is_hot(names) => {}
+                f.parts = true;
+                n.headers |= matches!(
+                    section.text,
                     Some(
                         SectionText::Header
-                        | SectionText::HeaderFields(_)
-                        | SectionText::HeaderFieldsNot(_)
-                        | SectionText::Mime,
-                    ) => n.headers = true,
-                    _ => {}
-                }
+                            | SectionText::HeaderFields(_)
+                            | SectionText::HeaderFieldsNot(_)
+                            | SectionText::Mime
+                    )
+                );
             }
             FetchItem::Binary { part, .. } | FetchItem::BinarySize { part } => {
-                n.cached = true;
+                f.parts = true;
                 n.headers |= !part.is_empty();
             }
-            _ => n.cached = true,
         }
     }
     n
@@ -172,7 +186,7 @@ fn load(
 ) -> Result<Vec<Option<Loaded>>, CmdError> {
     Ok(store
         .index()
-        .read(|r| load_batch(r, id, uids, n.cached, n.headers))?)
+        .read(|r| load_batch(r, id, uids, n.fields, n.headers))?)
 }
 
 impl Session {
@@ -193,6 +207,10 @@ impl Session {
             items.insert(0, FetchItem::Uid);
         }
         let need = needs(&items);
+        let hot: Vec<bool> = items
+            .iter()
+            .map(|i| matches!(i, FetchItem::BodySection { section, .. } if hot_section(section)))
+            .collect();
         let (id, name, read_only) = (sel.id, sel.name.clone(), sel.read_only);
         // implicit \Seen, before anything is sent, so FLAGS in the answer are true
         let mut seen_now: HashSet<u32> = HashSet::new();
@@ -211,10 +229,20 @@ impl Session {
         let recent: Vec<std::ops::Range<u32>> = sel.recent.clone();
         let mailbox_dir = store.mailbox_path(&name)?;
         let mut expunged = false;
-        for batch in targets.chunks(BATCH) {
+        // the next batch is read on a blocking thread while this one is written out
+        let start = |batch: &[(u32, u32)]| {
             let uids: Vec<u32> = batch.iter().map(|&(_, u)| u).collect();
             let s = Arc::clone(&store);
-            let loaded = blocking(move || load(&s, id, &uids, need)).await??;
+            tokio::task::spawn_blocking(move || load(&s, id, &uids, need))
+        };
+        let batches: Vec<&[(u32, u32)]> = targets.chunks(BATCH).collect();
+        let mut next = batches.first().map(|b| start(b));
+        for (i, batch) in batches.iter().enumerate() {
+            let Some(pending) = next.take() else { break };
+            let loaded = pending
+                .await
+                .map_err(|e| CmdError::Server(format!("blocking task failed: {e}")))??;
+            next = batches.get(i + 1).map(|b| start(b));
             for (&(seq, uid), msg) in batch.iter().zip(loaded) {
                 let Some(msg) = msg else {
                     expunged = true;
@@ -229,12 +257,16 @@ impl Session {
                         &mailbox_dir,
                         (seq, uid),
                         msg,
-                        &items,
+                        (&items, &hot),
                         (&keywords, is_recent, flags_too),
                     )
                     .await?
                 {
                     expunged = true;
+                }
+                // a listing of thousands of messages goes out as it is made, not all at once
+                if self.out.len() >= FLUSH_AT {
+                    self.flush().await?;
                 }
             }
         }
@@ -294,7 +326,7 @@ impl Session {
         dir: &Path,
         (seq, uid): (u32, u32),
         msg: Loaded,
-        items: &[FetchItem],
+        (items, hot): (&[FetchItem], &[bool]),
         (keywords, recent, flags_too): (&[String], bool, bool),
     ) -> Result<bool, CmdError> {
         let mut file = None;
@@ -306,20 +338,19 @@ impl Session {
         }
         // the implicit \Seen was stored before this batch was read: the state has it
         let st = &msg.state;
-        self.out
-            .extend_from_slice(format!("* {seq} FETCH (").as_bytes());
+        let _ = write!(self.out, "* {seq} FETCH (");
         let mut first = true;
-        let mut all: Vec<&FetchItem> = items.iter().collect();
-        if flags_too {
-            all.push(&FetchItem::Flags);
-        }
-        for item in all {
+        let extra = flags_too.then_some(&FetchItem::Flags);
+        let all = items.iter().zip(hot.iter().copied());
+        for (item, hot) in all.chain(extra.map(|f| (f, false))) {
             if !first {
                 self.out.push(b' ');
             }
             first = false;
             match item {
-                FetchItem::Uid => self.out.extend_from_slice(format!("UID {uid}").as_bytes()),
+                FetchItem::Uid => {
+                    let _ = write!(self.out, "UID {uid}");
+                }
                 FetchItem::Flags => {
                     self.out.extend_from_slice(b"FLAGS ");
                     write_flags(&mut self.out, st, keywords, recent);
@@ -331,12 +362,12 @@ impl Session {
                         .ok_or_else(|| CmdError::server("date out of range"))?;
                     encode::date_time(&mut self.out, &dt);
                 }
-                FetchItem::Rfc822Size => self
-                    .out
-                    .extend_from_slice(format!("RFC822.SIZE {}", st.vsize).as_bytes()),
-                FetchItem::ModSeq => self
-                    .out
-                    .extend_from_slice(format!("MODSEQ ({})", st.modseq).as_bytes()),
+                FetchItem::Rfc822Size => {
+                    let _ = write!(self.out, "RFC822.SIZE {}", st.vsize);
+                }
+                FetchItem::ModSeq => {
+                    let _ = write!(self.out, "MODSEQ ({})", st.modseq);
+                }
                 FetchItem::Envelope => {
                     self.out.extend_from_slice(b"ENVELOPE ");
                     self.out
@@ -358,8 +389,14 @@ impl Session {
                         part: vec![],
                         text: Some(SectionText::Header),
                     };
-                    self.section(&msg, &section, None, &mut file, cached_of(&msg, name, uid)?)
-                        .await?;
+                    self.section(
+                        &msg,
+                        (&section, false),
+                        None,
+                        &mut file,
+                        cached_of(&msg, name, uid)?,
+                    )
+                    .await?;
                 }
                 FetchItem::Rfc822Text => {
                     self.out.extend_from_slice(b"RFC822.TEXT ");
@@ -367,8 +404,14 @@ impl Session {
                         part: vec![],
                         text: Some(SectionText::Text),
                     };
-                    self.section(&msg, &section, None, &mut file, cached_of(&msg, name, uid)?)
-                        .await?;
+                    self.section(
+                        &msg,
+                        (&section, false),
+                        None,
+                        &mut file,
+                        cached_of(&msg, name, uid)?,
+                    )
+                    .await?;
                 }
                 FetchItem::Rfc822 => {
                     self.out.extend_from_slice(b"RFC822 ");
@@ -376,8 +419,14 @@ impl Session {
                         part: vec![],
                         text: None,
                     };
-                    self.section(&msg, &section, None, &mut file, cached_of(&msg, name, uid)?)
-                        .await?;
+                    self.section(
+                        &msg,
+                        (&section, false),
+                        None,
+                        &mut file,
+                        cached_of(&msg, name, uid)?,
+                    )
+                    .await?;
                 }
                 FetchItem::BodySection {
                     section, partial, ..
@@ -386,7 +435,7 @@ impl Session {
                     self.out.push(b' ');
                     self.section(
                         &msg,
-                        section,
+                        (section, hot),
                         *partial,
                         &mut file,
                         cached_of(&msg, name, uid)?,
@@ -434,10 +483,12 @@ impl Session {
     }
 
     /// Writes one body section's value (a literal, or `""` for a part that does not exist).
+    /// `hot`: the section is HEADER.FIELDS of the message with hot fields only
+    /// ([`hot_section`]), answered from the cached hot headers.
     async fn section(
         &mut self,
         msg: &Loaded,
-        section: &Section,
+        (section, hot): (&Section, bool),
         partial: Option<Partial>,
         file: &mut Option<(tokio::fs::File, PathBuf)>,
         cached: &Cached,
@@ -454,16 +505,12 @@ impl Session {
             Some(SectionText::Mime) => Want::Mime,
         };
         // HEADER.FIELDS of the message itself from the hot fields, when they cover the names
-        if let (Some(SectionText::HeaderFields(names)), true) =
-            (&section.text, section.part.is_empty())
-        {
-            if is_hot(names) {
-                let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
-                let mut data = Vec::new();
-                maildex_mime::header_fields(&cached.hot_headers, &names, false, &mut data);
-                literal_cut(&mut self.out, &data, partial);
-                return Ok(());
-            }
+        if let (Some(SectionText::HeaderFields(names)), true) = (&section.text, hot) {
+            let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+            let mut data = Vec::new();
+            maildex_mime::header_fields(&cached.hot_headers, &names, false, &mut data);
+            literal_cut(&mut self.out, &data, partial);
+            return Ok(());
         }
         match locate(root, &section.part, want) {
             Located::Missing => self.out.extend_from_slice(b"\"\""),
@@ -558,6 +605,6 @@ mod tests {
             peek: true,
         };
         assert!(needs(&[cold]).headers);
-        assert!(!needs(&[FetchItem::Flags, FetchItem::Uid]).cached);
+        assert!(!needs(&[FetchItem::Flags, FetchItem::Uid]).fields.any());
     }
 }

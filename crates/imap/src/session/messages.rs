@@ -60,16 +60,17 @@ pub(crate) struct Loaded {
 }
 
 /// Reads messages `uids` (ascending) of mailbox `id` in one read transaction: states, and
-/// the cached listing data and header blocks when asked. Dense batches walk each database
+/// the `fields` of the cached listing data and the header blocks when asked. Dense batches walk each database
 /// once over the UID range, so every compressed segment is decoded once, not once per
 /// message; sparse ones look each UID up. `None` for a UID that is gone.
 pub(crate) fn load_batch(
     r: &maildex_index::Reader<'_>,
     id: u32,
     uids: &[u32],
-    cached: bool,
+    fields: maildex_index::CachedFields,
     headers: bool,
 ) -> Result<Vec<Option<Loaded>>, maildex_index::IndexError> {
+    let cached = fields.any();
     use std::ops::ControlFlow;
     let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
         return Ok(Vec::new());
@@ -83,7 +84,11 @@ pub(crate) fn load_batch(
             };
             *slot = Some(Loaded {
                 state,
-                cached: if cached { r.cached(id, uid)? } else { None },
+                cached: if cached {
+                    r.cached_fields(id, uid, fields)?
+                } else {
+                    None
+                },
                 headers: if headers { r.headers(id, uid)? } else { None },
             });
         }
@@ -101,7 +106,7 @@ pub(crate) fn load_batch(
         Ok(ControlFlow::Continue(()))
     })?;
     if cached {
-        r.for_each_cached(id, first..=last, |uid, c| {
+        r.for_each_cached(id, first..=last, fields, |uid, c| {
             if let Some(Some(m)) = slot(uid).map(|i| out[i].as_mut()) {
                 m.cached = Some(c);
             }

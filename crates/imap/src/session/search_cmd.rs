@@ -36,6 +36,11 @@ impl Session {
         let store: Arc<UserStore> = Arc::clone(&authed.store);
         let targets: Vec<(u32, u32)> = sel.view.uids_in(1, u32::MAX).map(|(u, s)| (s, u)).collect();
         let need = search::needs(&args.keys);
+        let fields = if need.cached {
+            maildex_index::CachedFields::ALL
+        } else {
+            maildex_index::CachedFields::default()
+        };
         let (id, name) = (sel.id, sel.name.clone());
         let keywords = sel.keywords.clone();
         let saved = sel.saved.clone();
@@ -69,7 +74,7 @@ impl Session {
                 };
                 Ok(s.index().read(|r| {
                     let uids: Vec<u32> = batch.iter().map(|&(_, u)| u).collect();
-                    let loaded = load_batch(r, id, &uids, need.cached, need.headers)?;
+                    let loaded = load_batch(r, id, &uids, fields, need.headers)?;
                     let mut out = Vec::new();
                     for (&(seq, uid), msg) in batch.iter().zip(loaded) {
                         let Some(msg) = msg else { continue };
