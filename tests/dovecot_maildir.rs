@@ -219,8 +219,7 @@ fn an_index_of_an_older_schema_is_replaced_on_open_keeping_every_uid() {
     }
     // ...the serving open replaces it, the next sync fills it, UIDs and flags unchanged
     let store =
-        maildex_store::UserStore::open_upgrading(&s.maildir, &s.index, Scratch::options())
-            .unwrap();
+        maildex_store::UserStore::open_upgrading(&s.maildir, &s.index, Scratch::options()).unwrap();
     drop(store);
     let (again, _) = observed(&s);
     assert_eq!(again, laid.expected);

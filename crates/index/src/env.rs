@@ -13,6 +13,7 @@ use heed::byteorder::BigEndian;
 use heed::types::{Bytes, Str, U32};
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, RwTxn, WithoutTls};
 
+use crate::columns::Columns;
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::segment::Segments;
 use crate::txn::{Reader, Writer};
@@ -54,17 +55,31 @@ pub struct Dbs<'e> {
     pub mailboxes: Database<'e, U32<BigEndian>, Bytes>,
     /// `messages`: (mailbox, uid) -> [`schema::MessageState`].
     pub messages: Database<'e, Bytes, Bytes>,
-    /// `cache`: segments of [`schema::Cached`].
-    pub cache: Database<'e, Bytes, Bytes>,
+    /// `cache-hot`: segments of hot header fields.
+    pub cache_hot: Database<'e, Bytes, Bytes>,
+    /// `cache-envelope`: segments of ENVELOPEs.
+    pub cache_envelope: Database<'e, Bytes, Bytes>,
+    /// `cache-structure`: segments of [`schema::Structure`].
+    pub cache_structure: Database<'e, Bytes, Bytes>,
     /// `headers`: segments of raw header blocks.
     pub headers: Database<'e, Bytes, Bytes>,
 }
 
 impl<'e> Dbs<'e> {
-    pub(crate) fn cache(&self) -> Segments<'e> {
-        Segments {
-            db: self.cache,
-            name: schema::DB_CACHE,
+    pub(crate) fn cache(&self) -> Columns<'e> {
+        Columns {
+            hot: Segments {
+                db: self.cache_hot,
+                name: schema::DB_CACHE_HOT,
+            },
+            envelope: Segments {
+                db: self.cache_envelope,
+                name: schema::DB_CACHE_ENVELOPE,
+            },
+            structure: Segments {
+                db: self.cache_structure,
+                name: schema::DB_CACHE_STRUCTURE,
+            },
         }
     }
     pub(crate) fn headers(&self) -> Segments<'e> {
@@ -189,7 +204,7 @@ impl Index {
             .unwrap_or(0);
         let mut env_opts = EnvOpenOptions::new().read_txn_without_tls();
         env_opts.map_size(page_round(opts.map_size.max(existing * 2).max(1 << 20)));
-        env_opts.max_dbs(8);
+        env_opts.max_dbs(12);
         env_opts.max_readers(1024);
         if !opts.durable {
             // SAFETY: NO_SYNC only weakens durability (a crash may lose the last commits);
@@ -208,21 +223,31 @@ impl Index {
                     let names = dbo.create_database(wtxn, Some(schema::DB_MAILBOX_NAMES))?;
                     let boxes = dbo.create_database(wtxn, Some(schema::DB_MAILBOXES))?;
                     let msgs = dbo.create_database(wtxn, Some(schema::DB_MESSAGES))?;
-                    let cache = dbo.create_database(wtxn, Some(schema::DB_CACHE))?;
+                    let hot = dbo.create_database(wtxn, Some(schema::DB_CACHE_HOT))?;
+                    let env = dbo.create_database(wtxn, Some(schema::DB_CACHE_ENVELOPE))?;
+                    let st = dbo.create_database(wtxn, Some(schema::DB_CACHE_STRUCTURE))?;
                     let hdrs = dbo.create_database(wtxn, Some(schema::DB_HEADERS))?;
                     Ok(CommitOrAbort::<_, ()>::Commit((
-                        meta, names, boxes, msgs, cache, hdrs,
+                        meta,
+                        names,
+                        boxes,
+                        msgs,
+                        (hot, env, st),
+                        hdrs,
                     )))
                 })
                 .map_err(|e| IndexError::lmdb(dir, e))?
                 .unwrap_commit();
             let (meta, mailbox_names, mailboxes, messages, cache, headers) = dbs;
+            let (cache_hot, cache_envelope, cache_structure) = cache;
             Ok(Dbs {
                 meta,
                 mailbox_names,
                 mailboxes,
                 messages,
-                cache,
+                cache_hot,
+                cache_envelope,
+                cache_structure,
                 headers,
             })
         })?;
@@ -542,7 +567,7 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
     {
         let mut opts = EnvOpenOptions::new().read_txn_without_tls();
         opts.map_size(page_round((before as usize).max(1 << 20)));
-        opts.max_dbs(8);
+        opts.max_dbs(12);
         // SAFETY: we hold the exclusive open lock, so no maildex process has this env open.
         let env = unsafe { opts.open(dir) }.map_err(|e| IndexError::lmdb(dir, e))?;
         env.copy_to_path(&tmp, heed::CompactionOption::Enabled)

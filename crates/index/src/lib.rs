@@ -8,6 +8,7 @@
 //! - [`record`] builds a message record from a message file and its MIME summary.
 //! - [`dump`] renders records for `maildex index dump`.
 
+mod columns;
 pub mod dump;
 mod env;
 pub mod record;
@@ -20,8 +21,8 @@ use std::path::{Path, PathBuf};
 pub use env::{compact, lock_exclusive, Index, OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
-    decode_cached, flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState,
-    PartKindRecord, PartRecord, Stamp,
+    flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,
+    PartRecord, Stamp,
 };
 pub use txn::{PageStats, Reader, Writer};
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::IndexError;
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// `meta`: string keys to small values (schema version, id counters).
 pub const DB_META: &str = "meta";
@@ -18,9 +18,14 @@ pub const DB_MAILBOX_NAMES: &str = "mailbox-names";
 pub const DB_MAILBOXES: &str = "mailboxes";
 /// `messages`: [`msg_key`] to a postcard [`MessageState`] (what changes: flags, name, modseq).
 pub const DB_MESSAGES: &str = "messages";
-/// `cache`: segments (see [`crate::segment`]) of postcard [`Cached`] records: what a
-/// listing fetches, immutable once written.
-pub const DB_CACHE: &str = "cache";
+/// `cache-hot`: segments (see [`crate::segment`]) of [`Cached::hot_headers`], raw. The
+/// three `cache-*` databases are the columns of [`Cached`]: what a listing fetches,
+/// immutable once written, kept apart so that a listing decompresses only what it sends.
+pub const DB_CACHE_HOT: &str = "cache-hot";
+/// `cache-envelope`: segments of [`Cached::envelope`], raw.
+pub const DB_CACHE_ENVELOPE: &str = "cache-envelope";
+/// `cache-structure`: segments of postcard [`Structure`] records (BODY, BODYSTRUCTURE, parts).
+pub const DB_CACHE_STRUCTURE: &str = "cache-structure";
 /// `headers`: segments of the raw header blocks of each message (see
 /// [`MessageRecord::parts`] for how to find each part's header inside them).
 pub const DB_HEADERS: &str = "headers";
@@ -215,24 +220,18 @@ impl MessageState {
     }
 }
 
-/// What a listing fetches and never changes (`cache` database, in segments).
-///
-/// The byte fields go through `serde_bytes`: the same postcard bytes (varint length, then
-/// the bytes) as a derived `Vec<u8>`, but decoded with one copy instead of a visit per byte.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+/// What a listing fetches and never changes, stored as three columns (the `cache-*`
+/// databases, in segments; see [`crate::columns`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cached {
     /// The header fields clients list ([`crate::HOT_HEADERS`]), raw, CRLF, in file order,
     /// then the empty line. A hot field absent here is absent from the message.
-    #[serde(with = "serde_bytes")]
     pub hot_headers: Vec<u8>,
     /// ENVELOPE, rendered in IMAP syntax.
-    #[serde(with = "serde_bytes")]
     pub envelope: Vec<u8>,
     /// BODY (non-extensible BODYSTRUCTURE), rendered in IMAP syntax.
-    #[serde(with = "serde_bytes")]
     pub body: Vec<u8>,
     /// BODYSTRUCTURE, rendered in IMAP syntax.
-    #[serde(with = "serde_bytes")]
     pub body_structure: Vec<u8>,
     /// The MIME part tree with file offsets.
     pub parts: PartRecord,
@@ -282,60 +281,17 @@ impl CachedFields {
     }
 }
 
-/// [`Cached`] borrowed from its encoding, with the part tree as `P` (`()` skips it: postcard
-/// leaves trailing bytes alone). Field order and types must match [`Cached`].
-#[derive(Deserialize)]
-struct CachedView<'a, P> {
-    hot_headers: &'a [u8],
-    envelope: &'a [u8],
-    body: &'a [u8],
-    body_structure: &'a [u8],
-    parts: P,
-}
-
-/// Decodes the `fields` of an encoded [`Cached`]; the rest stay empty.
-pub fn decode_cached(
-    bytes: &[u8],
-    fields: CachedFields,
-    what: &dyn std::fmt::Display,
-) -> Result<Cached, IndexError> {
-    fn pick(want: bool, b: &[u8]) -> Vec<u8> {
-        if want {
-            b.to_vec()
-        } else {
-            Vec::new()
-        }
-    }
-    let (view, parts) = if fields.parts {
-        let v: CachedView<'_, PartRecord> = decode(bytes, what)?;
-        let CachedView {
-            hot_headers,
-            envelope,
-            body,
-            body_structure,
-            parts,
-        } = v;
-        let view = CachedView {
-            hot_headers,
-            envelope,
-            body,
-            body_structure,
-            parts: (),
-        };
-        (view, parts)
-    } else {
-        (
-            decode::<CachedView<'_, ()>>(bytes, what)?,
-            PartRecord::default(),
-        )
-    };
-    Ok(Cached {
-        hot_headers: pick(fields.hot_headers, view.hot_headers),
-        envelope: pick(fields.envelope, view.envelope),
-        body: pick(fields.body, view.body),
-        body_structure: pick(fields.body_structure, view.body_structure),
-        parts,
-    })
+/// The `cache-structure` column of a [`Cached`] record.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Structure {
+    /// [`Cached::body`].
+    #[serde(with = "serde_bytes")]
+    pub body: Vec<u8>,
+    /// [`Cached::body_structure`].
+    #[serde(with = "serde_bytes")]
+    pub body_structure: Vec<u8>,
+    /// [`Cached::parts`].
+    pub parts: PartRecord,
 }
 
 /// A whole message as the API hands it out: what is stored in `messages` and in `cache`.
@@ -364,31 +320,6 @@ pub fn decode<'a, T: Deserialize<'a>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cached_fields_decode_only_what_is_asked() {
-        let full = Cached {
-            hot_headers: b"Subject: x\r\n\r\n".to_vec(),
-            envelope: b"(NIL)".to_vec(),
-            body: b"(\"text\")".to_vec(),
-            body_structure: b"(\"text\" x)".to_vec(),
-            parts: PartRecord {
-                body_vsize: 42,
-                ..PartRecord::default()
-            },
-        };
-        let raw = encode(&full).unwrap();
-        assert_eq!(decode_cached(&raw, CachedFields::ALL, &"t").unwrap(), full);
-        let env = CachedFields {
-            envelope: true,
-            ..CachedFields::default()
-        };
-        let got = decode_cached(&raw, env, &"t").unwrap();
-        assert_eq!(got.envelope, full.envelope);
-        assert!(got.hot_headers.is_empty() && got.body_structure.is_empty());
-        assert_eq!(got.parts, PartRecord::default());
-        assert!(decode_cached(&raw[..3], CachedFields::ALL, &"t").is_err());
-    }
 
     #[test]
     fn keys_sort_by_mailbox_then_uid() {

@@ -180,13 +180,14 @@ impl Segments<'_> {
             .map(|i| std::mem::take(&mut entries.0[i].1)))
     }
 
-    /// Calls `f` with each stored (uid, data) of `mailbox` in `uids`, in UID order.
+    /// Calls `f` with each stored (uid, data) of `mailbox` in `uids`, in UID order (the data
+    /// moved out of the decoded segment, not copied).
     pub fn for_each(
         &self,
         txn: &RoTxn<WithoutTls>,
         mailbox: u32,
         uids: RangeInclusive<u32>,
-        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+        mut f: impl FnMut(u32, Vec<u8>) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         let start = match self.floor(txn, mailbox, *uids.start())? {
             Some((first, _)) => first,
@@ -198,7 +199,7 @@ impl Segments<'_> {
             let (k, v) = item.map_err(lmdb)?;
             let first = split_msg_key(k).map_or(0, |(_, u)| u);
             for (uid, data) in decode(v, &format_args!("{} {mailbox}/{first}", self.name))?.0 {
-                if uids.contains(&uid) && f(uid, &data)?.is_break() {
+                if uids.contains(&uid) && f(uid, data)?.is_break() {
                     return Ok(());
                 }
             }

@@ -7,8 +7,8 @@ use heed::{RoTxn, RwTxn, WithoutTls};
 
 use crate::env::Dbs;
 use crate::schema::{
-    self, decode, decode_cached, encode, msg_key, split_msg_key, Cached, CachedFields,
-    MailboxRecord, MessageRecord, MessageState, META_NEXT_MAILBOX_ID, META_SCHEMA, SCHEMA_VERSION,
+    self, decode, encode, msg_key, split_msg_key, Cached, CachedFields, MailboxRecord,
+    MessageRecord, MessageState, META_NEXT_MAILBOX_ID, META_SCHEMA, SCHEMA_VERSION,
 };
 use crate::IndexError;
 
@@ -89,10 +89,7 @@ impl<'t> Reader<'t> {
 
     /// One message's cached listing data.
     pub fn cached(&self, mailbox: u32, uid: u32) -> Result<Option<Cached>, IndexError> {
-        match self.dbs.cache().get(self.txn, mailbox, uid)? {
-            Some(raw) => Ok(Some(decode(&raw, &What("cache", mailbox, uid))?)),
-            None => Ok(None),
-        }
+        self.cached_fields(mailbox, uid, CachedFields::ALL)
     }
 
     /// The `fields` of the cached data stored for one message (the others left empty).
@@ -102,14 +99,7 @@ impl<'t> Reader<'t> {
         uid: u32,
         fields: CachedFields,
     ) -> Result<Option<Cached>, IndexError> {
-        match self.dbs.cache().get(self.txn, mailbox, uid)? {
-            Some(raw) => Ok(Some(decode_cached(
-                &raw,
-                fields,
-                &What("cache", mailbox, uid),
-            )?)),
-            None => Ok(None),
-        }
+        self.dbs.cache().get(self.txn, mailbox, uid, fields)
     }
 
     /// One message: state and cached data.
@@ -151,16 +141,11 @@ impl<'t> Reader<'t> {
         mailbox: u32,
         uids: RangeInclusive<u32>,
         fields: CachedFields,
-        mut f: impl FnMut(u32, Cached) -> Result<ControlFlow<()>, IndexError>,
+        f: impl FnMut(u32, Cached) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.dbs
             .cache()
-            .for_each(self.txn, mailbox, uids, |uid, raw| {
-                f(
-                    uid,
-                    decode_cached(raw, fields, &What("cache", mailbox, uid))?,
-                )
-            })
+            .for_each(self.txn, mailbox, uids, fields, f)
     }
 
     /// Calls `f` with the raw header blocks of each message of `mailbox` in `uids`, in UID
@@ -170,7 +155,7 @@ impl<'t> Reader<'t> {
         &self,
         mailbox: u32,
         uids: RangeInclusive<u32>,
-        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+        f: impl FnMut(u32, Vec<u8>) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.dbs.headers().for_each(self.txn, mailbox, uids, f)
     }
@@ -262,7 +247,18 @@ impl<'t> Reader<'t> {
                 schema::DB_MESSAGES,
                 d.messages.stat(self.txn).map_err(lmdb)?,
             ),
-            (schema::DB_CACHE, d.cache.stat(self.txn).map_err(lmdb)?),
+            (
+                schema::DB_CACHE_HOT,
+                d.cache_hot.stat(self.txn).map_err(lmdb)?,
+            ),
+            (
+                schema::DB_CACHE_ENVELOPE,
+                d.cache_envelope.stat(self.txn).map_err(lmdb)?,
+            ),
+            (
+                schema::DB_CACHE_STRUCTURE,
+                d.cache_structure.stat(self.txn).map_err(lmdb)?,
+            ),
             (schema::DB_HEADERS, d.headers.stat(self.txn).map_err(lmdb)?),
         ];
         Ok(stats
@@ -477,7 +473,7 @@ impl<'t, 'e> Writer<'t, 'e> {
             mrec.uid_next = mrec.uid_next.max(uid.saturating_add(1));
             self.put_state(mailbox, uid, &state)?;
             modseqs.push(state.modseq);
-            cache_items.push((uid, encode(&cached)?));
+            cache_items.push((uid, cached));
             header_items.push((uid, header_blocks));
         }
         self.dbs.cache().put_many(self.txn, mailbox, cache_items)?;

@@ -1,9 +1,14 @@
 //! Segments against a model: any mix of batched inserts (in any UID order, filling gaps,
-//! replacing), removals and lookups gives exactly what a plain map would, in every mailbox.
+//! replacing), removals and lookups gives exactly what a plain map would, in every mailbox,
+//! for whole records and for any choice of cached columns over any UID range.
 
 use std::collections::BTreeMap;
 
-use maildex_index::{Cached, Index, MessageRecord, MessageState, OpenOptions};
+use std::ops::ControlFlow;
+
+use maildex_index::{
+    Cached, CachedFields, Index, MessageRecord, MessageState, OpenOptions, PartRecord,
+};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -19,8 +24,48 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// uid -> (hot headers, header blocks)
-type Mailbox = BTreeMap<u32, (Vec<u8>, Vec<u8>)>;
+/// uid -> (cached record, header blocks)
+type Mailbox = BTreeMap<u32, (Cached, Vec<u8>)>;
+
+/// `c` with only `fields` kept.
+fn project(c: &Cached, fields: CachedFields) -> Cached {
+    let keep = |on: bool, v: &Vec<u8>| if on { v.clone() } else { Vec::new() };
+    Cached {
+        hot_headers: keep(fields.hot_headers, &c.hot_headers),
+        envelope: keep(fields.envelope, &c.envelope),
+        body: keep(fields.body, &c.body),
+        body_structure: keep(fields.body_structure, &c.body_structure),
+        parts: if fields.parts {
+            c.parts.clone()
+        } else {
+            PartRecord::default()
+        },
+    }
+}
+
+fn field_sets() -> Vec<CachedFields> {
+    let none = CachedFields::default();
+    vec![
+        CachedFields::ALL,
+        CachedFields {
+            hot_headers: true,
+            ..none
+        },
+        CachedFields {
+            envelope: true,
+            ..none
+        },
+        CachedFields {
+            body_structure: true,
+            ..none
+        },
+        CachedFields {
+            envelope: true,
+            parts: true,
+            ..none
+        },
+    ]
+}
 
 fn record(uid: u32, gen: usize) -> (MessageRecord, Vec<u8>) {
     let rec = MessageRecord {
@@ -32,7 +77,15 @@ fn record(uid: u32, gen: usize) -> (MessageRecord, Vec<u8>) {
             hot_headers: format!("Subject: {uid}/{gen}\r\n")
                 .repeat(1 + (uid as usize % 7))
                 .into_bytes(),
-            ..Default::default()
+            envelope: format!("(\"{uid}\" {gen})")
+                .repeat(1 + uid as usize % 5)
+                .into_bytes(),
+            body: format!("(body {uid})").into_bytes(),
+            body_structure: format!("(bs {uid} {gen})").into_bytes(),
+            parts: PartRecord {
+                body_vsize: u64::from(uid) * 1000 + gen as u64,
+                ..Default::default()
+            },
         },
     };
     let headers = format!("Received: from h{uid} by mx gen {gen}\n")
@@ -70,7 +123,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         model
                             .entry(mailbox)
                             .or_default()
-                            .insert(uid, (rec.cached.hot_headers.clone(), headers.clone()));
+                            .insert(uid, (rec.cached.clone(), headers.clone()));
                         batch.push((uid, rec, headers));
                     }
                 }
@@ -95,23 +148,44 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let mut singles = Vec::new();
                 for (uid, _) in &all {
                     singles.push((
-                        r.message(mailbox, *uid)?.map(|m| m.cached.hot_headers),
+                        r.message(mailbox, *uid)?.map(|m| m.cached),
                         r.headers(mailbox, *uid)?,
                     ));
                 }
                 Ok((all, singles))
             })
             .unwrap();
-        let got: Vec<(u32, Vec<u8>)> = all
-            .iter()
-            .map(|(u, m)| (*u, m.cached.hot_headers.clone()))
-            .collect();
-        let expected: Vec<(u32, Vec<u8>)> =
-            want.iter().map(|(u, (h, _))| (*u, h.clone())).collect();
+        let got: Vec<(u32, Cached)> = all.iter().map(|(u, m)| (*u, m.cached.clone())).collect();
+        let expected: Vec<(u32, Cached)> = want.iter().map(|(u, (c, _))| (*u, c.clone())).collect();
         prop_assert_eq!(got, expected);
-        for ((_, (hot, headers)), (one_hot, one_headers)) in want.iter().zip(singles) {
-            prop_assert_eq!(Some(hot.clone()), one_hot);
+        for ((_, (cached, headers)), (one, one_headers)) in want.iter().zip(singles) {
+            prop_assert_eq!(Some(cached.clone()), one);
             prop_assert_eq!(Some(headers.clone()), one_headers);
+        }
+        for fields in field_sets() {
+            for range in [1..=u32::MAX, 50..=150, 17..=17] {
+                let got = index
+                    .read(|r| {
+                        let mut got = Vec::new();
+                        r.for_each_cached(mailbox, range.clone(), fields, |uid, c| {
+                            got.push((uid, c));
+                            Ok(ControlFlow::Continue(()))
+                        })?;
+                        Ok(got)
+                    })
+                    .unwrap();
+                let expected: Vec<(u32, Cached)> = want
+                    .range(range.clone())
+                    .map(|(u, (c, _))| (*u, project(c, fields)))
+                    .collect();
+                prop_assert_eq!(&got, &expected, "{:?} {:?}", fields, range);
+                for (uid, c) in &expected {
+                    let one = index
+                        .read(|r| r.cached_fields(mailbox, *uid, fields))
+                        .unwrap();
+                    prop_assert_eq!(one.as_ref(), Some(c));
+                }
+            }
         }
         let counts = index
             .read(|r| Ok(r.require_mailbox(mailbox)?.counts.messages))

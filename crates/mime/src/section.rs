@@ -49,9 +49,9 @@ fn push_crlf(out: &mut Vec<u8>, bytes: &[u8]) {
 /// (`not` = true) in `names`, compared case-insensitively, each with its
 /// continuation lines, in CRLF. The result ends with the blank line when
 /// `header_block` has one, or always when `add_missing_blank`.
-fn filter(
+fn filter<N: AsRef<[u8]>>(
     header_block: &[u8],
-    names: &[&[u8]],
+    names: &[N],
     not: bool,
     add_missing_blank: bool,
     out: &mut Vec<u8>,
@@ -65,7 +65,7 @@ fn filter(
             break;
         }
         let field = field_at(header_block, pos);
-        let listed = names.iter().any(|n| eq_ci(n, field.name));
+        let listed = names.iter().any(|n| eq_ci(n.as_ref(), field.name));
         if listed != not {
             push_crlf(out, &header_block[pos..field.next]);
         }
@@ -84,7 +84,12 @@ fn filter(
 /// the message has none), HEADER.FIELDS.NOT only when the header has one;
 /// a last line without line break is copied as it is. `header_block` is the
 /// root part's `[header_start, body_start)`.
-pub fn header_fields(header_block: &[u8], names: &[&[u8]], not: bool, out: &mut Vec<u8>) {
+pub fn header_fields<N: AsRef<[u8]>>(
+    header_block: &[u8],
+    names: &[N],
+    not: bool,
+    out: &mut Vec<u8>,
+) {
     filter(header_block, names, not, !not, out);
 }
 
@@ -93,7 +98,12 @@ pub fn header_fields(header_block: &[u8], names: &[&[u8]], not: bool, out: &mut 
 /// written only when the header block has one (RFC 3501 §6.4.5: "except in
 /// the case of a message which has no body and no blank line"), as in
 /// Dovecot.
-pub fn header_fields_of_part(header_block: &[u8], names: &[&[u8]], not: bool, out: &mut Vec<u8>) {
+pub fn header_fields_of_part<N: AsRef<[u8]>>(
+    header_block: &[u8],
+    names: &[N],
+    not: bool,
+    out: &mut Vec<u8>,
+) {
     filter(header_block, names, not, false, out);
 }
 
@@ -105,10 +115,10 @@ mod tests {
     fn fields_with_continuations_in_crlf() {
         let h = b"From: a\nReceived: x\n y\nsubject: s\n\n";
         let mut out = Vec::new();
-        header_fields(h, &[b"Subject", b"received"], false, &mut out);
+        header_fields(h, &[&b"Subject"[..], b"received"], false, &mut out);
         assert_eq!(out, b"Received: x\r\n y\r\nsubject: s\r\n\r\n");
         out.clear();
-        header_fields(h, &[b"Subject", b"received"], true, &mut out);
+        header_fields(h, &[&b"Subject"[..], b"received"], true, &mut out);
         assert_eq!(out, b"From: a\r\n\r\n");
     }
 

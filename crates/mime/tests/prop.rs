@@ -82,7 +82,7 @@ fn check_message(msg: &[u8]) -> Result<(), TestCaseError> {
         postcard::from_bytes(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(&back, &s);
     let header = &msg[..s.root.body_start as usize];
-    header_fields(header, &[b"subject", b"from"], false, &mut out);
+    header_fields(header, &[&b"subject"[..], b"from"], false, &mut out);
     header_fields(header, &[b"subject"], true, &mut out);
     Ok(())
 }

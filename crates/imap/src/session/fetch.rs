@@ -90,6 +90,42 @@ fn needs(items: &[FetchItem]) -> Needs {
     n
 }
 
+/// What is worked out once per command for each item, not once per message.
+struct Plan {
+    /// A section answered from the hot header fields ([`hot_section`]).
+    hot: bool,
+    /// `BODY[...]<o> ` of a section item, echoed before each value.
+    label: Vec<u8>,
+}
+
+/// The plan of an item that needs none (the FLAGS added after an implicit `\Seen`).
+static NO_PLAN: Plan = Plan {
+    hot: false,
+    label: Vec::new(),
+};
+
+impl Plan {
+    fn of(item: &FetchItem) -> Plan {
+        match item {
+            FetchItem::BodySection {
+                section, partial, ..
+            } => {
+                let mut label = Vec::new();
+                section_label(&mut label, section, *partial);
+                label.push(b' ');
+                Plan {
+                    hot: hot_section(section),
+                    label,
+                }
+            }
+            _ => Plan {
+                hot: false,
+                label: Vec::new(),
+            },
+        }
+    }
+}
+
 /// Whether an item sets `\Seen` (RFC 3501 §6.4.5: BODY[...] without .PEEK, RFC822, RFC822.TEXT).
 fn sets_seen(item: &FetchItem) -> bool {
     matches!(
@@ -207,10 +243,7 @@ impl Session {
             items.insert(0, FetchItem::Uid);
         }
         let need = needs(&items);
-        let hot: Vec<bool> = items
-            .iter()
-            .map(|i| matches!(i, FetchItem::BodySection { section, .. } if hot_section(section)))
-            .collect();
+        let plan: Vec<Plan> = items.iter().map(Plan::of).collect();
         let (id, name, read_only) = (sel.id, sel.name.clone(), sel.read_only);
         // implicit \Seen, before anything is sent, so FLAGS in the answer are true
         let mut seen_now: HashSet<u32> = HashSet::new();
@@ -257,7 +290,7 @@ impl Session {
                         &mailbox_dir,
                         (seq, uid),
                         msg,
-                        (&items, &hot),
+                        (&items, &plan),
                         (&keywords, is_recent, flags_too),
                     )
                     .await?
@@ -326,7 +359,7 @@ impl Session {
         dir: &Path,
         (seq, uid): (u32, u32),
         msg: Loaded,
-        (items, hot): (&[FetchItem], &[bool]),
+        (items, plan): (&[FetchItem], &[Plan]),
         (keywords, recent, flags_too): (&[String], bool, bool),
     ) -> Result<bool, CmdError> {
         let mut file = None;
@@ -341,8 +374,8 @@ impl Session {
         let _ = write!(self.out, "* {seq} FETCH (");
         let mut first = true;
         let extra = flags_too.then_some(&FetchItem::Flags);
-        let all = items.iter().zip(hot.iter().copied());
-        for (item, hot) in all.chain(extra.map(|f| (f, false))) {
+        let all = items.iter().zip(plan);
+        for (item, plan) in all.chain(extra.map(|f| (f, &NO_PLAN))) {
             if !first {
                 self.out.push(b' ');
             }
@@ -431,11 +464,10 @@ impl Session {
                 FetchItem::BodySection {
                     section, partial, ..
                 } => {
-                    section_label(&mut self.out, section, *partial);
-                    self.out.push(b' ');
+                    self.out.extend_from_slice(&plan.label);
                     self.section(
                         &msg,
-                        (section, hot),
+                        (section, plan.hot),
                         *partial,
                         &mut file,
                         cached_of(&msg, name, uid)?,
@@ -506,9 +538,8 @@ impl Session {
         };
         // HEADER.FIELDS of the message itself from the hot fields, when they cover the names
         if let (Some(SectionText::HeaderFields(names)), true) = (&section.text, hot) {
-            let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
-            let mut data = Vec::new();
-            maildex_mime::header_fields(&cached.hot_headers, &names, false, &mut data);
+            let mut data = Vec::with_capacity(cached.hot_headers.len());
+            maildex_mime::header_fields(&cached.hot_headers, names, false, &mut data);
             literal_cut(&mut self.out, &data, partial);
             return Ok(());
         }
@@ -524,11 +555,10 @@ impl Session {
                     Some(SectionText::HeaderFields(names))
                     | Some(SectionText::HeaderFieldsNot(names)) => {
                         let not = matches!(section.text, Some(SectionText::HeaderFieldsNot(_)));
-                        let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
                         if section.part.is_empty() {
-                            maildex_mime::header_fields(raw, &names, not, &mut data);
+                            maildex_mime::header_fields(raw, names, not, &mut data);
                         } else {
-                            maildex_mime::header_fields_of_part(raw, &names, not, &mut data);
+                            maildex_mime::header_fields_of_part(raw, names, not, &mut data);
                         }
                     }
                     _ => maildex_mime::to_crlf(raw, &mut data),

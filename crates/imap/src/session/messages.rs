@@ -116,7 +116,7 @@ pub(crate) fn load_batch(
     if headers {
         r.for_each_headers(id, first..=last, |uid, h| {
             if let Some(Some(m)) = slot(uid).map(|i| out[i].as_mut()) {
-                m.headers = Some(h.to_vec());
+                m.headers = Some(h);
             }
             Ok(ControlFlow::Continue(()))
         })?;
