@@ -22,8 +22,10 @@ use super::selected::write_flags;
 use super::{blocking, CmdError, Done, Session, State, FLUSH_AT};
 use crate::section::{header_block, locate, Located, Want};
 
-/// Messages read from the index per read transaction.
-const BATCH: usize = 128;
+/// Messages read from the index per read transaction. Each batch is one hop to a blocking
+/// thread and back; 512 (about 1-2 ms of decoding, a few hundred kB of listing data) made
+/// `FETCH 1:* ENVELOPE` of 10,000 messages a quarter faster than 128.
+const BATCH: usize = 512;
 
 /// What the items need from the index.
 #[derive(Default, Clone, Copy)]
