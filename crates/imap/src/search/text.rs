@@ -12,13 +12,41 @@ fn is_wsp(b: u8) -> bool {
 /// ends at the first empty line; a line without a colon is skipped.
 pub(crate) fn fields(block: &[u8]) -> Vec<(&[u8], Vec<u8>)> {
     let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
+    walk_fields(
+        block,
+        |_| true,
+        |line| match line {
+            Line::Start(n, v) => out.push((n, v.to_vec())),
+            Line::More(more) => {
+                if let Some((_, v)) = out.last_mut() {
+                    v.push(b'\n');
+                    v.extend_from_slice(more);
+                }
+            }
+        },
+    );
+    out
+}
+
+/// A line of a kept field, as [`walk_fields`] hands it out.
+enum Line<'b> {
+    /// The field's name and the value on its first line (leading white space skipped).
+    Start(&'b [u8], &'b [u8]),
+    /// A continuation line, CR dropped.
+    More(&'b [u8]),
+}
+
+/// Walks the fields of a header block: `want(name)` decides whether a field is kept; the
+/// lines of kept fields go to `emit`. Stops at the blank line.
+fn walk_fields<'b>(
+    block: &'b [u8],
+    mut want: impl FnMut(&[u8]) -> bool,
+    mut emit: impl FnMut(Line<'b>),
+) {
     let mut pos = 0;
     let mut in_field = false;
     while pos < block.len() {
-        let end = block[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(block.len(), |i| pos + i);
+        let end = memchr::memchr(b'\n', &block[pos..]).map_or(block.len(), |i| pos + i);
         let mut line = &block[pos..end];
         if let Some(stripped) = line.strip_suffix(b"\r") {
             line = stripped;
@@ -28,13 +56,12 @@ pub(crate) fn fields(block: &[u8]) -> Vec<(&[u8], Vec<u8>)> {
             break;
         }
         if is_wsp(line[0]) {
-            if let (true, Some((_, v))) = (in_field, out.last_mut()) {
-                v.push(b'\n');
-                v.extend_from_slice(line);
+            if in_field {
+                emit(Line::More(line));
             }
             continue;
         }
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
+        let Some(colon) = memchr::memchr(b':', line) else {
             in_field = false;
             continue;
         };
@@ -45,22 +72,33 @@ pub(crate) fn fields(block: &[u8]) -> Vec<(&[u8], Vec<u8>)> {
             }
             n = rest;
         }
-        let v = &line[colon + 1..];
-        let skip = v.iter().position(|&b| !is_wsp(b)).unwrap_or(v.len());
-        out.push((n, v[skip..].to_vec()));
-        in_field = true;
+        in_field = want(n);
+        if in_field {
+            let v = &line[colon + 1..];
+            let skip = v.iter().position(|&b| !is_wsp(b)).unwrap_or(v.len());
+            emit(Line::Start(n, &v[skip..]));
+        }
     }
-    out
 }
 
-/// The raw bodies of every `name` field in `block`, in order (see
-/// [`fields`]). Field names compare case-insensitively (RFC 5322 §1.2.2).
+/// The unfolded raw values of every field called `name` (case-insensitive), in order.
+/// Copies only those fields: a SEARCH runs this on every message.
 pub(crate) fn field_values(block: &[u8], name: &[u8]) -> Vec<Vec<u8>> {
-    fields(block)
-        .into_iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v)
-        .collect()
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    walk_fields(
+        block,
+        |n| n.eq_ignore_ascii_case(name),
+        |line| match line {
+            Line::Start(_, v) => out.push(v.to_vec()),
+            Line::More(more) => {
+                if let Some(v) = out.last_mut() {
+                    v.push(b'\n');
+                    v.extend_from_slice(more);
+                }
+            }
+        },
+    );
+    out
 }
 
 /// Lower-cases for comparison: Unicode lowercase of each character (ASCII

@@ -36,10 +36,10 @@ impl Session {
         let store: Arc<UserStore> = Arc::clone(&authed.store);
         let targets: Vec<(u32, u32)> = sel.view.uids_in(1, u32::MAX).map(|(u, s)| (s, u)).collect();
         let need = search::needs(&args.keys);
-        let fields = if need.cached {
-            maildex_index::CachedFields::ALL
-        } else {
-            maildex_index::CachedFields::default()
+        // search reads only the hot header fields of the cached data
+        let fields = maildex_index::CachedFields {
+            hot_headers: need.cached,
+            ..Default::default()
         };
         let (id, name) = (sel.id, sel.name.clone());
         let keywords = sel.keywords.clone();
