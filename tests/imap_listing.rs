@@ -137,3 +137,49 @@ fn listings_answer_from_the_index_with_every_file_truncated() {
         String::from_utf8_lossy(&before[0])
     );
 }
+
+#[test]
+fn a_listing_longer_than_a_batch_comes_out_whole_and_in_order() {
+    // FETCH reads and renders 512 messages per batch, two batches ahead of the socket:
+    // 1,300 messages are three batches, the last one short
+    let s = Server::start();
+    s.deliver("alice", &simple("message 1", "first"));
+    let cur = s.maildir("alice").join("cur");
+    let n = 1300;
+    for i in 2..=n {
+        let body = simple(&format!("message {i}"), &"line\n".repeat(i % 7 + 1));
+        std::fs::write(cur.join(format!("1700000000.M{i:05}P1.test:2,S")), body).unwrap();
+    }
+    let mut c = s.login("alice");
+    c.ok("EXAMINE INBOX");
+    for (cmd, needle) in [
+        ("FETCH 1:* (UID ENVELOPE)", "\"message "),
+        // a file-reading item takes the per-message path, in the same batches
+        (
+            "FETCH 1:* (UID BODY.PEEK[TEXT] BODY.PEEK[HEADER.FIELDS (SUBJECT)])",
+            "message ",
+        ),
+    ] {
+        let r = c.ok(cmd);
+        assert_eq!(r.untagged.len(), n, "{cmd}");
+        let mut last_uid = 0;
+        for (i, u) in r.untagged.iter().enumerate() {
+            let text = String::from_utf8_lossy(&u.raw);
+            assert!(text.starts_with(&format!("* {} FETCH ", i + 1)), "{text}");
+            let uid: u32 = text
+                .split("UID ")
+                .nth(1)
+                .and_then(|t| t.split([' ', ')']).next())
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("no UID in {text}"));
+            assert!(uid > last_uid, "UIDs out of order: {last_uid} then {uid}");
+            last_uid = uid;
+            // the UIDs were given in file-name order after the first delivery: message k
+            // has UID k
+            assert!(
+                text.contains(&format!("{needle}{uid}")),
+                "{cmd}: message {uid} answered with {text}"
+            );
+        }
+    }
+}

@@ -12,6 +12,7 @@ mod fetch;
 mod idle;
 mod mailbox;
 mod messages;
+mod render;
 mod search_cmd;
 mod selected;
 mod update;
