@@ -5,16 +5,19 @@
 //! Exit codes are sysexits(3), which postfix maps to retry or bounce: 0 delivered,
 //! 64 EX_USAGE, 65 EX_DATAERR (empty message), 67 EX_NOUSER (unknown user, bounced),
 //! 75 EX_TEMPFAIL (anything that may pass later: I/O, a full disk, a busy lock; postfix
-//! keeps the message and retries), 78 EX_CONFIG.
+//! keeps the message and retries), 77 EX_NOPERM (over quota: "5.2.2 Mailbox is full" on
+//! stderr, bounced, as `dovecot-lda -e` does with Dovecot's default
+//! `quota_full_tempfail = no`, and as LMTP answers 552 5.2.2), 78 EX_CONFIG.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use maildex_store::{DeliverOptions, StoreError};
+use maildex_accounts::{Accounts, User};
+use maildex_store::{DeliverOptions, PreparedMessage, StoreError, UserStore};
 
-use crate::common::{load_config, open_store_upgrading};
+use crate::common::load_config;
 
 /// sysexits(3) codes.
 pub mod sysexits {
@@ -28,6 +31,8 @@ pub mod sysexits {
     pub const NOUSER: u8 = 67;
     /// Temporary failure: postfix retries later.
     pub const TEMPFAIL: u8 = 75;
+    /// Refused for good (over quota): postfix bounces with the stderr line.
+    pub const NOPERM: u8 = 77;
     /// Configuration error (postfix retries: the admin can fix it).
     pub const CONFIG: u8 = 78;
 }
@@ -71,20 +76,26 @@ fn deliver(a: &DeliverArgs) -> (u8, String) {
         Ok(c) => c,
         Err(e) => return (sysexits::CONFIG, format!("{e:#}")),
     };
-    let users = match maildex_auth::UsersFile::load(&config.auth.users_file) {
-        Ok(u) => u,
+    let accounts = match Accounts::load(config) {
+        Ok(a) => a,
         Err(e) => return (sysexits::TEMPFAIL, e.to_string()),
     };
     // The users-file entry name is the identity that maps to paths (as for LMTP and IMAP):
     // `alice@example.org` matching a bare `alice` entry delivers into alice's Maildir.
-    let Some(entry) = users.lookup(&a.user) else {
+    let Some(user) = accounts.lookup(&a.user) else {
         // postfix bounces on 67 even though stdin was not read (checked with a real
         // postfix pipe transport: tests/lmtp_postfix.rs), so nothing needs draining
         return (sysexits::NOUSER, format!("5.1.1 unknown user {}", a.user));
     };
-    let store = match open_store_upgrading(&config, &entry.name) {
+    // already at or over the quota: refused before reading the message (LMTP's RCPT check)
+    match accounts.over_quota(&user, 0) {
+        Ok(false) => {}
+        Ok(true) => return over_quota(&user),
+        Err(e) => return (sysexits::TEMPFAIL, format!("4.3.0 {e}")),
+    }
+    let store = match accounts.store(&user) {
         Ok(s) => s,
-        Err(e) => return (sysexits::TEMPFAIL, format!("{e:#}")),
+        Err(e) => return (sysexits::TEMPFAIL, e.to_string()),
     };
     let mailbox = match store.mailbox_path(&a.mailbox) {
         Ok(p) if p.join("cur").is_dir() => a.mailbox.as_str(),
@@ -98,13 +109,61 @@ fn deliver(a: &DeliverArgs) -> (u8, String) {
         Err(e) => return (sysexits::TEMPFAIL, format!("reading stdin: {e}")),
     }
     let mut message = std::io::Cursor::new(trace_headers(a)).chain(stdin);
-    match store.deliver(mailbox, &mut message, &DeliverOptions::default()) {
-        Ok(d) => (
-            sysexits::OK,
-            format!("delivered to {mailbox} as UID {}", d.uid),
-        ),
-        // the mailbox vanished between the check and the delivery: postfix retries
-        Err(e @ StoreError::NoMailbox(_)) => (sysexits::TEMPFAIL, e.to_string()),
-        Err(e) => (sysexits::TEMPFAIL, format!("4.3.0 {e}")),
+    let delivered = if user.quota.is_some() {
+        deliver_within_quota(&accounts, &user, &store, mailbox, &mut message)
+    } else {
+        store
+            .deliver(mailbox, &mut message, &DeliverOptions::default())
+            .map(|d| d.uid)
+            .map_err(|e| failure(&e))
+    };
+    match delivered {
+        Ok(uid) => (sysexits::OK, format!("delivered to {mailbox} as UID {uid}")),
+        Err(failed) => failed,
     }
+}
+
+fn over_quota(user: &User) -> (u8, String) {
+    (
+        sysexits::NOPERM,
+        format!("5.2.2 Mailbox is full ({} over quota)", user.name),
+    )
+}
+
+fn failure(e: &StoreError) -> (u8, String) {
+    match e {
+        // the mailbox vanished between the check and the delivery: postfix retries
+        StoreError::NoMailbox(_) => (sysexits::TEMPFAIL, e.to_string()),
+        _ => (sysexits::TEMPFAIL, format!("4.3.0 {e}")),
+    }
+}
+
+/// With a quota, the size is known only once the message is written: it goes to `tmp/`
+/// first (as over LMTP), is checked, then linked into the mailbox; the `tmp/` file is
+/// removed either way.
+fn deliver_within_quota(
+    accounts: &Accounts,
+    user: &User,
+    store: &UserStore,
+    mailbox: &str,
+    message: &mut dyn Read,
+) -> Result<u32, (u8, String)> {
+    let mut tmp = store.create_tmp(mailbox).map_err(|e| failure(&e))?;
+    std::io::copy(message, &mut tmp).map_err(|e| {
+        (
+            sysexits::TEMPFAIL,
+            format!("4.3.0 writing the message: {e}"),
+        )
+    })?;
+    let prepared = PreparedMessage::prepare(&mut tmp, None).map_err(|e| failure(&e))?;
+    match accounts.over_quota(user, prepared.vsize()) {
+        Ok(false) => {}
+        Ok(true) => return Err(over_quota(user)),
+        Err(e) => return Err((sysexits::TEMPFAIL, format!("4.3.0 {e}"))),
+    }
+    let (d, _) = store
+        .deliver_file(mailbox, &prepared, &DeliverOptions::default())
+        .map_err(|e| failure(&e))?;
+    drop(tmp);
+    Ok(d.uid)
 }

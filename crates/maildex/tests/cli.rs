@@ -309,3 +309,47 @@ fn deliver_fails_temporarily_when_the_spool_is_unusable() {
         text(&o)
     );
 }
+
+#[test]
+fn deliver_refuses_over_quota_with_77_and_leaves_nothing() {
+    let (dir, config) = setup();
+    // a 1 KiB quota, as Dovecot's passwd-file userdb extra field sets it
+    fs::write(
+        dir.path().join("users"),
+        "dora@example.org:{PLAIN}pw::::::userdb_quota_rule=*:storage=1K\n",
+    )
+    .unwrap();
+    let maildir = dir.path().join("mail/example.org/dora/Maildir");
+    let small = "Subject: small\n\nhello\n";
+    let o = maildex(&config, &["deliver", "-u", "dora@example.org"], Some(small));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(new_files(&maildir).len(), 1);
+
+    // this one would take the mailbox over 1 KiB: refused once its size is known
+    let big = format!("Subject: big\n\n{}\n", "x".repeat(2000));
+    let o = maildex(&config, &["deliver", "-u", "dora@example.org"], Some(&big));
+    assert_eq!(o.status.code(), Some(77), "{}", text(&o));
+    assert!(text(&o).contains("5.2.2"), "{}", text(&o));
+    assert_eq!(new_files(&maildir).len(), 1, "nothing delivered");
+    let tmp: Vec<_> = fs::read_dir(maildir.join("tmp"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(tmp.is_empty(), "tmp/ left behind: {tmp:?}");
+
+    // fill it exactly to the limit (RFC822.SIZE counts CRLF: 25 bytes so far, and
+    // 17 + 980 + 2 now), then anything is refused before it is read
+    let filler = format!("Subject: fill\n\n{}\n", "y".repeat(980));
+    let o = maildex(
+        &config,
+        &["deliver", "-u", "dora@example.org"],
+        Some(&filler),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = maildex(&config, &["deliver", "-u", "dora@example.org"], Some(small));
+    assert_eq!(o.status.code(), Some(77), "{}", text(&o));
+    assert_eq!(new_files(&maildir).len(), 2);
+
+    let o = maildex(&config, &["index", "check", "--all"], None);
+    assert!(o.status.success(), "{}", text(&o));
+}
