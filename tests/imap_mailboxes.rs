@@ -222,18 +222,18 @@ fn hostile_mailbox_names_stay_inside_the_maildir() {
         );
     }
     c.ok("NOOP");
-    // wildcards in a name: RFC 3501 leaves them to the server; if created, they stay
-    // inside the Maildir and LIST finds them only by matching
+    // wildcards in a name: RFC 9051 §5.1 allows them ("valid in a mailbox name") and
+    // Dovecot creates them; they stay inside the Maildir, and LIST finds them by matching
     for name in ["x%y", "x*y"] {
         let r = c.cmd(&format!("CREATE \"{name}\""));
-        if r.status() == "OK" {
-            assert!(
-                s.maildir("alice").join(format!(".{name}")).is_dir(),
-                "{name}"
-            );
-            let r = c.ok(&format!("DELETE \"{name}\""));
-            assert_eq!(r.status(), "OK");
-        }
+        assert_eq!(r.status(), "OK", "CREATE {name}: {}", r.all());
+        assert!(
+            s.maildir("alice").join(format!(".{name}")).is_dir(),
+            "{name}"
+        );
+        assert!(names(&c.ok("LIST \"\" *")).contains(&name.to_string()));
+        let r = c.ok(&format!("DELETE \"{name}\""));
+        assert_eq!(r.status(), "OK");
     }
     let root = s.dir.path();
     for stray in ["escape", "mail/escape", "mail/b", "index/escape"] {
