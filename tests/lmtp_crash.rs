@@ -103,6 +103,38 @@ fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
     );
 }
 
+#[test]
+fn one_unusable_maildir_at_start_up_does_not_keep_the_others_down() {
+    let bin = maildex_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), port);
+    for u in ["alice", "bob"] {
+        let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
+        maildex_auth::add_user(&dir.path().join("users"), u, &hash).unwrap();
+    }
+    // bob's Maildir path is taken by a plain file: his start-up sync cannot work
+    std::fs::create_dir_all(dir.path().join("mail")).unwrap();
+    std::fs::write(dir.path().join("mail/bob"), b"not a Maildir").unwrap();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+    let log = daemon.log_text();
+    assert!(
+        log.contains("start-up sync failed") && log.contains("bob"),
+        "the failure is logged with the user: {log}"
+    );
+    assert_eq!(deliver_one(addr, "alice", "to-alice"), Some(true));
+    // bob's delivery fails temporarily (postfix keeps the message and retries)
+    assert_eq!(deliver_one(addr, "bob", "to-bob"), Some(false));
+    daemon.terminate();
+    check_maildirs(
+        dir.path(),
+        &["alice".to_string()],
+        &Acks::from([("alice".to_string(), "to-alice".to_string())]),
+        &Acks::from([("alice".to_string(), "to-alice".to_string())]),
+    );
+}
+
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()

@@ -85,12 +85,19 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         tracing::warn!(user = %user, scheme = %scheme, "password stored in clear");
     }
     for entry in users.list() {
-        let store = open_store_upgrading(&config, &entry.name)?;
-        let report = store.sync_all()?;
-        println!(
-            "{}: {} mailboxes in sync ({} unchanged since the last sync), {} messages newly indexed",
-            entry.name, report.mailboxes, report.unchanged, report.added
-        );
+        // One user's broken or locked Maildir must not keep everyone's mail down:
+        // it is logged, and its mailboxes are synced again when next opened.
+        match open_store_upgrading(&config, &entry.name).and_then(|s| Ok(s.sync_all()?)) {
+            Ok(report) => println!(
+                "{}: {} mailboxes in sync ({} unchanged since the last sync), {} messages newly indexed",
+                entry.name, report.mailboxes, report.unchanged, report.added
+            ),
+            Err(e) => tracing::error!(
+                user = %entry.name,
+                error = format!("{e:#}"),
+                "start-up sync failed; serving the other users"
+            ),
+        }
     }
     println!("config: {}", config_path.display());
     if a.dev {

@@ -79,6 +79,74 @@ pub(crate) fn create_excl(path: &Path, mode: u32) -> io::Result<File> {
         .open(path)
 }
 
+/// Creates the lock file `path` already holding `content`, failing with
+/// `AlreadyExists` when it exists. The content is written to an unnamed `O_TMPFILE`
+/// in the same directory and linked in under the lock's name, so no one ever sees
+/// the lock empty: a writer killed between `open(O_EXCL)` and `write` (as Dovecot's
+/// `dotlock_use_excl` can be) leaves an empty lock whose owner nobody can check,
+/// and waiters then have to sit out the 120 s stale timeout. A kill before the link
+/// leaves nothing behind: the unnamed file goes with the process. Where `O_TMPFILE`
+/// or `/proc/self/fd` is missing (old kernels, some network filesystems) this falls
+/// back to `O_EXCL` and a write.
+pub(crate) fn create_lock_with(path: &Path, content: &[u8], mode: u32) -> io::Result<File> {
+    match link_tmpfile(path, content, mode) {
+        Ok(f) => Ok(f),
+        Err(e) if tmpfile_unsupported(&e) => {
+            let mut f = create_excl(path, mode)?;
+            if f.write_all(content).is_err() {
+                // As Dovecot's file_write_pid: a lock we hold is left empty, not lost.
+                let _ = f.set_len(0);
+            }
+            Ok(f)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn link_tmpfile(path: &Path, content: &[u8], mode: u32) -> io::Result<File> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut f = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(mode)
+        .open(dir)?;
+    f.write_all(content)?;
+    let from = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .map_err(io::Error::other)?;
+    let to = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in lock path"))?;
+    // SAFETY: both arguments are valid NUL-terminated strings that outlive the call;
+    // linkat only reads them. AT_SYMLINK_FOLLOW makes /proc/self/fd/N name the open
+    // file itself, the documented way to give an O_TMPFILE file a name (open(2)).
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(f)
+}
+
+/// Errors that mean "this system cannot make an unnamed file and link it", as
+/// opposed to "the lock exists" or a real I/O failure.
+fn tmpfile_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL | libc::ENOSYS)
+    ) || (e.kind() == io::ErrorKind::NotFound && !Path::new("/proc/self/fd").exists())
+}
+
 /// fsyncs a directory so a rename or link into it survives a crash.
 pub fn fsync_dir(dir: &Path) -> Result<(), MaildirError> {
     let f = File::open(dir).map_err(|e| MaildirError::io("open", dir, e))?;

@@ -1,7 +1,9 @@
 //! Dovecot's `dovecot-uidlist.lock` dotlock (lib/file-dotlock.c, as used by
 //! maildir-uidlist.c), so maildex and Dovecot can write the same uidlist.
 //!
-//! The lock is a file created with `O_CREAT|O_EXCL` holding `<pid>:<hostname>`.
+//! The lock is a file holding `<pid>:<hostname>`, linked in whole under its name
+//! (see `util::create_lock_with`) rather than Dovecot's `O_EXCL` create and write,
+//! so a crash never leaves it empty.
 //! A waiter overrides it as stale when (a) it is older than 2 s, names our host and
 //! its pid no longer exists, or (b) neither the lock file nor `dovecot-uidlist`
 //! changed for `MAILDIR_UIDLIST_LOCK_STALE_TIMEOUT` (120 s). Dovecot waits at most
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{record_line, validate_records, UidRecord, Uidlist, UIDLIST_NAME};
 use crate::util::{
-    create_excl, file_mode_for, fsync_dir, process_exists, raw_hostname, write_replace,
+    create_lock_with, file_mode_for, fsync_dir, process_exists, raw_hostname, write_replace,
 };
 use crate::MaildirError;
 
@@ -154,13 +156,10 @@ impl UidlistLock {
         };
         let mut wait = Duration::from_millis(5);
         loop {
-            match create_excl(&lock_path, mode) {
-                Ok(mut f) => {
-                    // Dovecot's file_write_pid: "<pid>:<host>"; left empty on failure.
-                    let content = format!("{}:{}", std::process::id(), raw_hostname());
-                    if f.write_all(content.as_bytes()).is_err() {
-                        let _ = f.set_len(0);
-                    }
+            // Dovecot's file_write_pid: "<pid>:<host>".
+            let content = format!("{}:{}", std::process::id(), raw_hostname());
+            match create_lock_with(&lock_path, content.as_bytes(), mode) {
+                Ok(f) => {
                     let m = f
                         .metadata()
                         .map_err(|e| MaildirError::io("fstat", &lock_path, e))?;

@@ -279,6 +279,36 @@ fn lock_file_holds_pid_and_host_and_is_removed_on_drop() {
 }
 
 #[test]
+fn the_lock_file_is_never_seen_without_its_owner() {
+    // A reader racing a locker must never find the lock empty: an empty lock names
+    // no process, so if its writer died there it would block everyone for the
+    // 120 s stale timeout (the crash test's restart once timed out on one).
+    let d = tempfile::tempdir().unwrap();
+    let lp = d.path().join("dovecot-uidlist.lock");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (seen, empty) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let (mut seen, mut empty) = (0u32, 0u32);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(c) = fs::read(&lp) {
+                    seen += 1;
+                    if c.is_empty() {
+                        empty += 1;
+                    }
+                }
+            }
+            (seen, empty)
+        });
+        for _ in 0..3000 {
+            drop(lock(d.path()));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap()
+    });
+    assert_eq!(empty, 0, "the lock was empty in {empty} of {seen} reads");
+}
+
+#[test]
 fn lock_of_dead_local_process_is_overridden() {
     let d = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new("true").spawn().unwrap();
