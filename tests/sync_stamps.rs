@@ -70,3 +70,50 @@ fn a_folder_changed_within_the_last_second_is_always_read() {
     let again = store.sync_mailbox("INBOX").unwrap();
     assert_eq!(again.unchanged, 0, "{again:?}");
 }
+
+#[test]
+fn a_sync_always_sees_what_was_there_when_it_was_called_even_when_others_run() {
+    // Concurrent syncs of one mailbox share a listing when one began after a caller
+    // arrived; one that began before must not be reused, or a file dropped just before
+    // the call would be missed. Other threads keep syncing the whole time.
+    let s = Scratch::new();
+    let store = std::sync::Arc::new(s.open());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    // stops the other threads however the main one leaves the scope (a failed assert too)
+    struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            let store = &store;
+            let stop = &stop;
+            scope.spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    store.sync_mailbox("INBOX").unwrap();
+                }
+            });
+        }
+        let _stop = StopOnDrop(&stop);
+        for i in 0..60u32 {
+            put_file(
+                &s.maildir,
+                "new",
+                &format!("19000000{i:02}.M1P1.dropped"),
+                &message(&format!("d{i}")),
+            );
+            store.sync_mailbox("INBOX").unwrap();
+            let n = store
+                .index()
+                .read(|r| {
+                    let id = r.mailbox_id("INBOX")?.expect("INBOX indexed");
+                    Ok(r.require_mailbox(id)?.counts.messages)
+                })
+                .unwrap();
+            assert_eq!(n, i + 1, "the file dropped before sync {i} is indexed");
+        }
+    });
+    assert_eq!(store.check().unwrap(), vec![]);
+}

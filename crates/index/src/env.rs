@@ -399,6 +399,10 @@ impl Index {
                     return;
                 }
             };
+            // LMDB ends a transaction that changed nothing without writing a new meta
+            // page, so the last transaction id tells whether this batch wrote anything
+            // (we hold the writer lock: no one else commits meanwhile).
+            let txn_before = env.info().last_txn_id;
             let mut results = Vec::with_capacity(batch.len());
             let mut map_full = false;
             for p in batch {
@@ -413,11 +417,16 @@ impl Index {
             }
             match wtxn.commit() {
                 Ok(()) => {
-                    let generation =
-                        self.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                    // published before the writers return, so a change a writer reports
-                    // is visible to every reader woken by it
-                    self.changes.send_replace(generation);
+                    // Only a commit that changed something wakes the IDLE sessions: each
+                    // woken session re-reads and may write (a \Recent claim, a sync), and
+                    // waking everyone for those no-op writes too fed a storm of wake-ups.
+                    if env.info().last_txn_id != txn_before {
+                        let generation =
+                            self.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                        // published before the writers return, so a change a writer reports
+                        // is visible to every reader woken by it
+                        self.changes.send_replace(generation);
+                    }
                     for (reply, outcome) in results {
                         let _ = reply.send(outcome);
                     }
@@ -473,15 +482,17 @@ impl Index {
         }
     }
 
-    /// Write transactions committed by this process since the env was opened.
+    /// Write transactions that changed the index, committed by this process since the env
+    /// was opened.
     pub fn commits(&self) -> u64 {
         self.commits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A receiver of the commit generation: its value changes after every commit of this
-    /// process (each carrying any number of writers' changes), so an IDLE session can await
-    /// `changed()` and then re-read what it shows. Commits of other processes (the CLI,
-    /// another daemon) are not seen here; the session's own periodic sync covers those.
+    /// process that changed the index (each carrying any number of writers' changes), so an
+    /// IDLE session can await `changed()` and then re-read what it shows. Commits of other
+    /// processes (the CLI, another daemon) are not seen here; the session's own periodic sync
+    /// covers those.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()
     }

@@ -541,6 +541,10 @@ impl<'t, 'e> Writer<'t, 'e> {
     pub fn claim_recent(&mut self, mailbox: u32) -> Result<std::ops::Range<u32>, IndexError> {
         let mut mrec = self.reader().require_mailbox(mailbox)?;
         let claimed = mrec.first_recent_uid..mrec.uid_next;
+        if claimed.is_empty() && mrec.counts.recent == 0 {
+            // nothing to claim: leave the transaction clean (no commit, no wake-up)
+            return Ok(claimed);
+        }
         mrec.first_recent_uid = mrec.uid_next;
         mrec.counts.recent = 0;
         self.put_mailbox(mailbox, &mrec)?;

@@ -317,3 +317,40 @@ fn a_missing_index_folder_parent_that_is_a_file_is_a_clear_error() {
     let err = Index::open(&file.join("index"), &opts()).err().unwrap();
     assert!(err.to_string().contains("not-a-dir"), "{err}");
 }
+
+#[test]
+fn a_write_that_changes_nothing_is_no_commit_and_wakes_no_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    index
+        .write(move |w| w.insert_message(id, 1, msg(0, 1, 0), Vec::new()))
+        .unwrap();
+    let mut rx = index.subscribe();
+    rx.mark_unchanged();
+    let before = index.commits();
+    // reads inside a write, a mailbox that exists already, a claim of nothing new
+    let claimed = index.write(move |w| w.claim_recent(id)).unwrap();
+    assert_eq!(claimed, 1..2, "the first claim takes the new message");
+    assert_eq!(index.commits(), before + 1);
+    assert!(rx.has_changed().unwrap());
+    rx.mark_unchanged();
+    for _ in 0..3 {
+        let claimed = index
+            .write(move |w| {
+                assert_eq!(w.create_mailbox("INBOX", 7)?, id);
+                w.reader().require_mailbox(id)?;
+                w.claim_recent(id)
+            })
+            .unwrap();
+        assert!(claimed.is_empty());
+    }
+    assert_eq!(index.commits(), before + 1, "no-op writes are not commits");
+    assert!(!rx.has_changed().unwrap(), "and wake no IDLE session");
+    // a real change still does
+    index
+        .write(move |w| w.insert_message(id, 2, msg(0, 1, 0), Vec::new()))
+        .unwrap();
+    assert_eq!(index.commits(), before + 2);
+    assert!(rx.has_changed().unwrap());
+}

@@ -113,7 +113,24 @@ pub struct UserStore {
     opts: StoreOptions,
     /// One sync at a time per mailbox within this process (other processes are kept in step
     /// by the dovecot-uidlist lock and LMDB transactions).
-    mailbox_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    mailbox_locks: Mutex<HashMap<String, Arc<MailboxSerial>>>,
+}
+
+/// The in-process serialisation of one mailbox's syncs and writes, and which syncs ran.
+#[derive(Default)]
+pub(crate) struct MailboxSerial {
+    lock: Mutex<()>,
+    /// Sync passes begun (each numbered by this count when it begins, under `lock`).
+    syncs_begun: std::sync::atomic::AtomicU64,
+    /// The number of the last sync that completed (written under `lock`).
+    last_synced: std::sync::atomic::AtomicU64,
+}
+
+impl MailboxSerial {
+    /// Holds the mailbox against other syncs and writes of this process.
+    pub(crate) fn hold(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl UserStore {
@@ -161,7 +178,7 @@ impl UserStore {
         }
     }
 
-    pub(crate) fn mailbox_lock(&self, name: &str) -> Arc<Mutex<()>> {
+    pub(crate) fn mailbox_lock(&self, name: &str) -> Arc<MailboxSerial> {
         let mut locks = self.mailbox_locks.lock().unwrap_or_else(|p| p.into_inner());
         Arc::clone(locks.entry(name.to_string()).or_default())
     }

@@ -2,13 +2,13 @@
 //! the sync of the same mailbox, and mapping keyword names to dovecot-keywords letters.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 
 use maildex_index::MailboxRecord;
 use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::{Flags, Keywords, UidlistLock};
 
-use crate::{OpError, UserStore};
+use crate::{MailboxSerial, OpError, UserStore};
 
 /// A mailbox an operation works on.
 pub(crate) struct Target {
@@ -45,17 +45,13 @@ pub(crate) struct Letters {
 
 /// Two per-mailbox locks taken in name order (no deadlock between COPY a->b and b->a).
 pub(crate) struct Serial {
-    locks: Vec<Arc<Mutex<()>>>,
+    locks: Vec<Arc<MailboxSerial>>,
 }
 
 impl Serial {
     /// Runs `f` holding the locks.
     pub fn hold<R>(&self, f: impl FnOnce() -> R) -> R {
-        let guards: Vec<MutexGuard<'_, ()>> = self
-            .locks
-            .iter()
-            .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()))
-            .collect();
+        let guards: Vec<MutexGuard<'_, ()>> = self.locks.iter().map(|l| l.hold()).collect();
         let out = f();
         drop(guards);
         out

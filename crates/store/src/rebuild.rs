@@ -111,7 +111,7 @@ impl UserStore {
                 // records go, the mailbox record (uidvalidity, uid_next, modseq) stays; the
                 // forced sync below recreates every record from its file with its UID
                 let lock = self.mailbox_lock(&f.name);
-                let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
+                let _serial = lock.hold();
                 self.index.write(move |w| {
                     w.clear_messages(id)?;
                     let mut m = w.reader().require_mailbox(id)?;

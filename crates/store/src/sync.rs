@@ -103,7 +103,7 @@ impl UserStore {
         for (id, name) in gone {
             // it may have been created (and synced by someone else) since the listing
             let lock = self.mailbox_lock(&name);
-            let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let _serial = lock.hold();
             if self
                 .mailbox_path(&name)
                 .is_ok_and(|p| p.join("cur").is_dir())
@@ -128,16 +128,30 @@ impl UserStore {
         name: &str,
         force: bool,
     ) -> Result<SyncReport, StoreError> {
+        use std::sync::atomic::Ordering::SeqCst;
         let name = Self::canonical(name).to_string();
         let path = self.mailbox_path(&name)?;
         let lock = self.mailbox_lock(&name);
-        let _serial = lock.lock().unwrap_or_else(|p| p.into_inner());
+        // Syncs that began before this call may have missed what it must see; one that
+        // began after it looked at the folders later than any change the caller knows of.
+        let arrived = lock.syncs_begun.load(SeqCst);
+        let _serial = lock.hold();
         let mut report = SyncReport {
             mailboxes: 1,
             ..SyncReport::default()
         };
+        if !force && lock.last_synced.load(SeqCst) > arrived {
+            // Such a sync completed while we waited: reuse it. When a delivery wakes the
+            // hundreds of IDLE sessions on one mailbox, one of them lists the folders (a
+            // new file keeps the folder unsettled for a second, so each would list them)
+            // and the others return here.
+            report.unchanged += 1;
+            return Ok(report);
+        }
+        let number = lock.syncs_begun.fetch_add(1, SeqCst) + 1;
         for _ in 0..PASSES {
             if self.sync_pass(&name, &path, force, &mut report)? {
+                lock.last_synced.store(number, SeqCst);
                 return Ok(report);
             }
         }
@@ -351,13 +365,18 @@ struct Settle {
 
 impl Settle {
     fn apply(&self, w: &mut Writer<'_, '_>, id: u32) -> Result<(), IndexError> {
-        let mut m = w.reader().require_mailbox(id)?;
+        let old = w.reader().require_mailbox(id)?;
+        let mut m = old.clone();
         m.uid_next = m.uid_next.max(self.next_uid);
         m.keywords.clone_from(&self.keywords);
         if let Some((new, cur, uidlist)) = self.stamps {
             m.new_stamp = new;
             m.cur_stamp = cur;
             m.uidlist_stamp = uidlist;
+        }
+        if m == old {
+            // a sync that found nothing new writes nothing (and wakes no one)
+            return Ok(());
         }
         w.put_mailbox(id, &m)
     }
