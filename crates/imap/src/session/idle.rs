@@ -11,14 +11,26 @@ use std::time::Duration;
 use maildex_proto::Tag;
 use tokio::io::AsyncReadExt;
 
+use super::selected::Source;
 use super::{CmdError, Done, Session, State};
 
 /// How often an idle session looks at its Maildir for changes made by other processes.
 const POLL: Duration = Duration::from_secs(5);
 
+/// How long after an inotify event the session syncs with the folder. A burst of changes
+/// (a tool moving many files) becomes one sync; and a delivery by this process, which
+/// renames its file into `new/` just before its index commit, is shown by the commit's
+/// wake-up without every woken session first queueing for the folder's sync.
+const SETTLE: Duration = Duration::from_millis(50);
+
 enum Event {
     Read(std::io::Result<usize>),
+    /// An index commit of this process.
+    Committed,
+    /// inotify: something in the folder changed.
     Changed,
+    /// [`SETTLE`] has passed since `Changed`.
+    Settled,
     Tick,
     Shutdown,
 }
@@ -38,6 +50,8 @@ impl Session {
                 .and_then(|dir| self.shared.watcher.watch(&dir)),
             _ => None,
         };
+        // when an inotify event asked for a sync
+        let mut sync_at: Option<tokio::time::Instant> = None;
         loop {
             if let Some(line) = self.rx.next_line() {
                 let line = line.map_err(|_| CmdError::Bye("Line too long.".into()))?;
@@ -58,13 +72,19 @@ impl Session {
                         Some(c) => { if c.changed().await.is_err() { std::future::pending::<()>().await } }
                         None => std::future::pending::<()>().await,
                     }
-                } => Event::Changed,
+                } => Event::Committed,
                 _ = async {
                     match folder.as_mut() {
                         Some(f) => f.changed().await,
                         None => std::future::pending::<()>().await,
                     }
                 } => Event::Changed,
+                _ = async {
+                    match sync_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending::<()>().await,
+                    }
+                } => Event::Settled,
                 _ = tokio::time::sleep(POLL) => Event::Tick,
                 _ = tokio::time::sleep_until(deadline) => {
                     return Err(CmdError::Bye("Autologout; idle for too long".into()));
@@ -77,7 +97,18 @@ impl Session {
                 }
                 Event::Read(Ok(n)) => self.rx.feed(&self.read_buf[..n]),
                 Event::Read(Err(e)) => return Err(CmdError::Io(e)),
-                Event::Changed | Event::Tick => {
+                // A commit is in the index already: no Maildir sync, so the sessions woken
+                // by a delivery only read (hundreds of them each syncing the folder queued
+                // behind one another for the mailbox).
+                Event::Committed => {
+                    self.refresh_from(Source::Index, true).await?;
+                    self.flush().await?;
+                }
+                Event::Changed => {
+                    sync_at.get_or_insert_with(|| tokio::time::Instant::now() + SETTLE);
+                }
+                Event::Settled | Event::Tick => {
+                    sync_at = None;
                     self.refresh(true).await?;
                     self.flush().await?;
                 }

@@ -108,23 +108,49 @@ struct Snapshot {
     claimed: Option<Range<u32>>,
 }
 
-/// Syncs `name` with its Maildir and reads what a session needs to catch up. `known` is
+/// Whether `name` has messages no session has claimed as \Recent yet.
+fn recent_unclaimed(store: &UserStore, name: &str) -> Result<bool, CmdError> {
+    let index = store.index();
+    Ok(index.read(|r| {
+        Ok(match r.mailbox_id(name)? {
+            Some(id) => r
+                .mailbox(id)?
+                .is_some_and(|m| m.first_recent_uid < m.uid_next),
+            None => false,
+        })
+    })?)
+}
+
+/// Where a refresh learns of changes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Source {
+    /// Sync with the Maildir first (two `stat`s when nothing changed).
+    Maildir,
+    /// Only the index.
+    Index,
+}
+
+/// Syncs `name` with its Maildir (with [`Source::Maildir`]) and reads what a session needs to catch up. `known` is
 /// the view's (message count, highest UID): then only UIDs above it are read, plus the
 /// whole UID list when the mailbox holds fewer messages than that explains (something was
 /// expunged). A thousand IDLE sessions woken by one delivery each read a few keys, not the
 /// whole mailbox.
+#[allow(clippy::too_many_arguments)]
 fn snapshot(
     store: &UserStore,
     name: &str,
+    source: Source,
     since_modseq: Option<u64>,
     known: Option<(u32, u32)>,
     claim_recent: bool,
     want_unseen: bool,
 ) -> Result<Option<Snapshot>, CmdError> {
-    match store.sync_mailbox(name) {
-        Ok(_) => {}
-        Err(maildex_store::StoreError::NoMailbox(_)) => return Ok(None),
-        Err(e) => return Err(e.into()),
+    if source == Source::Maildir {
+        match store.sync_mailbox(name) {
+            Ok(_) => {}
+            Err(maildex_store::StoreError::NoMailbox(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
     }
     let index = store.index();
     let Some(id) = index.read(|r| r.mailbox_id(name))? else {
@@ -223,7 +249,9 @@ impl Session {
         let store = Arc::clone(&authed.store);
         self.state = State::Authenticated(authed);
         let n = name.clone();
-        let snap = blocking(move || snapshot(&store, &n, None, None, !read_only, true)).await??;
+        let snap =
+            blocking(move || snapshot(&store, &n, Source::Maildir, None, None, !read_only, true))
+                .await??;
         let Some(snap) = snap else {
             return Err(CmdError::no(
                 ResponseCode::NonExistent,
@@ -290,6 +318,17 @@ impl Session {
     /// the client is owed. `expunges_allowed` is false during FETCH, STORE and SEARCH
     /// (RFC 3501 §7.4.1); expunged messages then stay in the view until a later command.
     pub(super) async fn refresh(&mut self, expunges_allowed: bool) -> Result<(), CmdError> {
+        self.refresh_from(Source::Maildir, expunges_allowed).await
+    }
+
+    /// [`Self::refresh`] from `source`: [`Source::Index`] when an index commit of this
+    /// process woke an IDLE session (what it changed is already in the index; the Maildir
+    /// is looked at when inotify or the periodic tick says so).
+    pub(super) async fn refresh_from(
+        &mut self,
+        source: Source,
+        expunges_allowed: bool,
+    ) -> Result<(), CmdError> {
         let State::Selected(authed, sel) = &mut self.state else {
             return Ok(());
         };
@@ -299,8 +338,15 @@ impl Session {
         let claim = !sel.read_only;
         let known = Some((sel.view.len(), sel.view.max_uid().unwrap_or(0)));
         sel.changes.mark_unchanged();
-        let snap =
-            blocking(move || snapshot(&store, &name, Some(since), known, claim, false)).await??;
+        let snap = if source == Source::Index && !(claim && recent_unclaimed(&store, &name)?) {
+            // Reads only (a few keys, on pages the waking commit just wrote): done here
+            // rather than by a hop to the blocking pool for each of the hundreds of
+            // sessions one delivery wakes.
+            snapshot(&store, &name, source, Some(since), known, false, false)?
+        } else {
+            blocking(move || snapshot(&store, &name, source, Some(since), known, claim, false))
+                .await??
+        };
         let State::Selected(_, sel) = &mut self.state else {
             return Ok(());
         };
