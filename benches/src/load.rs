@@ -146,6 +146,35 @@ pub fn lmtp_throughput(
     }))
 }
 
+/// A gate the idle connections wait at.
+#[derive(Clone, Default)]
+struct Release(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+/// Opens the gate when dropped, so no thread waits forever when the measurement bails out.
+struct OpenOnDrop(Release);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
+impl Release {
+    fn wait(&self) {
+        let (lock, cv) = &*self.0;
+        let mut open = lock.lock().unwrap_or_else(|p| p.into_inner());
+        while !*open {
+            open = cv.wait(open).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn open(&self) {
+        let (lock, cv) = &*self.0;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+    }
+}
+
 /// Memory at each count of connections in IDLE, then the time for all of them to see one
 /// message delivered (one LMTP transaction to all [`IDLE_USERS`]).
 pub fn idle(server: &dyn Server, levels: &[usize]) -> Result<Value> {
@@ -154,6 +183,10 @@ pub fn idle(server: &dyn Server, levels: &[usize]) -> Result<Value> {
     let (base, base_n) = server.memory();
     let t0: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
     let ready = Arc::new(AtomicUsize::new(0));
+    // Connections stay in IDLE until every one has seen the message: a DONE (and the
+    // server's work for it) from the early ones must not slow down the late ones.
+    let release = Release::default();
+    let _open_on_drop = OpenOnDrop(release.clone());
     let (seen_tx, seen_rx) = mpsc::channel::<Result<Duration, String>>();
     let mut threads = Vec::new();
     let mut points = Vec::new();
@@ -162,6 +195,7 @@ pub fn idle(server: &dyn Server, levels: &[usize]) -> Result<Value> {
         while threads.len() < level {
             let i = threads.len();
             let (t0, ready, seen_tx) = (t0.clone(), ready.clone(), seen_tx.clone());
+            let release = release.clone();
             let user = format!("{}@{DOMAIN}", idle_user(i % IDLE_USERS));
             let h = std::thread::Builder::new()
                 .stack_size(128 * 1024)
@@ -180,10 +214,14 @@ pub fn idle(server: &dyn Server, levels: &[usize]) -> Result<Value> {
                         ready.fetch_add(1, Ordering::SeqCst);
                         c.wait_exists_above(known)?;
                         let t = t0.get().map(Instant::elapsed).unwrap_or_default();
+                        let _ = seen_tx.send(Ok(t));
+                        release.wait();
                         let _ = c.send(b"DONE\r\n");
                         Ok(t)
                     })();
-                    let _ = seen_tx.send(r.map_err(|e| format!("{e:#}")));
+                    if let Err(e) = r {
+                        let _ = seen_tx.send(Err(format!("{e:#}")));
+                    }
                 })?;
             threads.push(h);
         }
@@ -237,27 +275,39 @@ pub fn idle(server: &dyn Server, levels: &[usize]) -> Result<Value> {
             ),
         }
     }
+    release.open();
     for h in threads {
         let _ = h.join();
     }
     seen.sort();
     let all_ms = seen.last().map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    let first = points.first().cloned().unwrap_or(Value::Null);
     let last = points.last().cloned().unwrap_or(Value::Null);
-    let per_conn = |k: &str| {
-        let after = last[k].as_u64().unwrap_or(0) as f64;
-        let before = match k {
-            "rss_kib" => base.rss_kib,
-            _ => base.pss_kib,
-        } as f64;
-        (after - before) / total.max(1) as f64
+    let at = |p: &Value, k: &str| p[k].as_u64().unwrap_or(0) as f64;
+    let base_of = |k: &str| match k {
+        "rss_kib" => base.rss_kib,
+        _ => base.pss_kib,
+    } as f64;
+    // Everything the connections added, one-time costs included, over their number.
+    let per_conn = |k: &str| (at(&last, k) - base_of(k)) / total.max(1) as f64;
+    // What one more connection costs: the slope from the first count measured to the
+    // last, without the one-time costs the first connections pay (each user's index
+    // opened, worker threads started, allocator arenas).
+    let per_extra = |k: &str| {
+        let c0 = first["connections"].as_u64().unwrap_or(0);
+        let c1 = last["connections"].as_u64().unwrap_or(0);
+        (c1 > c0).then(|| (at(&last, k) - at(&first, k)) / (c1 - c0) as f64)
     };
+    let acked_ms = acked.as_secs_f64() * 1e3;
     eprintln!(
-        "  {:8} all {total} saw the delivery {all_ms:.1} ms after it started (LMTP acknowledged at {:.1} ms, median {:.1} ms); per connection {:.0} KiB RSS, {:.0} KiB PSS",
+        "  {:8} all {total} saw the delivery {all_ms:.1} ms after it started, {:.1} ms after LMTP acknowledged it at {acked_ms:.1} ms (median {:.1} ms); per extra connection {:.1} KiB PSS, {:.1} KiB RSS ({:.0} / {:.0} KiB with one-time costs)",
         server.name(),
-        acked.as_secs_f64() * 1e3,
+        all_ms - acked_ms,
         median_ms(&seen),
-        per_conn("rss_kib"),
-        per_conn("pss_kib")
+        per_extra("pss_kib").unwrap_or(f64::NAN),
+        per_extra("rss_kib").unwrap_or(f64::NAN),
+        per_conn("pss_kib"),
+        per_conn("rss_kib")
     );
     Ok(json!({
         "base": {"rss_kib": base.rss_kib, "pss_kib": base.pss_kib, "processes": base_n},
@@ -265,9 +315,12 @@ pub fn idle(server: &dyn Server, levels: &[usize]) -> Result<Value> {
         "connections": total,
         "per_connection_rss_kib": per_conn("rss_kib"),
         "per_connection_pss_kib": per_conn("pss_kib"),
+        "per_extra_connection_rss_kib": per_extra("rss_kib"),
+        "per_extra_connection_pss_kib": per_extra("pss_kib"),
         "all_saw_ms": all_ms,
+        "all_saw_after_ack_ms": all_ms - acked_ms,
         "median_saw_ms": median_ms(&seen),
-        "lmtp_acked_ms": acked.as_secs_f64() * 1e3,
+        "lmtp_acked_ms": acked_ms,
     }))
 }
 

@@ -53,7 +53,7 @@ enum Cmd {
         /// A few hundred small messages, seconds; checks the suite works (writes no docs).
         #[arg(long)]
         smoke: bool,
-        /// A few minutes: INBOXes of 1,000-10,000 messages, 200 idle connections.
+        /// A few minutes: INBOXes of 1,000-10,000 messages, 1,000 idle connections.
         #[arg(long)]
         quick: bool,
         /// The sizes: 10,000-message INBOX and more, 10,000 LMTP messages to 1,000
@@ -66,9 +66,14 @@ enum Cmd {
         /// Work folder, kept afterwards (default: a temporary one under /tmp, removed).
         #[arg(long)]
         work: Option<PathBuf>,
-        /// Write JSON, plots and the docs section even in smoke mode / never in others.
+        /// Write JSON, plots and the docs section even in smoke mode / never in others
+        /// (default: not in smoke mode and not with --only).
         #[arg(long)]
         write: Option<bool>,
+        /// Only these workloads, comma-separated: listing, files, search, bodies, lmtp,
+        /// idle (default: all).
+        #[arg(long, value_delimiter = ',', value_parser = ["listing", "files", "search", "bodies", "lmtp", "idle"])]
+        only: Vec<String>,
     },
     /// Rewrites the plots and the docs section of a mode from benches/results/MODE.json
     /// (after a change of the report, without measuring again).
@@ -102,6 +107,7 @@ fn all(
     maildex_bin: Option<PathBuf>,
     work: Option<PathBuf>,
     write: Option<bool>,
+    only: Vec<String>,
 ) -> Result<()> {
     let params = suite::Params::for_mode(mode)?;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -123,8 +129,16 @@ fn all(
     };
     let command = format!("cargo run --release -p maildex-benches -- all --{mode}");
     eprintln!("maildex-bench all --{mode}: work folder {}", work.display());
-    let r = suite::run(&params, &suite::RunOpts { work, maildex_bin })?;
-    if !write.unwrap_or(mode != "smoke") {
+    let partial = !only.is_empty();
+    let r = suite::run(
+        &params,
+        &suite::RunOpts {
+            work,
+            maildex_bin,
+            only,
+        },
+    )?;
+    if !write.unwrap_or(mode != "smoke" && !partial) {
         eprintln!(
             "done in {:.1} s (smoke: no files written)",
             r["secs"].as_f64().unwrap_or(0.0)
@@ -189,6 +203,7 @@ fn main() -> Result<()> {
             maildex_bin,
             work,
             write,
+            only,
         } => {
             let mode = if smoke {
                 "smoke"
@@ -197,7 +212,7 @@ fn main() -> Result<()> {
             } else {
                 "full"
             };
-            all(mode, maildex_bin, work, write)
+            all(mode, maildex_bin, work, write, only)
         }
         Cmd::Report { mode } => {
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -58,7 +58,7 @@ impl Params {
                 first_runs: 3,
                 warm_runs: 5,
                 lmtp: (500, 100, 10),
-                idle_levels: vec![25, 50, 100, 200],
+                idle_levels: vec![100, 250, 500, 1_000],
                 big: (10, 5 << 20),
                 seed: 42,
             },
@@ -264,6 +264,14 @@ pub struct RunOpts {
     pub work: PathBuf,
     /// The maildex binary.
     pub maildex_bin: PathBuf,
+    /// Workloads to run (empty: all).
+    pub only: Vec<String>,
+}
+
+impl RunOpts {
+    fn wants(&self, workload: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|w| w == workload)
+    }
 }
 
 /// Runs every workload; returns the results document.
@@ -324,13 +332,15 @@ pub fn run(p: &Params, o: &RunOpts) -> Result<Value> {
         r.insert("inotify".into(), json!(note));
     }
 
-    eprintln!(
-        "== listings (first after delivery: {} runs, warm: {} runs)",
-        p.first_runs, p.warm_runs
-    );
     let mut listings = Map::new();
     let mut index = Map::new();
-    for &n in &p.sizes {
+    if o.wants("listing") {
+        eprintln!(
+            "== listings (first after delivery: {} runs, warm: {} runs)",
+            p.first_runs, p.warm_runs
+        );
+    }
+    for &n in p.sizes.iter().filter(|_| o.wants("listing")) {
         let user = list_user(n);
         listings.insert(
             n.to_string(),
@@ -348,44 +358,54 @@ pub fn run(p: &Params, o: &RunOpts) -> Result<Value> {
 
     let largest = p.sizes.iter().copied().max().unwrap_or(0);
     let user = list_user(largest);
-    eprintln!("== message files opened by the mutt listing of {largest} messages (strace)");
-    let traces = work.join("traces");
-    std::fs::create_dir_all(&traces)?;
-    let files = each(&mut servers, &mut |s| {
-        listing::files_opened(s, &user, &traces)
-    });
-    r.insert(
-        "files_opened".into(),
-        json!({"size": largest, "servers": files}),
-    );
+    if o.wants("files") {
+        eprintln!("== message files opened by the mutt listing of {largest} messages (strace)");
+        let traces = work.join("traces");
+        std::fs::create_dir_all(&traces)?;
+        let files = each(&mut servers, &mut |s| {
+            listing::files_opened(s, &user, &traces)
+        });
+        r.insert(
+            "files_opened".into(),
+            json!({"size": largest, "servers": files}),
+        );
+    }
 
-    eprintln!("== SEARCH on {largest} messages");
-    let search = each(&mut servers, &mut |s| {
-        listing::searches(s, &user, p.warm_runs)
-    });
-    r.insert("search".into(), json!({"size": largest, "servers": search}));
+    if o.wants("search") {
+        eprintln!("== SEARCH on {largest} messages");
+        let search = each(&mut servers, &mut |s| {
+            listing::searches(s, &user, p.warm_runs)
+        });
+        r.insert("search".into(), json!({"size": largest, "servers": search}));
+    }
 
-    eprintln!(
-        "== FETCH 1:* BODY[] of {} messages of {} MiB",
-        p.big.0,
-        p.big.1 >> 20
-    );
-    let bodies = each(&mut servers, &mut |s| load::bodies(s, BIG_USER, 3));
-    r.insert(
-        "bodies".into(),
-        json!({"messages": p.big.0, "message_bytes": p.big.1, "servers": bodies}),
-    );
+    if o.wants("bodies") {
+        eprintln!(
+            "== FETCH 1:* BODY[] of {} messages of {} MiB",
+            p.big.0,
+            p.big.1 >> 20
+        );
+        let bodies = each(&mut servers, &mut |s| load::bodies(s, BIG_USER, 3));
+        r.insert(
+            "bodies".into(),
+            json!({"messages": p.big.0, "message_bytes": p.big.1, "servers": bodies}),
+        );
+    }
 
-    let (msgs, rcpts, sessions) = p.lmtp;
-    eprintln!("== LMTP: {msgs} messages to {rcpts} users over {sessions} sessions (fsync on)");
-    let lmtp = each(&mut servers, &mut |s| {
-        load::lmtp_throughput(s, msgs, rcpts, sessions, p.seed, p.scale)
-    });
-    r.insert("lmtp".into(), json!({"servers": lmtp}));
+    if o.wants("lmtp") {
+        let (msgs, rcpts, sessions) = p.lmtp;
+        eprintln!("== LMTP: {msgs} messages to {rcpts} users over {sessions} sessions (fsync on)");
+        let lmtp = each(&mut servers, &mut |s| {
+            load::lmtp_throughput(s, msgs, rcpts, sessions, p.seed, p.scale)
+        });
+        r.insert("lmtp".into(), json!({"servers": lmtp}));
+    }
 
-    eprintln!("== IDLE connections {:?}", p.idle_levels);
-    let idle = each(&mut servers, &mut |s| load::idle(s, &p.idle_levels));
-    r.insert("idle".into(), json!({"servers": idle}));
+    if o.wants("idle") {
+        eprintln!("== IDLE connections {:?}", p.idle_levels);
+        let idle = each(&mut servers, &mut |s| load::idle(s, &p.idle_levels));
+        r.insert("idle".into(), json!({"servers": idle}));
+    }
 
     r.insert("secs".into(), json!(started.elapsed().as_secs_f64()));
     drop(servers);
