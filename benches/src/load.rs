@@ -79,6 +79,11 @@ pub fn lmtp_client_main(
     Ok(())
 }
 
+/// CPU time used so far by the server's processes (ms).
+fn server_cpu_ms(server: &dyn Server) -> f64 {
+    server.root_pid().map(procs::tree_cpu_ms).unwrap_or(0.0)
+}
+
 /// LMTP throughput: `messages` to `users` over `sessions` client processes.
 pub fn lmtp_throughput(
     server: &dyn Server,
@@ -116,6 +121,7 @@ pub fn lmtp_throughput(
             bail!("lmtp-client did not get ready: {line:?}");
         }
     }
+    let cpu0 = server_cpu_ms(server);
     let t = Instant::now();
     for (child, _) in &mut kids {
         if let Some(stdin) = child.stdin.as_mut() {
@@ -135,14 +141,15 @@ pub fn lmtp_throughput(
         bytes += f[2].parse::<usize>().unwrap_or(0);
     }
     let secs = t.elapsed().as_secs_f64();
+    let cpu_per_msg = (server_cpu_ms(server) - cpu0) / delivered.max(1) as f64;
     eprintln!(
-        "  {:8} LMTP {delivered} messages to {users} users over {sessions} sessions: {secs:.2} s = {:.0} messages/s",
+        "  {:8} LMTP {delivered} messages to {users} users over {sessions} sessions: {secs:.2} s = {:.0} messages/s, server CPU {cpu_per_msg:.2} ms per message",
         server.name(),
         delivered as f64 / secs
     );
     Ok(json!({
         "messages": delivered, "users": users, "sessions": sessions, "bytes": bytes,
-        "secs": secs, "per_sec": delivered as f64 / secs,
+        "secs": secs, "per_sec": delivered as f64 / secs, "server_cpu_ms_per_message": cpu_per_msg,
     }))
 }
 

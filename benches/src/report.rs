@@ -263,6 +263,14 @@ pub fn markdown(r: &Value, command: &str, plots: &[(String, String)]) -> String 
         d["messages"], d["users"], d["sessions"],
         fmt(num(&d["per_sec"]), 0), fmt(num(&l["maildex"]["per_sec"]), 0), ratio(num(&l["maildex"]["per_sec"]), num(&d["per_sec"]))
     );
+    row(
+        &mut o,
+        "… server CPU time per message (user + system, all processes), ms",
+        l,
+        &["server_cpu_ms_per_message"],
+        2,
+        false,
+    );
     let i = &r["idle"]["servers"];
     let n = &i["dovecot"]["connections"];
     row(

@@ -105,6 +105,23 @@ pub fn tree_mem(root: u32) -> (ProcMem, usize) {
     (total, n)
 }
 
+/// CPU time (user + system, ms) used so far by `root` and its live descendants, including
+/// the children they have reaped (cutime/cstime), so processes that came and went count.
+pub fn tree_cpu_ms(root: u32) -> f64 {
+    // SAFETY: sysconf takes a plain integer and has no side effects.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let ticks: u64 = tree(root)
+        .into_iter()
+        .map(|pid| {
+            // utime, stime, cutime, cstime: fields 14-17 of proc(5), 11-14 after the name
+            (11..=14)
+                .map(|n| u64::from(stat_field(pid, n).unwrap_or(0)))
+                .sum::<u64>()
+        })
+        .sum();
+    ticks as f64 * 1000.0 / tick
+}
+
 /// Sends `sig` to every pid in `pids` (errors such as "already gone" are ignored).
 pub(crate) fn signal_all(pids: &[u32], sig: libc::c_int) {
     for &pid in pids {
