@@ -1,6 +1,6 @@
 //! Real mail clients against the real server: mbsync (isync) syncing an account both
 //! ways, and mutt driven under tmux reading a folder, opening a message and saving a
-//! copy. Each skips with a message when its tool is missing, unless `CI` is set.
+//! copy, over plain IMAP and over IMAPS (trusting the test certificate). Each skips with a message when its tool is missing, unless `CI` is set.
 
 mod imap_support;
 
@@ -178,6 +178,16 @@ impl Drop for Tmux {
 
 #[test]
 fn mutt_under_tmux_lists_opens_and_saves() {
+    mutt_lists_opens_and_saves(false);
+}
+
+/// The same over IMAPS (implicit TLS), mutt trusting the test certificate.
+#[test]
+fn mutt_over_imaps_lists_opens_and_saves() {
+    mutt_lists_opens_and_saves(true);
+}
+
+fn mutt_lists_opens_and_saves(imaps: bool) {
     if !have_tool("mutt") || !have_tool("tmux") {
         return;
     }
@@ -188,28 +198,36 @@ fn mutt_under_tmux_lists_opens_and_saves() {
     );
     s.deliver("alice", &simple("Second subject line", "Another body."));
     s.login("alice").ok("CREATE Saved");
+    // the certificate names localhost; mutt trusts it through certificate_file
+    let url = match (imaps, s.imaps) {
+        (true, Some(a)) => format!("imaps://localhost:{}", a.port()),
+        (true, None) => panic!("the test server has no IMAPS listener"),
+        (false, _) => format!("imap://127.0.0.1:{}", s.imap.port()),
+    };
     let muttrc = s.dir.path().join("muttrc");
     std::fs::write(
         &muttrc,
         format!(
             "set imap_user = alice\nset imap_pass = pw\n\
-             set folder = imap://127.0.0.1:{port}/\nset spoolfile = +INBOX\n\
-             set ssl_starttls = no\nset ssl_force_tls = no\n\
+             set folder = {url}/\nset spoolfile = +INBOX\n\
+             set ssl_starttls = no\nset ssl_force_tls = {force}\n\
+             set certificate_file = \"{cert}\"\n\
              set header_cache = \"\"\nset message_cachedir = \"\"\n\
              set sort = date-sent\nset confirmappend = no\nset confirmcreate = no\n\
              set record = \"\"\nset move = no\nset quit = yes\nset wait_key = no\n\
              set imap_passive = no\nset mail_check = 5\nset timeout = 5\n",
-            port = s.imap.port()
+            cert = s.cert.display(),
+            force = if imaps { "yes" } else { "no" },
         ),
     )
     .unwrap();
     let tmux = Tmux {
-        socket: format!("maildex-test-{}", std::process::id()),
+        socket: format!("maildex-test-{}-{imaps}", std::process::id()),
     };
     let cmd = format!(
-        "TERM=xterm mutt -n -F {} -f imap://alice@127.0.0.1:{}/INBOX",
+        "TERM=xterm mutt -n -F {} -f {}/INBOX",
         muttrc.display(),
-        s.imap.port()
+        url.replacen("://", "://alice@", 1)
     );
     tmux.run(&[
         "new-session",
