@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use maildex_index::{Built, MessageState};
 use maildex_maildir::filename::unique_id;
 use maildex_maildir::keywords::KeywordMap;
+use maildex_maildir::uidlist::AppendScan;
 use maildex_maildir::{
     deliver, Delivered, Flags, Keywords, MaildirError, MaildirName, Sub, TmpFile, UidRecord,
     UidlistLock,
@@ -449,19 +450,31 @@ impl UserStore {
         delivered: &Delivered,
     ) -> Result<Option<(u32, u32)>, StoreError> {
         let mut lock = UidlistLock::acquire(path, self.opts.lock_timeout)?;
-        let Ok(Some(list)) = lock.read() else {
-            return Ok(None);
+        // the three numbers needed, without parsing every record (a whole file that is not
+        // plain version 3 is parsed)
+        let scan = match lock.scan_for_append(&delivered.name.base) {
+            Ok(Some(scan)) => scan,
+            _ => {
+                let Ok(Some(list)) = lock.read() else {
+                    return Ok(None);
+                };
+                AppendScan {
+                    uidvalidity: list.uidvalidity,
+                    next_uid: list.next_uid,
+                    existing: list.find_base(&delivered.name.base).map(|r| r.uid),
+                }
+            }
         };
         // a concurrent sync may already have numbered this file
-        if let Some(r) = list.find_base(&delivered.name.base) {
-            return Ok(Some((r.uid, list.uidvalidity)));
+        if let Some(uid) = scan.existing {
+            return Ok(Some((uid, scan.uidvalidity)));
         }
-        let uid = list.next_uid;
+        let uid = scan.next_uid;
         let Some(next) = uid.checked_add(1) else {
             return Ok(None);
         };
         lock.append(&[UidRecord::new(uid, delivered.file_name.clone())], next)?;
-        Ok(Some((uid, list.uidvalidity)))
+        Ok(Some((uid, scan.uidvalidity)))
     }
 
     fn find_delivered(

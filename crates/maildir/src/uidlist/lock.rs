@@ -300,6 +300,17 @@ impl UidlistLock {
         Uidlist::read(&self.dir)
     }
 
+    /// [`super::scan_for_append`] of the uidlist as it is now. Ok(None) when the file is
+    /// missing or not a whole version-3 file.
+    pub fn scan_for_append(&self, base: &str) -> Result<Option<super::AppendScan>, MaildirError> {
+        let path = self.uidlist_path();
+        match fs::read(&path) {
+            Ok(data) => Ok(super::scan_for_append(&path, &data, base)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(MaildirError::io("read", &path, e)),
+        }
+    }
+
     fn uidlist_path(&self) -> PathBuf {
         self.dir.join(UIDLIST_NAME)
     }

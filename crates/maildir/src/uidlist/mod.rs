@@ -398,6 +398,71 @@ impl Uidlist {
     }
 }
 
+/// What numbering one new file needs from a uidlist, found without parsing its records
+/// (see [`scan_for_append`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendScan {
+    pub uidvalidity: u32,
+    /// The UID the next appended record gets: above the header's and every record's.
+    pub next_uid: u32,
+    /// The UID the file already has (the last record of its base, as [`Uidlist::parse`]
+    /// keeps the later of two).
+    pub existing: Option<u32>,
+}
+
+/// Reads what a delivery needs from the uidlist bytes `data`: UIDVALIDITY, the next UID
+/// and whether a record for `base` is there already (a sync in another process may have
+/// numbered a file between its rename into `new/` and the lock). A delivery does this for
+/// every message, and parsing every record of a 10,000-message mailbox to learn three
+/// numbers cost more than the rest of the delivery; this looks at the header, the last
+/// line and the places `base` occurs. None when the file is not a whole version-3 file
+/// (the caller then parses it, which reports what is wrong).
+pub fn scan_for_append(path: &Path, data: &[u8], base: &str) -> Option<AppendScan> {
+    if base.is_empty() || data.last() != Some(&b'\n') {
+        return None;
+    }
+    let hdr_end = memchr::memchr(b'\n', data)?;
+    let h = parse_header(path, std::str::from_utf8(&data[..hdr_end]).ok()?).ok()?;
+    if h.version != 3 {
+        return None;
+    }
+    let body = &data[hdr_end + 1..];
+    let mut next_uid = h.next_uid;
+    if body.len() > 1 {
+        let last_start = memchr::memrchr(b'\n', &body[..body.len() - 1]).map_or(0, |p| p + 1);
+        next_uid = next_uid.max(record_uid(&body[last_start..])?.checked_add(1)?);
+    }
+    // only the lines where `base` occurs are parsed, and count when their base is it
+    let mut existing = None;
+    for at in memchr::memmem::find_iter(body, base.as_bytes()) {
+        let start = memchr::memrchr(b'\n', &body[..at]).map_or(0, |p| p + 1);
+        let end = memchr::memchr(b'\n', &body[at..]).map_or(body.len(), |p| at + p);
+        let line = std::str::from_utf8(&body[start..end]).ok()?;
+        let rec = parse_record(path, 0, 3, line).ok()?;
+        if rec.base() == base {
+            existing = Some(rec.uid);
+        }
+    }
+    Some(AppendScan {
+        uidvalidity: h.uidvalidity,
+        next_uid,
+        existing,
+    })
+}
+
+/// The UID a record line starts with (nonzero, followed by a space).
+fn record_uid(line: &[u8]) -> Option<u32> {
+    let digits = line.iter().take_while(|b| b.is_ascii_digit()).count();
+    if line.get(digits) != Some(&b' ') {
+        return None;
+    }
+    std::str::from_utf8(&line[..digits])
+        .ok()?
+        .parse::<u32>()
+        .ok()
+        .filter(|&u| u != 0 && u != u32::MAX)
+}
+
 /// Appends `<uid>[ <ext>...] :<base>\n`.
 fn record_line(out: &mut Vec<u8>, r: &UidRecord) {
     out.extend_from_slice(r.uid.to_string().as_bytes());

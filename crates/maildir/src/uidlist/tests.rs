@@ -242,6 +242,22 @@ proptest! {
     }
 
     #[test]
+    fn scan_for_append_agrees_with_parse(l in list_strategy(), other in "[0-9a-z.]{1,12}") {
+        let bytes = l.to_bytes();
+        let parsed = Uidlist::parse(&p(), &bytes).unwrap();
+        let mut names: Vec<String> = l.records.iter().map(|r| r.base().to_string()).collect();
+        names.push(other);
+        for base in names.iter().filter(|b| !b.is_empty()) {
+            let scan = scan_for_append(&p(), &bytes, base);
+            prop_assert_eq!(scan, Some(AppendScan {
+                uidvalidity: parsed.uidvalidity,
+                next_uid: parsed.next_uid,
+                existing: parsed.find_base(base).map(|r| r.uid),
+            }), "base {:?} in {:?}", base, String::from_utf8_lossy(&bytes));
+        }
+    }
+
+    #[test]
     fn parse_never_panics(data in proptest::collection::vec(any::<u8>(), 0..200)) {
         let _ = Uidlist::parse(&p(), &data);
     }
@@ -250,6 +266,33 @@ proptest! {
     fn parse_never_panics_on_near_valid(s in "[0-9 VNG:a-z\n]{0,80}") {
         let _ = Uidlist::parse(&p(), format!("3 V1 N1\n{s}").as_bytes());
     }
+}
+
+#[test]
+fn scan_for_append_reads_dovecot_appends_and_refuses_what_it_cannot_read_whole() {
+    let data = b"3 V1275660208 N25006\n\
+                 25006 :1276528487.M364837P9451.kurkku,S=1355,W=1394:2,\n\
+                 25017 W2481 :1276533073.M242911P3632.kurkku:2,F\n";
+    // the header's next UID is behind the appended records: the last one decides
+    let scan = scan_for_append(&p(), data, "1276533073.M242911P3632.kurkku").unwrap();
+    assert_eq!(
+        scan,
+        AppendScan {
+            uidvalidity: 1275660208,
+            next_uid: 25018,
+            existing: Some(25017)
+        }
+    );
+    // a name that only shares a prefix is not there
+    let scan = scan_for_append(&p(), data, "1276528487.M364837P9451.kurk").unwrap();
+    assert_eq!(scan.existing, None);
+    // an append cut short, version 1, a broken header: parse it instead
+    assert_eq!(scan_for_append(&p(), &data[..data.len() - 3], "x"), None);
+    assert_eq!(scan_for_append(&p(), b"1 123 5\n5 x\n", "x"), None);
+    assert_eq!(scan_for_append(&p(), b"3 N5\n", "x"), None);
+    // no records yet
+    let scan = scan_for_append(&p(), b"3 V7 N1\n", "x").unwrap();
+    assert_eq!((scan.next_uid, scan.existing), (1, None));
 }
 
 // --- locking and writing ---
