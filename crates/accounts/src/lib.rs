@@ -3,7 +3,9 @@
 //!
 //! [`Accounts`] holds the configuration, the users file, the aliases file and a cache
 //! of open stores (one [`UserStore`] per user per process: the index registry allows
-//! one LMDB env per folder). It answers:
+//! one LMDB env per folder; a store nobody else holds is closed after a minute unused, so
+//! memory and file descriptors follow the users active now, not every user since start).
+//! It answers:
 //! - [`Accounts::lookup`] / [`Accounts::verify_login`]: the users-file rules of
 //!   `maildex-auth` (a full address wins over a bare local part; a bare entry matches
 //!   any domain);
@@ -141,7 +143,36 @@ struct Directory {
 pub struct Accounts {
     config: Config,
     directory: RwLock<Arc<Directory>>,
-    stores: Mutex<HashMap<String, Arc<UserStore>>>,
+    stores: Mutex<Stores>,
+}
+
+/// How long a store nobody holds stays open after its last use.
+const STORE_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Open stores by folded user name, with when each was last handed out.
+#[derive(Default)]
+struct Stores {
+    open: HashMap<String, (Arc<UserStore>, std::time::Instant)>,
+    swept: Option<std::time::Instant>,
+}
+
+impl Stores {
+    /// Closes the stores only this cache holds that were not used for [`STORE_IDLE`]
+    /// (at most every [`STORE_IDLE`] / 2). A store held by a session or a delivery stays:
+    /// one store per user per process, and the count cannot grow while we hold the lock,
+    /// since new holders get their clone here.
+    fn sweep(&mut self, now: std::time::Instant) {
+        if self
+            .swept
+            .is_some_and(|t| now.duration_since(t) < STORE_IDLE / 2)
+        {
+            return;
+        }
+        self.swept = Some(now);
+        self.open.retain(|_, (store, used)| {
+            Arc::strong_count(store) > 1 || now.duration_since(*used) < STORE_IDLE
+        });
+    }
 }
 
 impl std::fmt::Debug for Accounts {
@@ -373,7 +404,10 @@ impl Accounts {
     pub fn store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
         let key = user.name.to_ascii_lowercase();
         let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = stores.get(&key) {
+        let now = std::time::Instant::now();
+        stores.sweep(now);
+        if let Some((s, used)) = stores.open.get_mut(&key) {
+            *used = now;
             return Ok(Arc::clone(s));
         }
         let paths = self
@@ -394,7 +428,7 @@ impl Accounts {
             source: Box::new(source),
         })?;
         let store = Arc::new(store);
-        stores.insert(key, Arc::clone(&store));
+        stores.open.insert(key, (Arc::clone(&store), now));
         Ok(store)
     }
 
@@ -411,5 +445,52 @@ impl Accounts {
             source: Box::new(source),
         })?;
         Ok(used.saturating_add(incoming.max(1)) > limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accounts(dir: &std::path::Path) -> Arc<Accounts> {
+        std::fs::write(dir.join("users"), "alice:{PLAIN}pw\n").unwrap();
+        let text = format!(
+            "[storage]\nmail_location = \"{d}/mail/%u\"\nindex_root = \"{d}/index/%u\"\n\
+             fsync = false\n[auth]\nusers_file = \"{d}/users\"\n",
+            d = dir.display()
+        );
+        let config = Config::from_toml_str(&text, &dir.join("maildex.toml")).unwrap();
+        Accounts::load(config).unwrap()
+    }
+
+    #[test]
+    fn a_store_nobody_holds_is_closed_after_a_while_unused_and_a_held_one_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = accounts(dir.path());
+        let alice = a.lookup("alice").unwrap();
+        let first = a.store(&alice).unwrap();
+        let weak = Arc::downgrade(&first);
+        // held by a session: one store, kept however long it is unused
+        assert!(Arc::ptr_eq(&first, &a.store(&alice).unwrap()));
+        let later = std::time::Instant::now() + STORE_IDLE * 2;
+        a.stores.lock().unwrap().sweep(later);
+        assert!(Arc::ptr_eq(&first, &a.store(&alice).unwrap()));
+        // nobody holds it: closed by the next sweep a while later, reopened on demand
+        drop(first);
+        let mut stores = a.stores.lock().unwrap();
+        stores.swept = None;
+        stores.sweep(later);
+        assert!(stores.open.is_empty());
+        drop(stores);
+        assert!(
+            weak.upgrade().is_none(),
+            "the store (and its LMDB env) is closed"
+        );
+        let again = a.store(&alice).unwrap();
+        assert!(again
+            .index()
+            .read(|r| r.schema_version())
+            .unwrap()
+            .is_some());
     }
 }

@@ -143,6 +143,22 @@ pub struct Index {
     _open_lock: File,
 }
 
+/// Makes the C allocator hand out large blocks as fresh mappings, for a process that opens
+/// many envs (the daemon: every user who gets mail or logs in). Each writable LMDB env
+/// callocs a 2 MiB dirty-page list and a 1 MiB free-page list; glibc serves them from the
+/// heap once its dynamic mmap threshold has risen (after the first large block is freed)
+/// and then zeroes them, so each env cost 2.4 MiB of resident memory although a
+/// transaction touches a few KiB of them (300 users who got a message: 742 -> 124 MiB).
+/// A fixed threshold (glibc's default starting value) keeps such blocks as mappings whose
+/// untouched pages stay unallocated. Call it once, early, from the binary.
+pub fn keep_large_allocations_lazy() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a tuning parameter of glibc's allocator.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Index>>> {
     static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Weak<Index>>>> = OnceLock::new();
     REGISTRY.get_or_init(Default::default)

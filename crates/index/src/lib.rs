@@ -18,7 +18,10 @@ mod txn;
 
 use std::path::{Path, PathBuf};
 
-pub use env::{compact, lock_exclusive, Index, OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE};
+pub use env::{
+    compact, keep_large_allocations_lazy, lock_exclusive, Index, OpenOptions, DATA_FILE, LOCK_FILE,
+    OPEN_LOCK_FILE,
+};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,

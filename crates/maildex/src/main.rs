@@ -85,6 +85,7 @@ enum UserCommand {
 }
 
 fn main() -> ExitCode {
+    maildex_index::keep_large_allocations_lazy();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(a) => cmd_serve::run(&a),
