@@ -34,6 +34,9 @@ mod command;
 pub mod encode;
 mod error;
 mod fetch;
+/// Invariant checks run by the fuzz targets and `tests/fuzz_corpus.rs`.
+#[doc(hidden)]
+pub mod fuzzing;
 mod input;
 mod limits;
 mod list;
