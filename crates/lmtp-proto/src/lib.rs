@@ -71,6 +71,9 @@
 mod address;
 mod body;
 mod command;
+/// Invariant checks run by the fuzz targets and `tests/fuzz_corpus.rs`.
+#[doc(hidden)]
+pub mod fuzzing;
 mod reply;
 mod session;
 
