@@ -8,7 +8,10 @@
 //! Sections and defaults:
 //! - `[imap]`: `listen` (default `["127.0.0.1:143"]`), `listen_tls` (default
 //!   `["127.0.0.1:993"]` when `[tls]` is present, else empty),
-//!   `plaintext_auth_on_loopback` (default true).
+//!   `plaintext_auth_on_loopback` (default true), `max_connections` (default 10000),
+//!   `max_connections_per_ip` (default 100), `login_timeout` (default 60 s),
+//!   `autologout` (default and least 30 min), `max_line_length` (default 64 KiB),
+//!   `max_message_size` (APPENDLIMIT, default 64 MiB).
 //! - `[lmtp]`: `listen` (default `["127.0.0.1:24"]`), `socket_mode` (default
 //!   `"0660"`), `socket_owner`, `socket_group`, `hostname` (default: the system's),
 //!   `aliases_file`, `recipient_delimiter` (default `"+"`), `save_to_detail_mailbox`
@@ -83,6 +86,39 @@ pub const DEFAULT_DATA_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default time a running LMTP transaction gets to finish on shutdown.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default most IMAP connections at once, all clients together.
+pub const DEFAULT_IMAP_MAX_CONNECTIONS: usize = 10_000;
+
+/// Default most IMAP connections at once from one IP address (desktop clients open a
+/// few each; several people may share one NAT address).
+pub const DEFAULT_IMAP_MAX_CONNECTIONS_PER_IP: usize = 100;
+
+/// Default autologout before authentication. RFC 9051 §5.4 lets a server use a
+/// shorter timer than 30 minutes in the not-authenticated state.
+pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Least (and default) autologout of an authenticated session: RFC 9051 §5.4 says
+/// the inactivity timer must be at least 30 minutes.
+pub const MIN_AUTOLOGOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Default longest IMAP command line in octets, without the line end and literal
+/// data: 64 KiB, Dovecot's `imap_max_line_length`.
+pub const DEFAULT_IMAP_MAX_LINE_LENGTH: usize = 64 << 10;
+
+/// Smallest accepted `imap.max_line_length`: RFC 7162 §4 asks servers to accept
+/// command lines of at least 8192 octets.
+pub const MIN_IMAP_MAX_LINE_LENGTH: usize = 8192;
+
+/// Largest accepted `imap.max_line_length` (each connection may buffer a line).
+pub const MAX_IMAP_MAX_LINE_LENGTH: usize = 16 << 20;
+
+/// Default largest APPEND message (advertised as APPENDLIMIT, RFC 7889): 64 MiB.
+pub const DEFAULT_IMAP_MAX_MESSAGE_SIZE: u64 = 64 << 20;
+
+/// Largest accepted `imap.max_message_size`: the APPENDLIMIT value is an IMAP
+/// `number` (RFC 7889 §6, RFC 3501 §9), at most 4294967295.
+pub const MAX_IMAP_MAX_MESSAGE_SIZE: u64 = u32::MAX as u64;
+
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -111,6 +147,39 @@ pub struct ImapConfig {
     /// (for local webmail). Elsewhere plaintext login is refused with LOGINDISABLED
     /// until STARTTLS (RFC 9051 §6.2.3).
     pub plaintext_auth_on_loopback: bool,
+    /// Most connections served at once, all clients; more are refused with
+    /// `* BYE [UNAVAILABLE]` (plain) or closed (implicit TLS).
+    pub max_connections: usize,
+    /// Most connections served at once from one IP address; more are refused the same way.
+    pub max_connections_per_ip: usize,
+    /// Autologout before authentication (RFC 9051 §5.4 allows a shorter timer there).
+    pub login_timeout: Duration,
+    /// Autologout after authentication, also the longest IDLE: at least
+    /// [`MIN_AUTOLOGOUT`] when read from the file (RFC 9051 §5.4, RFC 2177 §3).
+    pub autologout: Duration,
+    /// Longest command line in octets, without the line end and literal data; a
+    /// longer one gets `BAD [TOOBIG]`.
+    pub max_line_length: usize,
+    /// Largest APPEND message in octets, advertised as APPENDLIMIT (RFC 7889); a
+    /// larger one gets `NO [TOOBIG]`.
+    pub max_message_size: u64,
+}
+
+impl ImapConfig {
+    /// `[imap]` with every default and the given listeners.
+    pub fn with_listeners(listen: Vec<SocketAddr>, listen_tls: Vec<SocketAddr>) -> ImapConfig {
+        ImapConfig {
+            listen,
+            listen_tls,
+            plaintext_auth_on_loopback: true,
+            max_connections: DEFAULT_IMAP_MAX_CONNECTIONS,
+            max_connections_per_ip: DEFAULT_IMAP_MAX_CONNECTIONS_PER_IP,
+            login_timeout: DEFAULT_LOGIN_TIMEOUT,
+            autologout: MIN_AUTOLOGOUT,
+            max_line_length: DEFAULT_IMAP_MAX_LINE_LENGTH,
+            max_message_size: DEFAULT_IMAP_MAX_MESSAGE_SIZE,
+        }
+    }
 }
 
 /// One LMTP listener.
@@ -297,11 +366,7 @@ pub fn dev(data_dir: &Path) -> Config {
     let index_root = PathTemplate::under(&data_dir, vec![lit("index/"), Domain, lit("/"), Local]);
     let lo = |port| SocketAddr::from(([127, 0, 0, 1], port));
     Config {
-        imap: ImapConfig {
-            listen: vec![lo(1143)],
-            listen_tls: vec![lo(1993)],
-            plaintext_auth_on_loopback: true,
-        },
+        imap: ImapConfig::with_listeners(vec![lo(1143)], vec![lo(1993)]),
         lmtp: LmtpConfig::with_listeners(vec![Listen::Tcp(lo(1024))]),
         tls: Some(TlsConfig {
             cert: data_dir.join("tls/cert.pem"),
@@ -352,13 +417,13 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         }
     };
 
-    let imap_raw = raw.imap.unwrap_or_default();
+    let mut imap_raw = raw.imap.unwrap_or_default();
     let lo = |port| SocketAddr::from(([127, 0, 0, 1], port));
-    let listen = match imap_raw.listen {
+    let listen = match imap_raw.listen.take() {
         Some(v) => v.into_iter().map(|a| a.0).collect(),
         None => vec![lo(143)],
     };
-    let listen_tls: Vec<SocketAddr> = match imap_raw.listen_tls {
+    let listen_tls: Vec<SocketAddr> = match imap_raw.listen_tls.take() {
         Some(v) => v.into_iter().map(|a| a.0).collect(),
         None if tls.is_some() => vec![lo(993)],
         None => Vec::new(),
@@ -369,11 +434,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
             "implicit-TLS listeners need a [tls] section with cert and key (or set listen_tls = [])".into(),
         ));
     }
-    let imap = ImapConfig {
-        listen,
-        listen_tls,
-        plaintext_auth_on_loopback: imap_raw.plaintext_auth_on_loopback.unwrap_or(true),
-    };
+    let imap = validate_imap(imap_raw, listen, listen_tls).map_err(|(key, m)| invalid(key, m))?;
 
     let lmtp_raw = raw.lmtp.unwrap_or_default();
     let lmtp = validate_lmtp(lmtp_raw, &resolve).map_err(|(key, m)| invalid(key, m))?;
@@ -441,6 +502,79 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         auth,
         log,
     })
+}
+
+fn validate_imap(
+    raw: raw::RawImap,
+    listen: Vec<SocketAddr>,
+    listen_tls: Vec<SocketAddr>,
+) -> Result<ImapConfig, (&'static str, String)> {
+    let mut c = ImapConfig::with_listeners(listen, listen_tls);
+    c.plaintext_auth_on_loopback = raw.plaintext_auth_on_loopback.unwrap_or(true);
+    let count = |v: Option<u32>, key: &'static str, default: usize| match v {
+        None => Ok(default),
+        Some(0) => Err((key, "must be at least 1".to_owned())),
+        Some(n) => Ok(n as usize),
+    };
+    c.max_connections = count(
+        raw.max_connections,
+        "imap.max_connections",
+        DEFAULT_IMAP_MAX_CONNECTIONS,
+    )?;
+    c.max_connections_per_ip = count(
+        raw.max_connections_per_ip,
+        "imap.max_connections_per_ip",
+        DEFAULT_IMAP_MAX_CONNECTIONS_PER_IP,
+    )?;
+    if let Some(s) = raw.login_timeout {
+        if s.0 == 0 {
+            return Err(("imap.login_timeout", "must be at least 1 second".into()));
+        }
+        c.login_timeout = Duration::from_secs(s.0);
+    }
+    if let Some(s) = raw.autologout {
+        // RFC 9051 §5.4: an autologout timer must be of at least 30 minutes.
+        let d = Duration::from_secs(s.0);
+        if d < MIN_AUTOLOGOUT {
+            return Err((
+                "imap.autologout",
+                format!(
+                    "{} s is below 30 minutes, the shortest autologout RFC 9051 §5.4 allows \
+                     after login (login_timeout sets the timer before login)",
+                    s.0
+                ),
+            ));
+        }
+        c.autologout = d;
+    }
+    if let Some(n) = raw.max_line_length {
+        let range = MIN_IMAP_MAX_LINE_LENGTH as u64..=MAX_IMAP_MAX_LINE_LENGTH as u64;
+        if !range.contains(&n.0) {
+            return Err((
+                "imap.max_line_length",
+                format!(
+                    "{} is outside 8192..=16MiB (RFC 7162 §4: servers accept lines of at \
+                     least 8192 octets)",
+                    n.0
+                ),
+            ));
+        }
+        c.max_line_length = n.0 as usize;
+    }
+    if let Some(n) = raw.max_message_size {
+        if !(1..=MAX_IMAP_MAX_MESSAGE_SIZE).contains(&n.0) {
+            return Err((
+                "imap.max_message_size",
+                format!(
+                    "{} is outside 1..=4294967295 (APPENDLIMIT is an IMAP number, RFC 7889 \
+                     §6; there is no \"no limit\")",
+                    n.0
+                ),
+            ));
+        }
+        c.max_message_size = n.0;
+    }
+    Ok(c)
 }
 
 fn validate_lmtp(

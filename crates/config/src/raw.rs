@@ -25,6 +25,12 @@ pub(crate) struct RawImap {
     pub listen: Option<Vec<TcpAddr>>,
     pub listen_tls: Option<Vec<TcpAddr>>,
     pub plaintext_auth_on_loopback: Option<bool>,
+    pub max_connections: Option<u32>,
+    pub max_connections_per_ip: Option<u32>,
+    pub login_timeout: Option<Seconds>,
+    pub autologout: Option<Seconds>,
+    pub max_line_length: Option<ByteSize>,
+    pub max_message_size: Option<ByteSize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -487,3 +487,85 @@ fn lmtp_values_are_checked() {
     let (_, _, key, _) = toml_err(with("[lmtp]\ndata_timeout = \"soon\"\n"));
     assert_eq!(key.as_deref(), Some("lmtp.data_timeout"));
 }
+
+#[test]
+fn imap_limits_and_defaults() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.imap.max_connections, 10_000);
+    assert_eq!(c.imap.max_connections_per_ip, 100);
+    assert_eq!(c.imap.login_timeout.as_secs(), 60);
+    assert_eq!(c.imap.autologout.as_secs(), 30 * 60);
+    assert_eq!(c.imap.max_line_length, 64 << 10);
+    assert_eq!(c.imap.max_message_size, 64 << 20);
+    assert_eq!(dev(Path::new("/tmp/x")).imap.autologout.as_secs(), 30 * 60);
+    let c = with(
+        "[imap]\nmax_connections = 50\nmax_connections_per_ip = 5\nlogin_timeout = \"15s\"\n\
+         autologout = \"2h\"\nmax_line_length = 8192\nmax_message_size = \"1GiB\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.imap.max_connections, 50);
+    assert_eq!(c.imap.max_connections_per_ip, 5);
+    assert_eq!(c.imap.login_timeout.as_secs(), 15);
+    assert_eq!(c.imap.autologout.as_secs(), 7200);
+    assert_eq!(c.imap.max_line_length, 8192);
+    assert_eq!(c.imap.max_message_size, 1 << 30);
+    // exactly the RFC's 30 minutes, as seconds
+    let c = with("[imap]\nautologout = 1800\n").unwrap();
+    assert_eq!(c.imap.autologout.as_secs(), 1800);
+}
+
+#[test]
+fn imap_limits_are_checked() {
+    for (extra, key, says) in [
+        ("max_connections = 0", "imap.max_connections", "at least 1"),
+        (
+            "max_connections_per_ip = 0",
+            "imap.max_connections_per_ip",
+            "at least 1",
+        ),
+        (
+            "login_timeout = 0",
+            "imap.login_timeout",
+            "at least 1 second",
+        ),
+        ("autologout = 0", "imap.autologout", "30 minutes"),
+        ("autologout = \"29m\"", "imap.autologout", "RFC 9051 §5.4"),
+        ("autologout = 1799", "imap.autologout", "1799 s"),
+        ("max_line_length = 8191", "imap.max_line_length", "8192"),
+        (
+            "max_line_length = \"17MiB\"",
+            "imap.max_line_length",
+            "16MiB",
+        ),
+        ("max_message_size = 0", "imap.max_message_size", "no limit"),
+        (
+            "max_message_size = \"4GiB\"",
+            "imap.max_message_size",
+            "4294967295",
+        ),
+    ] {
+        let r = with(&format!("[imap]\n{extra}\n"));
+        match &r {
+            Err(ConfigError::Invalid {
+                key: k, message, ..
+            }) => {
+                assert_eq!(k, key, "{extra}");
+                assert!(message.contains(says), "{extra}: {message}");
+            }
+            other => panic!("{extra}: {other:?}"),
+        }
+        // the message a user sees names the key
+        let shown = r.unwrap_err().to_string();
+        assert!(shown.contains(&format!("`{key}`")), "{shown}");
+    }
+    for extra in [
+        "login_timeout = \"soon\"",
+        "autologout = -5",
+        "max_connections = -1",
+        "max_line_length = \"64 lines\"",
+    ] {
+        let (_, _, key, _) = toml_err(with(&format!("[imap]\n{extra}\n")));
+        let name = extra.split(' ').next().unwrap();
+        assert_eq!(key, Some(format!("imap.{name}")), "{extra}");
+    }
+}

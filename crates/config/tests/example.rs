@@ -16,6 +16,14 @@ fn example_config_parses() {
     assert_eq!(c.imap.listen, [addr("127.0.0.1:143")]);
     assert_eq!(c.imap.listen_tls, [addr("127.0.0.1:993")]);
     assert!(c.imap.plaintext_auth_on_loopback);
+    assert_eq!(
+        c.imap,
+        maildex_config::ImapConfig::with_listeners(
+            c.imap.listen.clone(),
+            c.imap.listen_tls.clone()
+        ),
+        "the example shows the [imap] defaults"
+    );
     assert_eq!(c.lmtp.listen, [Listen::Tcp(addr("127.0.0.1:24"))]);
     assert_eq!(c.lmtp.socket_mode, 0o660);
     assert_eq!(c.lmtp.socket_owner, None);
@@ -46,6 +54,9 @@ fn example_config_mentions_every_key() {
         "listen =",
         "listen_tls =",
         "plaintext_auth_on_loopback =",
+        "max_connections_per_ip =",
+        "login_timeout =",
+        "autologout =",
         "[lmtp]",
         "socket_mode =",
         "socket_owner =",

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use maildex_accounts::Accounts;
-use maildex_config::{Config, Listen};
+use maildex_config::{Config, ImapConfig, Listen};
 use maildex_imap::context::{Settings, Shared};
 use maildex_imap::server::ImapServer;
 use maildex_imap::tls::TlsSource;
@@ -51,6 +51,11 @@ pub struct Daemon {
 
 impl Daemon {
     /// Binds every listener of `config` and starts serving on the current runtime.
+    ///
+    /// The `[imap]` limits and timers of `config` replace those of `settings`
+    /// ([`apply_imap_config`]); `settings` supplies the rest (KDF permits, the grammar
+    /// limits the file does not set). A test wanting a timer the file refuses (an
+    /// autologout under 30 minutes) sets it on the validated [`Config`].
     pub async fn start(config: Config, settings: Settings) -> Result<Daemon, DaemonError> {
         let accounts = Accounts::load(config.clone())?;
         let tls = match &config.tls {
@@ -59,7 +64,7 @@ impl Daemon {
         };
         let shutdown = CancellationToken::new();
         let mut settings = settings;
-        settings.plaintext_auth_on_loopback = config.imap.plaintext_auth_on_loopback;
+        apply_imap_config(&mut settings, &config.imap);
         let shared = Shared::new(
             Arc::clone(&accounts),
             tls.clone(),
@@ -134,6 +139,23 @@ impl Daemon {
     }
 }
 
+/// Copies the `[imap]` policy, connection limits, timers and grammar limits of the
+/// config into the server's settings. A whole command may hold at least four of the
+/// longest lines (the default ratio: 64 KiB lines, 256 KiB commands).
+pub fn apply_imap_config(settings: &mut Settings, imap: &ImapConfig) {
+    settings.plaintext_auth_on_loopback = imap.plaintext_auth_on_loopback;
+    settings.max_connections = imap.max_connections;
+    settings.max_per_ip = imap.max_connections_per_ip;
+    settings.login_timeout = imap.login_timeout;
+    settings.idle_timeout = imap.autologout;
+    settings.limits.max_line = imap.max_line_length;
+    settings.limits.max_command = settings
+        .limits
+        .max_command
+        .max(imap.max_line_length.saturating_mul(4));
+    settings.limits.max_append = imap.max_message_size;
+}
+
 /// Runs `config` until SIGTERM or SIGINT; SIGHUP reloads.
 pub async fn serve_forever(config: Config, settings: Settings) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -157,4 +179,49 @@ pub async fn serve_forever(config: Config, settings: Settings) -> Result<(), Dae
     tracing::info!("shutting down");
     daemon.stop().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_defaults_are_the_servers_defaults() {
+        // An [imap] section without limits changes nothing of Settings::default().
+        let imap = ImapConfig::with_listeners(Vec::new(), Vec::new());
+        let mut s = Settings::default();
+        apply_imap_config(&mut s, &imap);
+        let d = Settings::default();
+        assert_eq!(s.plaintext_auth_on_loopback, d.plaintext_auth_on_loopback);
+        assert_eq!(s.max_connections, d.max_connections);
+        assert_eq!(s.max_per_ip, d.max_per_ip);
+        assert_eq!(s.login_timeout, d.login_timeout);
+        assert_eq!(s.idle_timeout, d.idle_timeout);
+        assert_eq!(s.limits, d.limits);
+    }
+
+    #[test]
+    fn config_values_reach_the_settings() {
+        let mut imap = ImapConfig::with_listeners(Vec::new(), Vec::new());
+        imap.plaintext_auth_on_loopback = false;
+        imap.max_connections = 7;
+        imap.max_connections_per_ip = 3;
+        imap.login_timeout = std::time::Duration::from_secs(5);
+        imap.autologout = std::time::Duration::from_secs(3600);
+        imap.max_line_length = 1 << 20;
+        imap.max_message_size = 1000;
+        let mut s = Settings::default();
+        apply_imap_config(&mut s, &imap);
+        assert!(!s.plaintext_auth_on_loopback);
+        assert_eq!((s.max_connections, s.max_per_ip), (7, 3));
+        assert_eq!(s.login_timeout.as_secs(), 5);
+        assert_eq!(s.idle_timeout.as_secs(), 3600);
+        assert_eq!(s.limits.max_line, 1 << 20);
+        assert_eq!(
+            s.limits.max_command,
+            4 << 20,
+            "a command holds a longest line"
+        );
+        assert_eq!(s.limits.max_append, 1000);
+    }
 }
