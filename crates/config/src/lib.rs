@@ -24,6 +24,8 @@
 //!   (default 64 MiB), `fsync` (default true), `quota` (default none).
 //! - `[auth]`: `users_file` (required).
 //! - `[log]`: `level` (default `"info"`).
+//! - `[daemon]`: `user` and `group` to switch to after binding when started as root
+//!   (default: none, keep the starting user; `group` defaults to the user's group).
 
 #![warn(missing_docs)]
 
@@ -134,6 +136,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Logging.
     pub log: LogConfig,
+    /// The process: who it runs as after binding.
+    pub daemon: DaemonConfig,
 }
 
 /// `[imap]`.
@@ -306,6 +310,16 @@ pub struct LogConfig {
     pub level: String,
 }
 
+/// `[daemon]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DaemonConfig {
+    /// Started as root, the user (name or uid) the daemon switches to once its listeners
+    /// are bound and before it touches mail; `None` keeps the starting user.
+    pub user: Option<String>,
+    /// The group (name or gid) it switches to; `None` means the user's primary group.
+    pub group: Option<String>,
+}
+
 impl StorageConfig {
     /// The Maildir and index directory of `user`.
     ///
@@ -385,6 +399,7 @@ pub fn dev(data_dir: &Path) -> Config {
         log: LogConfig {
             level: "info".to_owned(),
         },
+        daemon: DaemonConfig::default(),
     }
 }
 
@@ -494,6 +509,17 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
             .and_then(|l| l.level)
             .map_or_else(|| "info".to_owned(), |l| l.0),
     };
+    let daemon_raw = raw.daemon.unwrap_or_default();
+    if daemon_raw.group.is_some() && daemon_raw.user.is_none() {
+        return Err(invalid(
+            "daemon.group",
+            "needs daemon.user too (the group alone would leave the process root)".into(),
+        ));
+    }
+    let daemon = DaemonConfig {
+        user: daemon_raw.user.map(|u| u.0),
+        group: daemon_raw.group.map(|g| g.0),
+    };
     Ok(Config {
         imap,
         lmtp,
@@ -501,6 +527,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         storage,
         auth,
         log,
+        daemon,
     })
 }
 

@@ -17,6 +17,7 @@ pub(crate) struct RawConfig {
     pub storage: Option<RawStorage>,
     pub auth: Option<RawAuth>,
     pub log: Option<RawLog>,
+    pub daemon: Option<RawDaemon>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -80,6 +81,13 @@ pub(crate) struct RawAuth {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawLog {
     pub level: Option<LogLevel>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDaemon {
+    pub user: Option<NonEmpty>,
+    pub group: Option<NonEmpty>,
 }
 
 /// Parses a string value with `parse`, reporting its error through serde (so the

@@ -569,3 +569,25 @@ fn imap_limits_are_checked() {
         assert_eq!(key, Some(format!("imap.{name}")), "{extra}");
     }
 }
+
+#[test]
+fn daemon_user_and_group() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.daemon, maildex_config::DaemonConfig::default());
+    let c = with("[daemon]\nuser = \"vmail\"\n").unwrap();
+    assert_eq!(c.daemon.user.as_deref(), Some("vmail"));
+    assert_eq!(c.daemon.group, None);
+    let c = with("[daemon]\nuser = \"vmail\"\ngroup = \"mail\"\n").unwrap();
+    assert_eq!(c.daemon.group.as_deref(), Some("mail"));
+    match with("[daemon]\ngroup = \"mail\"\n") {
+        Err(ConfigError::Invalid { key, message, .. }) => {
+            assert_eq!(key, "daemon.group");
+            assert!(message.contains("daemon.user"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let (_, _, key, _) = toml_err(with("[daemon]\nuser = \"\"\n"));
+    assert_eq!(key.as_deref(), Some("daemon.user"));
+    let (_, _, key, _) = toml_err(with("[daemon]\nuid = 5\n"));
+    assert!(key.is_some(), "an unknown key in [daemon] is refused");
+}

@@ -85,6 +85,9 @@ fn example_config_mentions_every_key() {
         "users_file =",
         "[log]",
         "level =",
+        "[daemon]",
+        "user =",
+        "group =",
     ] {
         assert!(text.contains(key), "example config lacks {key}");
     }

@@ -15,6 +15,8 @@ use maildex_imap::context::{Settings, Shared};
 use maildex_imap::server::ImapServer;
 use maildex_imap::tls::TlsSource;
 use tokio::task::JoinHandle;
+
+pub mod privileges;
 use tokio_util::sync::CancellationToken;
 
 /// Why the daemon could not start.
@@ -32,6 +34,9 @@ pub enum DaemonError {
     /// Users or aliases.
     #[error(transparent)]
     Accounts(#[from] maildex_accounts::AccountsError),
+    /// `[daemon] user` and `group`.
+    #[error(transparent)]
+    Privileges(#[from] privileges::PrivilegeError),
     /// Signal handlers or the runtime.
     #[error("{0}")]
     Runtime(String),
@@ -50,13 +55,21 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Binds every listener of `config` and starts serving on the current runtime.
+    /// Binds every listener of `config` and starts serving on the current runtime
+    /// ([`Daemon::bind`] then [`Bound::serve`]).
+    pub async fn start(config: Config, settings: Settings) -> Result<Daemon, DaemonError> {
+        Ok(Daemon::bind(config, settings).await?.serve())
+    }
+
+    /// Loads certificates and users and binds every listener of `config`, serving nothing
+    /// yet: what needs root is done, and [`privileges::apply`] may run before
+    /// [`Bound::serve`].
     ///
     /// The `[imap]` limits and timers of `config` replace those of `settings`
     /// ([`apply_imap_config`]); `settings` supplies the rest (KDF permits, the grammar
     /// limits the file does not set). A test wanting a timer the file refuses (an
     /// autologout under 30 minutes) sets it on the validated [`Config`].
-    pub async fn start(config: Config, settings: Settings) -> Result<Daemon, DaemonError> {
+    pub async fn bind(config: Config, settings: Settings) -> Result<Bound, DaemonError> {
         let accounts = Accounts::load(config.clone())?;
         let tls = match &config.tls {
             Some(t) => Some(Arc::new(TlsSource::load(&t.cert, &t.key)?)),
@@ -77,29 +90,12 @@ impl Daemon {
             Arc::clone(&accounts),
             maildex_lmtp::Limits::from_config(&config.lmtp),
         )?;
-        let imap_addrs = imap.local_addrs();
-        let lmtp_addrs = lmtp.local_addrs();
-        let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(imap.run()));
-        let token = shutdown.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = lmtp.run(token).await {
-                tracing::error!(error = %e, "LMTP server failed");
-            }
-        }));
-        for (addr, tls) in &imap_addrs {
-            tracing::info!(%addr, tls, "IMAP listening");
-        }
-        for l in &lmtp_addrs {
-            tracing::info!(listen = %l, "LMTP listening");
-        }
-        Ok(Daemon {
-            imap_addrs,
-            lmtp_addrs,
+        Ok(Bound {
             accounts,
             tls,
             shutdown,
-            tasks,
+            imap,
+            lmtp,
         })
     }
 
@@ -156,8 +152,54 @@ pub fn apply_imap_config(settings: &mut Settings, imap: &ImapConfig) {
     settings.limits.max_append = imap.max_message_size;
 }
 
-/// Runs `config` until SIGTERM or SIGINT; SIGHUP reloads.
-pub async fn serve_forever(config: Config, settings: Settings) -> Result<(), DaemonError> {
+/// Listeners bound, nothing accepted yet.
+pub struct Bound {
+    accounts: Arc<Accounts>,
+    tls: Option<Arc<TlsSource>>,
+    shutdown: CancellationToken,
+    imap: ImapServer,
+    lmtp: maildex_lmtp::Server,
+}
+
+impl Bound {
+    /// Starts accepting on the current runtime.
+    pub fn serve(self) -> Daemon {
+        let Bound {
+            accounts,
+            tls,
+            shutdown,
+            imap,
+            lmtp,
+        } = self;
+        let imap_addrs = imap.local_addrs();
+        let lmtp_addrs = lmtp.local_addrs();
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(imap.run()));
+        let token = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = lmtp.run(token).await {
+                tracing::error!(error = %e, "LMTP server failed");
+            }
+        }));
+        for (addr, tls) in &imap_addrs {
+            tracing::info!(%addr, tls, "IMAP listening");
+        }
+        for l in &lmtp_addrs {
+            tracing::info!(listen = %l, "LMTP listening");
+        }
+        Daemon {
+            imap_addrs,
+            lmtp_addrs,
+            accounts,
+            tls,
+            shutdown,
+            tasks,
+        }
+    }
+}
+
+/// Serves `bound` until SIGTERM or SIGINT; SIGHUP reloads.
+pub async fn serve_forever(bound: Bound) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
     let sig = |k| signal(k).map_err(|e| DaemonError::Runtime(format!("signal handler: {e}")));
     let (mut term, mut int, mut hup) = (
@@ -165,7 +207,7 @@ pub async fn serve_forever(config: Config, settings: Settings) -> Result<(), Dae
         sig(SignalKind::interrupt())?,
         sig(SignalKind::hangup())?,
     );
-    let daemon = Daemon::start(config, settings).await?;
+    let daemon = bound.serve();
     loop {
         tokio::select! {
             _ = term.recv() => break,

@@ -1,5 +1,6 @@
-//! `maildex serve`: brings every user's index up to date, then runs the IMAP and LMTP
-//! listeners of the config until SIGTERM/SIGINT (SIGHUP reloads certificates and users).
+//! `maildex serve`: binds the IMAP and LMTP listeners of the config, switches to `[daemon]
+//! user` if set, brings every user's index up to date, then serves until SIGTERM/SIGINT
+//! (SIGHUP reloads certificates and users).
 //! `--dev` first creates the embedded default: a data folder with a config, a self-signed
 //! certificate, a demo user with a printed password and a few messages, loopback ports.
 
@@ -73,21 +74,12 @@ fn prepare_dev(data: &Path) -> Result<PathBuf> {
     Ok(config_path)
 }
 
-pub fn run(a: &ServeArgs) -> Result<ExitCode> {
-    let config_path = if a.dev {
-        prepare_dev(&a.data)?
-    } else {
-        a.config.clone()
-    };
-    let config = load_config(&config_path)?;
-    let users = maildex_auth::UsersFile::load(&config.auth.users_file)?;
-    for (user, scheme) in users.weak_schemes() {
-        tracing::warn!(user = %user, scheme = %scheme, "password stored in clear");
-    }
+/// Brings every user's index up to date with the Maildirs before serving. One user's
+/// broken or locked Maildir must not keep everyone's mail down: it is logged, and its
+/// mailboxes are synced again when next opened.
+fn start_up_sync(config: &maildex_config::Config, users: &maildex_auth::UsersFile) {
     for entry in users.list() {
-        // One user's broken or locked Maildir must not keep everyone's mail down:
-        // it is logged, and its mailboxes are synced again when next opened.
-        match open_store_upgrading(&config, &entry.name).and_then(|s| Ok(s.sync_all()?)) {
+        match open_store_upgrading(config, &entry.name).and_then(|s| Ok(s.sync_all()?)) {
             Ok(report) => println!(
                 "{}: {} mailboxes in sync ({} unchanged since the last sync), {} messages newly indexed",
                 entry.name, report.mailboxes, report.unchanged, report.added
@@ -99,21 +91,44 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
             ),
         }
     }
-    println!("config: {}", config_path.display());
-    if a.dev {
-        println!(
-            "try:    maildex index dump --config {} --user {DEMO_USER} --mailbox INBOX",
-            config_path.display()
-        );
+}
+
+pub fn run(a: &ServeArgs) -> Result<ExitCode> {
+    let config_path = if a.dev {
+        prepare_dev(&a.data)?
+    } else {
+        a.config.clone()
+    };
+    let config = load_config(&config_path)?;
+    let users = maildex_auth::UsersFile::load(&config.auth.users_file)?;
+    for (user, scheme) in users.weak_schemes() {
+        tracing::warn!(user = %user, scheme = %scheme, "password stored in clear");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("maildex")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(maildex_daemon::serve_forever(
-        config,
-        maildex_imap::context::Settings::default(),
-    ))?;
+    runtime.block_on(async {
+        // Binding may need root (ports below 1024, the LMTP socket's owner, a root-only
+        // key); nothing after it does, so the switch to [daemon] user comes before the
+        // first mail or index file is opened.
+        let bound = maildex_daemon::Daemon::bind(
+            config.clone(),
+            maildex_imap::context::Settings::default(),
+        )
+        .await?;
+        maildex_daemon::privileges::apply(&config.daemon)?;
+        start_up_sync(&config, &users);
+        println!("config: {}", config_path.display());
+        if a.dev {
+            println!(
+                "try:    maildex index dump --config {} --user {DEMO_USER} --mailbox INBOX",
+                config_path.display()
+            );
+        }
+        maildex_daemon::serve_forever(bound).await?;
+        anyhow::Ok(())
+    })?;
     Ok(ExitCode::SUCCESS)
 }
