@@ -320,7 +320,7 @@ pub fn markdown(r: &Value, command: &str, plots: &[(String, String)]) -> String 
         let _ = writeln!(o, "\n![{alt}]({file})");
     }
     if !plots.is_empty() {
-        let _ = writeln!(o, "\nPlots: blue Dovecot, red maildex; solid first listing, dashed warm (listing plot); PSS sum of all server processes (idle plot). maildex's memory before any idle connection includes the LMDB pages the earlier workloads read: file-backed, mapped index pages the kernel can drop, which is why its line starts high and stays flat.");
+        let _ = writeln!(o, "\nPlots: blue Dovecot, red maildex; solid first listing, dashed warm (listing plot); PSS sum of all server processes (idle plot). Both servers are restarted before the IDLE workload, so its memory starts from fresh processes; maildex's then includes the LMDB index pages its start-up sync of every user read (file-backed mappings the kernel can drop), which is why its line starts higher and stays flat.");
     }
     let _ = writeln!(o, "\n{end}");
     o

@@ -403,7 +403,10 @@ pub fn run(p: &Params, o: &RunOpts) -> Result<Value> {
 
     if o.wants("idle") {
         eprintln!("== IDLE connections {:?}", p.idle_levels);
-        let idle = each(&mut servers, &mut |s| load::idle(s, &p.idle_levels));
+        let idle = each(&mut servers, &mut |s| {
+            s.restart()?;
+            load::idle(s, &p.idle_levels)
+        });
         r.insert("idle".into(), json!({"servers": idle}));
     }
 
