@@ -26,7 +26,8 @@ pub struct Settings {
     pub max_connections: usize,
     /// Connections at once from one IP address.
     pub max_per_ip: usize,
-    /// Autologout before authentication (RFC 9051 §5.4 allows a shorter timer there).
+    /// Autologout before authentication (RFC 9051 §5.4 allows a shorter timer there),
+    /// counted from the start of the session, not from the last octet read.
     pub login_timeout: Duration,
     /// Autologout after authentication: at least 30 minutes (RFC 9051 §5.4, RFC 2177).
     pub idle_timeout: Duration,

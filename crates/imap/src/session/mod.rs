@@ -19,7 +19,6 @@ mod update;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use maildex_accounts::User;
 use maildex_proto::encode::{self, Status};
@@ -188,6 +187,10 @@ pub(crate) struct Session {
     out: Vec<u8>,
     state: State,
     read_buf: Box<[u8]>,
+    /// When the connection is logged out if it has not authenticated: `login_timeout`
+    /// after the session began, however much it sends meanwhile (a client trickling a
+    /// byte at a time, or a NOOP now and then, would otherwise keep its slot for ever).
+    login_deadline: tokio::time::Instant,
 }
 
 /// What the main loop does after a command.
@@ -201,6 +204,7 @@ impl Session {
     pub(crate) fn new(stream: Stream, peer: SocketAddr, shared: Arc<Shared>) -> Session {
         Session {
             rx: Receiver::new(shared.settings.limits.clone()),
+            login_deadline: tokio::time::Instant::now() + shared.settings.login_timeout,
             stream,
             peer,
             shared,
@@ -250,22 +254,28 @@ impl Session {
 
     /// Reads at least one byte, or fails on EOF, autologout or shutdown.
     async fn read_some(&mut self) -> Result<usize, CmdError> {
-        let timeout = self.timeout();
+        let (deadline, why) = self.deadline();
         tokio::select! {
             r = self.stream.read(&mut self.read_buf) => match r {
                 Ok(0) => Err(CmdError::Io(std::io::ErrorKind::UnexpectedEof.into())),
                 Ok(n) => Ok(n),
                 Err(e) => Err(CmdError::Io(e)),
             },
-            _ = tokio::time::sleep(timeout) => Err(CmdError::Bye("Autologout; idle for too long".into())),
+            _ = tokio::time::sleep_until(deadline) => Err(CmdError::Bye(why.into())),
             _ = self.shared.shutdown.cancelled() => Err(CmdError::Bye("Server shutting down.".into())),
         }
     }
 
-    fn timeout(&self) -> Duration {
+    /// When the next read gives up, and the `* BYE` text. RFC 9051 §5.4: after login an
+    /// inactivity timer of at least 30 minutes, restarted by every read; before login the
+    /// server may be stricter, and the timer runs from the start of the session.
+    fn deadline(&self) -> (tokio::time::Instant, &'static str) {
         match self.state {
-            State::NotAuthenticated => self.shared.settings.login_timeout,
-            _ => self.shared.settings.idle_timeout,
+            State::NotAuthenticated => (self.login_deadline, "Autologout; no login in time"),
+            _ => (
+                tokio::time::Instant::now() + self.shared.settings.idle_timeout,
+                "Autologout; idle for too long",
+            ),
         }
     }
 
