@@ -1,0 +1,309 @@
+//! Helpers of tests/hostile_clients.rs: the real daemon (IMAP and IMAPS, a self-signed
+//! certificate) with `[imap]` keys from the test, connections from a chosen loopback
+//! address, the memory meter and hand-made TLS ClientHellos.
+//!
+//! Responses are read with tests/imap_support's client (each one parsed by imap-codec).
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::imap_support::{Client, Stream, PATIENCE, USERS};
+use maildex_config::Config;
+
+/// The tests of the file run one at a time, so the memory figures of one attack are not
+/// mixed with another's.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The daemon on 127.0.0.1:0 (plain and implicit TLS) in a scratch folder.
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub imap: SocketAddr,
+    pub imaps: SocketAddr,
+    pub cert: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Daemon {
+    /// Starts the daemon with `imap_keys` added to `[imap]`.
+    pub fn start(imap_keys: &str) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("users"), USERS).unwrap();
+        let (cert, key) = (root.join("cert.pem"), root.join("key.pem"));
+        maildex_imap::tls::write_self_signed(&["localhost"], &cert, &key).unwrap();
+        let r = root.display();
+        let text = format!(
+            "[imap]\nlisten = [\"127.0.0.1:0\"]\nlisten_tls = [\"127.0.0.1:0\"]\n{imap_keys}\n\
+             [lmtp]\nlisten = [\"127.0.0.1:0\"]\nhostname = \"mx.test\"\n\
+             [storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
+             fsync = false\nindex_map_size = \"16MiB\"\n\
+             [auth]\nusers_file = \"{r}/users\"\n\
+             [tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+            cert.display(),
+            key.display()
+        );
+        let config = Config::from_toml_str(&text, &root.join("maildex.toml")).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let settings = maildex_imap::context::Settings::default();
+                let daemon = maildex_daemon::Daemon::start(config, settings)
+                    .await
+                    .unwrap();
+                tx.send(daemon.imap_addrs.clone()).unwrap();
+                let _ = stop_rx.await;
+                daemon.stop().await;
+            });
+        });
+        let addrs = rx.recv_timeout(PATIENCE).expect("daemon started");
+        let imap = addrs.iter().find(|(_, tls)| !tls).unwrap().0;
+        let imaps = addrs.iter().find(|(_, tls)| *tls).unwrap().0;
+        Daemon {
+            dir,
+            imap,
+            imaps,
+            cert,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// A plain connection from 127.0.0.1, greeting read.
+    pub fn connect(&self) -> Client {
+        let c = Client::connect(self.imap);
+        assert!(c.greeting.starts_with("* OK"), "{}", c.greeting);
+        c
+    }
+
+    /// A plain connection from `src`, greeting read.
+    pub fn connect_from(&self, src: Ipv4Addr) -> Client {
+        let mut c = Client::wrap(Stream::Plain(tcp_from(src, self.imap)));
+        c.read_greeting();
+        assert!(c.greeting.starts_with("* OK"), "{}", c.greeting);
+        c
+    }
+
+    pub fn login(&self, user: &str) -> Client {
+        let mut c = self.connect();
+        c.ok(&format!("LOGIN {user} pw"));
+        c
+    }
+
+    /// The user's Maildir root.
+    pub fn maildir(&self, user: &str) -> PathBuf {
+        self.dir.path().join("mail").join(user)
+    }
+
+    /// Files under `sub` (`tmp`, `new`, `cur`) of the user's INBOX.
+    pub fn files(&self, user: &str, sub: &str) -> usize {
+        std::fs::read_dir(self.maildir(user).join(sub)).map_or(0, |rd| rd.flatten().count())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A TCP connection to `dst` from the loopback address `src` (Linux routes all of
+/// 127.0.0.0/8 to `lo`, so 127.0.0.2 is a second client address on one machine).
+pub fn tcp_from(src: Ipv4Addr, dst: SocketAddr) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket
+            .bind(SocketAddr::new(IpAddr::V4(src), 0))
+            .unwrap_or_else(|e| panic!("bind {src}: {e}"));
+        let tcp = tokio::time::timeout(PATIENCE, socket.connect(dst))
+            .await
+            .expect("connect in time")
+            .unwrap();
+        let std = tcp.into_std().unwrap();
+        std.set_nonblocking(false).unwrap();
+        std
+    })
+}
+
+/// One line of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(field: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} not in /proc/self/status"))
+}
+
+/// How far the process may grow under one attack: the daemon runs in this process, so
+/// its memory is this process's.
+pub const MEMORY_BOUND_KIB: u64 = 64 * 1024;
+
+/// The resident memory of this process (the daemon runs in it) around one attack: the
+/// peak is the kernel's high-water mark `VmHWM`, reset at the start (`clear_refs` 5), so
+/// it is the true peak during the attack, not a sample.
+pub struct Mem {
+    label: &'static str,
+    before: u64,
+    reset: bool,
+}
+
+impl Mem {
+    /// Starts measuring. Build large payloads before this, so the client's own buffers
+    /// are not counted as the server's.
+    pub fn start(label: &'static str) -> Mem {
+        let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
+        Mem {
+            label,
+            before: status_kib("VmRSS"),
+            reset,
+        }
+    }
+
+    /// Prints the figures and checks the growth stays under [`MEMORY_BOUND_KIB`];
+    /// returns the growth of the peak over the start in KiB.
+    pub fn finish(self) -> u64 {
+        let peak = status_kib("VmHWM");
+        let after = status_kib("VmRSS");
+        let grew = peak.saturating_sub(self.before);
+        let mib = |k: u64| k as f64 / 1024.0;
+        eprintln!(
+            "MEMORY {}: VmRSS before {:.1} MiB, peak {:.1} MiB (+{:.1} MiB){}, after {:.1} MiB",
+            self.label,
+            mib(self.before),
+            mib(peak),
+            mib(grew),
+            if self.reset {
+                ""
+            } else {
+                " (VmHWM could not be reset: peak of the whole run)"
+            },
+            mib(after),
+        );
+        assert!(
+            grew < MEMORY_BOUND_KIB,
+            "{}: the process grew by {grew} KiB (bound {MEMORY_BOUND_KIB} KiB)",
+            self.label
+        );
+        grew
+    }
+}
+
+/// A TLS ClientHello record offering only `version` (no supported_versions extension,
+/// so a TLS 1.3 server must treat it as that version): ECDHE and RSA suites, the usual
+/// groups and signature algorithms, SNI `localhost`. With `0x0303` rustls answers it
+/// with a ServerHello, which shows the hello is well formed.
+pub fn client_hello(version: u16) -> Vec<u8> {
+    fn ext(out: &mut Vec<u8>, kind: u16, data: &[u8]) {
+        out.extend_from_slice(&kind.to_be_bytes());
+        out.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        out.extend_from_slice(data);
+    }
+    let mut body = version.to_be_bytes().to_vec();
+    body.extend_from_slice(&[0x5a; 32]); // random
+    body.push(0); // no session id
+    let suites: [u16; 11] = [
+        0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0xc013, 0xc014, 0x002f, 0x0035, 0x000a,
+    ];
+    body.extend_from_slice(&((suites.len() * 2) as u16).to_be_bytes());
+    for s in suites {
+        body.extend_from_slice(&s.to_be_bytes());
+    }
+    body.extend_from_slice(&[1, 0]); // compression: null only
+    let mut exts = Vec::new();
+    let name = b"localhost";
+    let mut sni = ((name.len() + 3) as u16).to_be_bytes().to_vec();
+    sni.push(0);
+    sni.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    sni.extend_from_slice(name);
+    ext(&mut exts, 0, &sni);
+    ext(&mut exts, 10, &[0, 6, 0, 0x1d, 0, 0x17, 0, 0x18]); // x25519, P-256, P-384
+    ext(&mut exts, 11, &[1, 0]); // uncompressed points
+    let algs: [u16; 7] = [0x0403, 0x0503, 0x0804, 0x0805, 0x0401, 0x0501, 0x0807];
+    let mut sig = ((algs.len() * 2) as u16).to_be_bytes().to_vec();
+    for a in algs {
+        sig.extend_from_slice(&a.to_be_bytes());
+    }
+    ext(&mut exts, 13, &sig);
+    body.extend_from_slice(&(exts.len() as u16).to_be_bytes());
+    body.extend_from_slice(&exts);
+    let mut hs = vec![1u8]; // client_hello
+    hs.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    hs.extend_from_slice(&body);
+    let record_version: u16 = if version <= 0x0300 { 0x0300 } else { 0x0301 };
+    let mut rec = vec![0x16];
+    rec.extend_from_slice(&record_version.to_be_bytes());
+    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    rec.extend_from_slice(&hs);
+    rec
+}
+
+/// What a server sent back to a ClientHello.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HelloAnswer {
+    /// A handshake record starting with a ServerHello, and the version it chose.
+    ServerHello(u16),
+    /// An alert record: (level, description).
+    Alert(u8, u8),
+    /// The connection closed without a record.
+    Closed,
+    /// Something else: the first bytes.
+    Other(Vec<u8>),
+}
+
+/// Sends `hello` on `tcp` and reads the first record of the answer (bounded by
+/// [`PATIENCE`]).
+pub fn send_hello(mut tcp: TcpStream, hello: &[u8]) -> HelloAnswer {
+    tcp.write_all(hello).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while got.len() < 11 {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .expect("an answer to the ClientHello in time");
+        tcp.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        match tcp.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    match got.as_slice() {
+        [] => HelloAnswer::Closed,
+        [0x15, _, _, _, _, level, desc, ..] => HelloAnswer::Alert(*level, *desc),
+        [0x16, _, _, _, _, 2, _, _, _, hi, lo, ..] => {
+            HelloAnswer::ServerHello(u16::from_be_bytes([*hi, *lo]))
+        }
+        other => HelloAnswer::Other(other[..other.len().min(16)].to_vec()),
+    }
+}
