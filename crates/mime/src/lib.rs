@@ -28,6 +28,9 @@ mod content;
 mod crlf;
 mod decode;
 mod envelope;
+/// Invariant checks run by the fuzz target and `tests/fuzz_corpus.rs`.
+#[doc(hidden)]
+pub mod fuzzing;
 mod header;
 mod render;
 mod rfc822;
