@@ -44,11 +44,17 @@ pub fn read_courier_uiddb(dir: &Path) -> Result<Option<Uidlist>, MaildirError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(MaildirError::io("read", &path, e)),
     };
-    let mut lines = complete_lines(&data);
+    parse_courier_uiddb(&path, &data).map(Some)
+}
+
+/// Parses `courierimapuiddb` bytes (see [`read_courier_uiddb`]); `path` is only
+/// used in errors and warnings.
+pub(crate) fn parse_courier_uiddb(path: &Path, data: &[u8]) -> Result<Uidlist, MaildirError> {
+    let mut lines = complete_lines(data);
     let header = lines
         .next()
         .and_then(|(_, l)| std::str::from_utf8(l).ok())
-        .ok_or_else(|| MaildirError::corrupt(&path, 1, "missing or unreadable header"))?;
+        .ok_or_else(|| MaildirError::corrupt(path, 1, "missing or unreadable header"))?;
     let nums: Vec<Option<u32>> = header
         .split_ascii_whitespace()
         .take(3)
@@ -57,11 +63,11 @@ pub fn read_courier_uiddb(dir: &Path) -> Result<Option<Uidlist>, MaildirError> {
     let (uidvalidity, next_uid) = match nums.as_slice() {
         [Some(1), Some(v), Some(n)] if *v != 0 => (*v, *n),
         [Some(1), ..] => {
-            return Err(MaildirError::corrupt(&path, 1, "broken version 1 header"));
+            return Err(MaildirError::corrupt(path, 1, "broken version 1 header"));
         }
         _ => {
             return Err(MaildirError::corrupt(
-                &path,
+                path,
                 1,
                 "not a version 1 courierimapuiddb",
             ))
@@ -89,7 +95,7 @@ pub fn read_courier_uiddb(dir: &Path) -> Result<Option<Uidlist>, MaildirError> {
         }
     }
     let last = by_uid.keys().next_back().copied().unwrap_or(0);
-    Ok(Some(Uidlist {
+    Ok(Uidlist {
         version: 1,
         uidvalidity,
         next_uid: next_uid.max(last + 1).max(1),
@@ -99,7 +105,7 @@ pub fn read_courier_uiddb(dir: &Path) -> Result<Option<Uidlist>, MaildirError> {
             .into_iter()
             .map(|(uid, name)| UidRecord::new(uid, name))
             .collect(),
-    }))
+    })
 }
 
 /// `(base file name, keyword names)` per message, as [`read_courier_keywords`] returns.

@@ -46,6 +46,11 @@ impl KeywordMap {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(KeywordMap::new()),
             Err(e) => return Err(MaildirError::io("read", &path, e)),
         };
+        Ok(KeywordMap::parse(&path, &data))
+    }
+
+    /// Parses `dovecot-keywords` bytes; `path` is only used in warnings.
+    pub(crate) fn parse(path: &Path, data: &[u8]) -> KeywordMap {
         let mut map = KeywordMap::new();
         for (i, raw) in data.split(|&b| b == b'\n').enumerate() {
             if raw.is_empty() {
@@ -63,7 +68,7 @@ impl KeywordMap {
                 }
             }
         }
-        Ok(map)
+        map
     }
 
     fn set(&mut self, idx: u8, name: String) {
@@ -125,6 +130,22 @@ impl KeywordMap {
         self.len() == 0
     }
 
+    /// The file contents: `<index> <name>` lines in letter order; an error
+    /// naming `path` for a name that cannot be stored.
+    pub(crate) fn to_bytes(&self, path: &Path) -> Result<Vec<u8>, MaildirError> {
+        let mut content = String::new();
+        for (letter, name) in self.iter() {
+            if !storable(name) {
+                return Err(MaildirError::InvalidRecords {
+                    path: path.to_path_buf(),
+                    reason: format!("keyword {name:?} cannot be stored"),
+                });
+            }
+            content.push_str(&format!("{} {name}\n", letter - b'a'));
+        }
+        Ok(content.into_bytes())
+    }
+
     /// Writes `dir/dovecot-keywords` as Dovecot does (`maildir_keywords_commit`):
     /// remove a leftover `dovecot-keywords.lock`, create it with `O_EXCL`, write,
     /// make sure the mtime grows (readers cache by mtime), fsync, rename over the
@@ -133,16 +154,7 @@ impl KeywordMap {
     pub fn write(&self, dir: &Path) -> Result<(), MaildirError> {
         let path = dir.join(KEYWORDS_NAME);
         let lock = dir.join(LOCK_NAME);
-        let mut content = String::new();
-        for (letter, name) in self.iter() {
-            if !storable(name) {
-                return Err(MaildirError::InvalidRecords {
-                    path,
-                    reason: format!("keyword {name:?} cannot be stored"),
-                });
-            }
-            content.push_str(&format!("{} {name}\n", letter - b'a'));
-        }
+        let content = self.to_bytes(&path)?;
         let old_mtime = fs::metadata(&path).ok().map(|m| m.mtime());
         match fs::remove_file(&lock) {
             Ok(()) => {}
@@ -152,7 +164,7 @@ impl KeywordMap {
         let result = (|| {
             let mut f: File = create_excl(&lock, file_mode_for(dir))
                 .map_err(|e| MaildirError::io("create", &lock, e))?;
-            f.write_all(content.as_bytes())
+            f.write_all(&content)
                 .map_err(|e| MaildirError::io("write", &lock, e))?;
             let m = f
                 .metadata()

@@ -15,6 +15,9 @@ mod error;
 pub mod filename;
 pub mod flags;
 pub mod folder;
+/// Invariant checks run by the fuzz targets and `tests/fuzz_corpus.rs`.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod keywords;
 pub mod mutf7;
 pub mod scan;

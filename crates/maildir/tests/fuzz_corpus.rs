@@ -1,0 +1,41 @@
+//! Replays the committed fuzz corpus (`fuzz/corpus/<target>/`, including
+//! the reproducers of bugs the fuzzer found) through the same invariant
+//! checks the cargo-fuzz targets run, so CI covers them on stable.
+
+use std::fs;
+use std::path::Path;
+
+fn replay(target: &str, check: fn(&[u8])) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
+    let mut n = 0;
+    for entry in fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        let data = fs::read(&path).unwrap();
+        let r = std::panic::catch_unwind(|| check(&data));
+        assert!(r.is_ok(), "{target}: {} fails its check", path.display());
+        n += 1;
+    }
+    assert!(n > 0, "empty corpus {}", dir.display());
+}
+
+#[test]
+fn uidlist_corpus() {
+    replay("uidlist", maildex_maildir::fuzzing::uidlist);
+}
+
+#[test]
+fn keywords_corpus() {
+    replay("keywords", maildex_maildir::fuzzing::keywords);
+}
+
+#[test]
+fn courier_corpus() {
+    replay("courier", maildex_maildir::fuzzing::courier);
+}
+
+#[test]
+fn filename_corpus() {
+    replay("filename", maildex_maildir::fuzzing::filename);
+}
