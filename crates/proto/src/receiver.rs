@@ -362,7 +362,11 @@ impl Receiver {
         self.scan = self.pos;
         if end - start > self.limits.max_line {
             let tag = self.overlong_tag(start);
-            let tail = literal_tail(&self.buf[start..end]);
+            // Only the last TAIL_KEEP octets, as a line refused before its
+            // end arrived keeps (found by fuzzing: a literal announcement
+            // longer than that was honoured or not depending on chunking).
+            let window = &self.buf[i.saturating_sub(TAIL_KEEP).max(start)..i];
+            let tail = literal_tail(window.strip_suffix(b"\r").unwrap_or(window));
             self.bad(tag, Some(ResponseCode::TooBig), "Line too long");
             self.skip_literal_of(tail);
             return true;
