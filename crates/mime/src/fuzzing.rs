@@ -158,7 +158,8 @@ pub fn summary(data: &[u8]) {
 /// The body parts of a multipart body `data[start..end]` split by a plain
 /// reading of RFC 2046 §5.1.1, written apart from the parser: a delimiter
 /// is a line starting with `--` and the boundary, the line break before
-/// it belongs to it, a part begins after the delimiter line's LF, and
+/// it belongs to it, a part begins after the delimiter line's LF (none
+/// without one), and
 /// nothing after the close delimiter (`--boundary--`) is a part. Returns
 /// `(begin, end, end_if_header_ran_into_the_delimiter)` per part.
 fn reference_split(data: &[u8], start: usize, end: usize, boundary: &[u8]) -> Vec<[usize; 3]> {
@@ -181,7 +182,10 @@ fn reference_split(data: &[u8], start: usize, end: usize, boundary: &[u8]) -> Ve
     }
     let mut parts = Vec::new();
     for (i, &(_, begin, close)) in lines.iter().enumerate() {
-        if close {
+        // A body part begins after the CRLF that ends its delimiter line
+        // (`delimiter transport-padding CRLF body-part`): a delimiter that
+        // runs to the end without one begins none (found by fuzzing).
+        if close || data[begin - 1] != b'\n' {
             break;
         }
         let (stop, ran_into) = match lines.get(i + 1) {
