@@ -94,6 +94,17 @@ pub(crate) fn parse_courier_uiddb(path: &Path, data: &[u8]) -> Result<Uidlist, M
             }
         }
     }
+    // Two UIDs naming one file: the higher one wins, as a dovecot-uidlist
+    // keeps the later of two records for a base (found by fuzzing: the
+    // migrated list kept both and read back without one).
+    let mut newest: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    for (&uid, name) in &by_uid {
+        if let Some(old) = newest.insert(name, uid) {
+            tracing::warn!(path = %path.display(), base = %name, old_uid = old, new_uid = uid, "duplicate file in courierimapuiddb; keeping the later UID");
+        }
+    }
+    let keep: std::collections::HashSet<u32> = newest.into_values().collect();
+    by_uid.retain(|uid, _| keep.contains(uid));
     let last = by_uid.keys().next_back().copied().unwrap_or(0);
     Ok(Uidlist {
         version: 1,
