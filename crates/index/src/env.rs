@@ -431,7 +431,15 @@ impl Index {
                 };
                 results.push((p.reply, outcome));
             }
-            match wtxn.commit() {
+            // a planned fault fails the commit as LMDB would (the transaction is aborted)
+            let committed = match maildex_faults::hit(maildex_faults::Point::IndexCommit) {
+                Ok(()) => wtxn.commit().map_err(|e| IndexError::lmdb(&self.path, e)),
+                Err(source) => Err(IndexError::Io {
+                    path: self.path.clone(),
+                    source,
+                }),
+            };
+            match committed {
                 Ok(()) => {
                     // Only a commit that changed something wakes the IDLE sessions: each
                     // woken session re-reads and may write (a \Recent claim, a sync), and
@@ -448,7 +456,6 @@ impl Index {
                     }
                 }
                 Err(e) => {
-                    let e = IndexError::lmdb(&self.path, e);
                     map_full |= matches!(e, IndexError::MapFull { .. });
                     for (reply, _) in results {
                         let _ = reply.send(Err(e.duplicate()));

@@ -142,7 +142,11 @@ impl IndexError {
         match self {
             IndexError::Io { path, source } => IndexError::Io {
                 path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
+                // the errno survives (ENOSPC decides an LMTP 452 over a 451)
+                source: match source.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
             },
             IndexError::Lmdb { path, message } => IndexError::Lmdb {
                 path: path.clone(),

@@ -152,7 +152,9 @@ pub fn copy_file(
         };
         let file_name = name.file_name();
         let dest = dir.join(&file_name);
-        match link_noreplace(&tmp, &dest) {
+        let linked = maildex_faults::hit(maildex_faults::Point::CopyLink)
+            .and_then(|()| link_noreplace(&tmp, &dest));
+        match linked {
             Ok(linked) => {
                 if linked {
                     if let Err(e) = fs::remove_file(&tmp) {
@@ -203,7 +205,9 @@ pub fn move_file(
     durable: bool,
 ) -> Result<MoveOutcome, MaildirError> {
     let dest = sub.path(dst).join(file_name);
-    match rename_noreplace(src, &dest) {
+    let renamed = maildex_faults::hit(maildex_faults::Point::MoveRename)
+        .and_then(|()| rename_noreplace(src, &dest));
+    match renamed {
         Ok(()) => Ok(MoveOutcome::Moved),
         // ENOENT with the destination folder present is about the source (even if a file
         // of that name is back by now: another tool renamed it away and back)

@@ -150,6 +150,8 @@ fn tmpfile_unsupported(e: &io::Error) -> bool {
 /// fsyncs a directory so a rename or link into it survives a crash.
 pub fn fsync_dir(dir: &Path) -> Result<(), MaildirError> {
     let f = File::open(dir).map_err(|e| MaildirError::io("open", dir, e))?;
+    maildex_faults::hit(maildex_faults::Point::DirFsync)
+        .map_err(|e| MaildirError::io("fsync", dir, e))?;
     f.sync_all().map_err(|e| MaildirError::io("fsync", dir, e))
 }
 

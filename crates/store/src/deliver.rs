@@ -300,7 +300,9 @@ impl UserStore {
             };
             let file_name = name.file_name();
             let dest = dir.join(&file_name);
-            match std::fs::hard_link(&msg.path, &dest) {
+            let linked = maildex_faults::hit(maildex_faults::Point::Link)
+                .and_then(|()| std::fs::hard_link(&msg.path, &dest));
+            match linked {
                 Ok(()) => {
                     if self.opts.fsync {
                         deliver::fsync_dir(&dir)?;
@@ -414,9 +416,12 @@ impl UserStore {
                     return Ok(None);
                 }
             }
-            if let Some(table) = keyword_table.as_ref().filter(|t| **t != m.keywords) {
+            let newer = keyword_table
+                .as_ref()
+                .and_then(|t| crate::opctx::newer_keywords(&m.keywords, t));
+            if let Some(table) = newer {
                 let mut m = m;
-                m.keywords = table.clone();
+                m.keywords = table;
                 w.put_mailbox(id, &m)?;
             }
             w.insert_message(id, uid, built.record.clone(), built.headers.clone())

@@ -15,7 +15,7 @@ use maildex_maildir::transfer::find_base;
 use maildex_maildir::{MaildirName, Sub};
 
 use crate::opctx::Target;
-use crate::{OpError, UserStore};
+use crate::{OpError, StoreError, UserStore};
 
 impl UserStore {
     /// Removes the messages of `mailbox` that have `\Deleted`: all of them, or only those
@@ -63,6 +63,8 @@ impl UserStore {
         let mut gone = Vec::with_capacity(states.len());
         for (uid, s) in &states {
             let sub = if s.in_new { Sub::New } else { Sub::Cur };
+            maildex_faults::hit(maildex_faults::Point::Unlink)
+                .map_err(|e| StoreError::io(sub.path(&t.path).join(&s.file_name), e))?;
             if remove(&t.path, sub, &s.file_name)? {
                 gone.push(*uid);
                 continue;

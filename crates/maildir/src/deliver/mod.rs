@@ -9,6 +9,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use maildex_faults::Point;
+
 use crate::filename::{unique_id, with_sizes, MaildirName};
 use crate::flags::{Flags, Keywords};
 use crate::scan::Sub;
@@ -138,6 +140,7 @@ impl TmpFile {
         let path = self.path.clone();
         let (mtime, durable) = (self.mtime, self.durable);
         let out = self.out()?;
+        maildex_faults::hit(Point::TmpWrite).map_err(|e| MaildirError::io("write", &path, e))?;
         out.flush()
             .map_err(|e| MaildirError::io("write", &path, e))?;
         let f = out.get_ref();
@@ -146,6 +149,8 @@ impl TmpFile {
                 .map_err(|e| MaildirError::io("set mtime", &path, e))?;
         }
         if durable {
+            maildex_faults::hit(Point::TmpFsync)
+                .map_err(|e| MaildirError::io("fsync", &path, e))?;
             f.sync_all()
                 .map_err(|e| MaildirError::io("fsync", &path, e))?;
         }
@@ -190,7 +195,9 @@ impl TmpFile {
             };
             let file_name = name.file_name();
             let dest = dir.join(&file_name);
-            match ops::link_noreplace(&self.path, &dest) {
+            let linked = maildex_faults::hit(Point::Link)
+                .and_then(|()| ops::link_noreplace(&self.path, &dest));
+            match linked {
                 Ok(linked) => {
                     self.done = true;
                     if linked {

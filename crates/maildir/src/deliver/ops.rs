@@ -124,7 +124,9 @@ pub fn rename_flags(
         });
     }
     let dest = Sub::Cur.path(mailbox).join(&new_name);
-    match fs::rename(&src, &dest) {
+    match maildex_faults::hit(maildex_faults::Point::FlagRename)
+        .and_then(|()| fs::rename(&src, &dest))
+    {
         Ok(()) => Ok(RenameOutcome::Renamed(new_name)),
         // ENOENT can also mean cur/ is missing: only a missing source is "vanished".
         Err(e) if e.kind() == io::ErrorKind::NotFound && !exists(&src)? => {

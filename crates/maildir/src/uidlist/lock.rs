@@ -362,6 +362,8 @@ impl UidlistLock {
         let path = self.uidlist_path();
         validate_records(&path, records, 0)?;
         self.check_held()?;
+        maildex_faults::hit(maildex_faults::Point::UidlistAppend)
+            .map_err(|e| MaildirError::io("write", &path, e))?;
         let mut f = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
