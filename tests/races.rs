@@ -141,3 +141,84 @@ fn uidlist_compaction_never_drops_a_file_renamed_during_the_listing() {
         "a file lost or changed its UID after {round} rounds"
     );
 }
+
+/// Regression (found by tests/concurrency.rs): a delivery, COPY, STORE or sync wrote the
+/// keyword table it had read from dovecot-keywords at its start over the index's, so a name
+/// another operation added meanwhile was dropped, and each message with that keyword showed
+/// without it (FETCH FLAGS, SEARCH KEYWORD) until the table was written again, with no
+/// modseq change to make sessions announce the flags again. Deliveries with a keyword race
+/// STOREs that add new ones; the index's table must only ever grow.
+#[test]
+fn the_keyword_table_never_loses_a_name_added_meanwhile() {
+    use maildex_store::{DeliverOptions, FlagOp};
+    let s = Scratch::new();
+    let store = Arc::new(s.open());
+    let first = store
+        .deliver(
+            "INBOX",
+            &mut &message("first")[..],
+            &DeliverOptions::default(),
+        )
+        .unwrap();
+    let table = |store: &maildex_store::UserStore| -> Vec<String> {
+        store
+            .index()
+            .read(|r| {
+                Ok(r.mailbox(r.mailbox_id("INBOX")?.unwrap())?
+                    .unwrap()
+                    .keywords)
+            })
+            .unwrap()
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let deliverer = {
+        let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let opts = DeliverOptions {
+                keywords: vec!["$old".into()],
+                ..DeliverOptions::default()
+            };
+            let mut n = 0;
+            while !done.load(Ordering::SeqCst) {
+                store
+                    .deliver("INBOX", &mut &message("m")[..], &opts)
+                    .unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let watcher = {
+        let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut seen: Vec<String> = Vec::new();
+            while !done.load(Ordering::SeqCst) {
+                let now = table(&store);
+                assert!(
+                    now.starts_with(&seen),
+                    "the keyword table went from {seen:?} to {now:?}"
+                );
+                seen = now;
+            }
+        })
+    };
+    // 24 new names, one STORE each, while deliveries go on (26 letters at most)
+    for k in 0..24 {
+        store
+            .set_flags(
+                "INBOX",
+                &[first.uid],
+                FlagOp::Add,
+                maildex_maildir::Flags::default(),
+                &[format!("$new{k}")],
+                None,
+            )
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    done.store(true, Ordering::SeqCst);
+    watcher.join().unwrap();
+    assert!(deliverer.join().unwrap() > 0);
+    let last = table(&store);
+    assert_eq!(last.len(), 25, "{last:?}");
+}

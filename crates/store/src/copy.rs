@@ -480,8 +480,8 @@ impl UserStore {
                     }
                 }
             }
-            if table != m.keywords {
-                m.keywords = table.clone();
+            if let Some(table) = crate::opctx::newer_keywords(&m.keywords, &table) {
+                m.keywords = table;
                 w.put_mailbox(dst_id, &m)?;
             }
             w.insert_messages(dst_id, items.clone())?;

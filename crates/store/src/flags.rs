@@ -15,7 +15,7 @@ use maildex_maildir::transfer::find_base;
 use maildex_maildir::{Flags, Keywords, MaildirName, Sub};
 
 use crate::convert::flag_bits;
-use crate::opctx::{flags_of, keyword_names, Target};
+use crate::opctx::{flags_of, keyword_names, newer_keywords, Target};
 use crate::{OpError, StoreError, UserStore};
 
 /// How STORE combines the given flags with a message's flags (RFC 3501 §6.4.6).
@@ -159,8 +159,8 @@ impl UserStore {
             .collect();
         let committed = self.index.write_retrying(move |w| {
             let mut m = w.reader().require_mailbox(id)?;
-            if table != m.keywords {
-                m.keywords = table.clone();
+            if let Some(table) = newer_keywords(&m.keywords, &table) {
+                m.keywords = table;
                 w.put_mailbox(id, &m)?;
             }
             let mut done = Vec::with_capacity(changes.len());

@@ -35,6 +35,17 @@ pub(crate) fn keyword_names(bits: u32, table: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The keyword table an operation may write over `current`, the index's: `table`, read
+/// from dovecot-keywords earlier in the operation, unless it is `current` or an older state
+/// of it (a prefix: names were added since by another operation). Letters are only ever
+/// appended, so writing an older table back dropped the newer names, and every message with
+/// one of them showed without it (FETCH FLAGS, SEARCH KEYWORD) until the next write of the
+/// table, with no modseq change to make sessions tell their clients again (found by
+/// tests/concurrency.rs).
+pub(crate) fn newer_keywords(current: &[String], table: &[String]) -> Option<Vec<String>> {
+    (!current.starts_with(table)).then(|| table.to_vec())
+}
+
 /// The letters of keyword names in a mailbox.
 pub(crate) struct Letters {
     /// The letters found (or added).

@@ -368,7 +368,9 @@ impl Settle {
         let old = w.reader().require_mailbox(id)?;
         let mut m = old.clone();
         m.uid_next = m.uid_next.max(self.next_uid);
-        m.keywords.clone_from(&self.keywords);
+        if let Some(table) = crate::opctx::newer_keywords(&m.keywords, &self.keywords) {
+            m.keywords = table;
+        }
         if let Some((new, cur, uidlist)) = self.stamps {
             m.new_stamp = new;
             m.cur_stamp = cur;
