@@ -222,3 +222,65 @@ fn the_keyword_table_never_loses_a_name_added_meanwhile() {
     let last = table(&store);
     assert_eq!(last.len(), 25, "{last:?}");
 }
+
+/// Regression (found by tests/concurrency.rs): between a delivery's rename into the
+/// Maildir and its index commit, a sync found the file numbered in dovecot-uidlist but not
+/// indexed, and indexed it; a session then expunged it, and the delivery's commit, landing
+/// after, wrote the record back: a message expunged (or moved away) reappeared as a record
+/// whose file is gone, and flags set meanwhile were undone. Deliveries race a loop that
+/// syncs and expunges every message it finds; afterwards every record must name a file.
+#[test]
+fn a_delivery_never_brings_back_a_message_expunged_meanwhile() {
+    use maildex_store::{DeliverOptions, FlagOp};
+    let s = Scratch::new();
+    let store = Arc::new(s.open());
+    store.sync_mailbox("INBOX").unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let deliverers: Vec<_> = (0..2)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                for i in 0..150 {
+                    let msg = message(&format!("m{i}"));
+                    store
+                        .deliver("INBOX", &mut &msg[..], &DeliverOptions::default())
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    let reaper = {
+        let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut expunged = 0;
+            while !done.load(Ordering::SeqCst) {
+                // a sync that lists the folder every time (as a new file keeps it unsettled)
+                store.sync_mailbox("INBOX").unwrap();
+                let uids: Vec<u32> = store
+                    .index()
+                    .read(|r| Ok(r.uids(r.mailbox_id("INBOX")?.unwrap())?))
+                    .unwrap();
+                if uids.is_empty() {
+                    continue;
+                }
+                let deleted = maildex_maildir::Flags::DELETED;
+                store
+                    .set_flags("INBOX", &uids, FlagOp::Add, deleted, &[], None)
+                    .unwrap();
+                expunged += store.expunge("INBOX", Some(&uids)).unwrap().len();
+            }
+            expunged
+        })
+    };
+    for d in deliverers {
+        d.join().unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    let expunged = reaper.join().unwrap();
+    assert!(expunged > 0, "the race never ran");
+    let differences = store.check().unwrap();
+    assert!(
+        differences.is_empty(),
+        "records of messages expunged meanwhile came back: {differences:?}"
+    );
+}

@@ -6,6 +6,17 @@
 //! dovecot-uidlist (the UID authority, so it is durable before the index mentions it);
 //! commit the index record. If a step after the rename fails, the file is removed again so
 //! that the sender's retry cannot duplicate it; the UID it got is simply never used.
+//!
+//! From the rename until the index commit the delivery holds the mailbox's in-process
+//! serial lock (as STORE, EXPUNGE, COPY, MOVE and sync do). A sync that ran in that window
+//! found the file numbered but not indexed and indexed it itself; a session could then
+//! STORE, EXPUNGE or MOVE it, and the delivery's own commit, landing after, wrote its
+//! first record back over the result: an expunged or moved message reappeared as a record
+//! of a file that no longer exists, and flags changed meanwhile were undone (found by
+//! tests/concurrency.rs). Another process (`maildex deliver` beside the daemon) is not held
+//! by that lock; for it the commit keeps a record a sync already made instead of replacing
+//! it, which leaves only an expunge within that window able to bring the record back until
+//! the next full sync drops it.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -180,9 +191,11 @@ impl UserStore {
         tmp.sync()?;
         let target = self.placement(name, &path, opts)?;
         let built = convert::index_file(tmp.path(), target.state.clone())?;
+        let serial = self.mailbox_lock(name);
+        let held = serial.hold();
         // nothing after the rename may fail without removing the file again (finish)
         let delivered = tmp.commit(target.sub, opts.flags, target.keywords)?;
-        self.finish_delivery(name, &path, target, delivered, built)
+        self.finish_delivery(name, &path, target, delivered, built, held)
     }
 
     /// Starts a message file in `tmp/` of `mailbox`, to be filled by the caller, then
@@ -217,9 +230,11 @@ impl UserStore {
             vsize: built.record.state.vsize,
             ..target.state.clone()
         };
+        let serial = self.mailbox_lock(name);
+        let held = serial.hold();
         let (delivered, how) =
             self.place_file(msg, &path, target.sub, opts.flags, target.keywords)?;
-        self.finish_delivery(name, &path, target, delivered, built)
+        self.finish_delivery(name, &path, target, delivered, built, held)
             .map(|d| (d, how))
     }
 
@@ -360,8 +375,10 @@ impl UserStore {
         Ok((tmp.commit(sub, flags, keywords)?, LinkOrCopy::Copied))
     }
 
-    /// The steps after the file is visible: uidlist and index. On failure the file is
-    /// removed again, so that the sender's retry cannot duplicate it.
+    /// The steps after the file is visible: uidlist and index, under the mailbox's serial
+    /// lock `held` (see the module docs), which is released before a sync settles what the
+    /// commit could not. On failure the file is removed again, so that the sender's retry
+    /// cannot duplicate it.
     fn finish_delivery(
         &self,
         name: &str,
@@ -369,17 +386,28 @@ impl UserStore {
         target: Placement,
         delivered: Delivered,
         mut built: maildex_index::Built,
+        held: std::sync::MutexGuard<'_, ()>,
     ) -> Result<DeliveredMessage, StoreError> {
         built.record.state.file_name = delivered.file_name.clone();
-        match self.record_delivery(name, path, &delivered, built, target.keyword_table) {
-            Ok(d) => Ok(d),
-            Err(e) => {
-                if let Err(rm) = deliver::remove(path, target.sub, &delivered.file_name) {
-                    tracing::error!(file = %delivered.path.display(), error = %rm, "could not remove a delivery that failed");
+        let recorded = self
+            .record_delivery(name, path, &delivered, built, target.keyword_table)
+            .and_then(|r| {
+                drop(held);
+                match r {
+                    Some(d) => Ok(d),
+                    // no usable uidlist, another UIDVALIDITY, or the UID names another
+                    // file: a full sync settles the mailbox and indexes this file too
+                    None => {
+                        self.sync_mailbox(name)?;
+                        self.find_delivered(name, &delivered)
+                    }
                 }
-                Err(e)
+            });
+        recorded.inspect_err(|_| {
+            if let Err(rm) = deliver::remove(path, target.sub, &delivered.file_name) {
+                tracing::error!(file = %delivered.path.display(), error = %rm, "could not remove a delivery that failed");
             }
-        }
+        })
     }
 
     fn record_delivery(
@@ -389,15 +417,9 @@ impl UserStore {
         delivered: &Delivered,
         built: maildex_index::Built,
         keyword_table: Option<Vec<String>>,
-    ) -> Result<DeliveredMessage, StoreError> {
-        let (uid, uidvalidity) = match self.append_uid(path, delivered)? {
-            Some(pair) => pair,
-            None => {
-                // no usable uidlist, or the index follows another UIDVALIDITY: a full sync
-                // settles both and indexes this file too
-                self.sync_mailbox(name)?;
-                return self.find_delivered(name, delivered);
-            }
+    ) -> Result<Option<DeliveredMessage>, StoreError> {
+        let Some((uid, uidvalidity)) = self.append_uid(path, delivered)? else {
+            return Ok(None);
         };
         let Some((id, _)) = self.indexed_mailbox(name)? else {
             return Err(StoreError::NoMailbox(name.to_string()));
@@ -415,6 +437,9 @@ impl UserStore {
                 if maildex_maildir::filename::base_of(&old.file_name) != base {
                     return Ok(None);
                 }
+                // another process's sync indexed it first, and it may have changed since:
+                // that record stands (see the module docs)
+                return Ok(Some(old.modseq));
             }
             let newer = keyword_table
                 .as_ref()
@@ -433,10 +458,9 @@ impl UserStore {
                 uid,
                 "index changed under a delivery; syncing the mailbox"
             );
-            self.sync_mailbox(name)?;
-            return self.find_delivered(name, delivered);
+            return Ok(None);
         };
-        Ok(DeliveredMessage {
+        Ok(Some(DeliveredMessage {
             mailbox_id: id,
             uid,
             uidvalidity,
@@ -444,7 +468,7 @@ impl UserStore {
             file_name: delivered.file_name.clone(),
             size: delivered.size,
             vsize: delivered.vsize,
-        })
+        }))
     }
 
     /// Gives the delivered file the next UID in dovecot-uidlist. None when the list is
