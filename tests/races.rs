@@ -258,7 +258,7 @@ fn a_delivery_never_brings_back_a_message_expunged_meanwhile() {
                 store.sync_mailbox("INBOX").unwrap();
                 let uids: Vec<u32> = store
                     .index()
-                    .read(|r| Ok(r.uids(r.mailbox_id("INBOX")?.unwrap())?))
+                    .read(|r| r.uids(r.mailbox_id("INBOX")?.unwrap()))
                     .unwrap();
                 if uids.is_empty() {
                     continue;
