@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use maildex_index::{flag, MessageState};
+use maildex_index::{flag, IndexError, MessageState, Reader};
 use maildex_proto::{Mailbox, ResponseCode};
 use maildex_store::UserStore;
 use tokio::sync::watch;
@@ -97,6 +97,8 @@ struct Snapshot {
     uidvalidity: u32,
     uid_next: u32,
     highest_modseq: u64,
+    /// Messages no session has claimed as `\Recent` yet.
+    unclaimed: bool,
     keywords: Vec<String>,
     /// With `known`: the UIDs above the view's maximum, and every UID only when messages
     /// disappeared (`complete`); without it: every UID.
@@ -162,60 +164,81 @@ fn snapshot(
         && index
             .read(|r| r.mailbox(id))?
             .is_some_and(|m| m.first_recent_uid < m.uid_next);
-    let claimed = if unclaimed {
-        Some(index.write(move |w| w.claim_recent(id))?)
-    } else {
-        None
-    };
-    let snap = index.read(|r| {
-        let Some(m) = r.mailbox(id)? else {
-            return Ok(None);
-        };
-        let (uids, complete) = match known {
-            None => (r.uids(id)?, true),
-            Some((count, max_uid)) => {
-                let mut new = Vec::new();
-                r.for_each_state(id, max_uid.saturating_add(1)..=u32::MAX, |uid, _| {
-                    new.push(uid);
-                    Ok(std::ops::ControlFlow::Continue(()))
-                })?;
-                if count as usize + new.len() == m.counts.messages as usize {
-                    (new, false)
-                } else {
-                    (r.uids(id)?, true)
-                }
-            }
-        };
-        let changed = match since_modseq {
-            Some(s) if m.highest_modseq > s => r.changed_since(id, s)?,
-            _ => Vec::new(),
-        };
-        let mut first_unseen_uid = None;
-        if want_unseen && m.counts.unseen > 0 {
-            r.for_each_state(id, 1..=u32::MAX, |uid, st| {
-                if st.is_unseen() {
-                    first_unseen_uid = Some(uid);
-                    return Ok(std::ops::ControlFlow::Break(()));
-                }
-                Ok(std::ops::ControlFlow::Continue(()))
-            })?;
+    if !unclaimed {
+        let snap = index.read(|r| read_snapshot(r, id, known, since_modseq, want_unseen))?;
+        // a message that arrived since the check is claimed with the read below
+        if !(claim_recent && snap.as_ref().is_some_and(|s| s.unclaimed)) {
+            return Ok(snap);
         }
-        Ok(Some(Snapshot {
-            id,
-            uidvalidity: m.uidvalidity,
-            uid_next: m.uid_next,
-            highest_modseq: m.highest_modseq,
-            keywords: m.keywords,
-            uids,
-            complete,
-            changed,
-            first_unseen_uid,
-            claimed: None,
-        }))
+    }
+    // RFC 3501 §2.3.2: the claim and the read in one transaction, so that every message
+    // this session is told of was claimed by it or by a session before it. Read after the
+    // claim's commit, a message delivered in between was announced unclaimed and went to
+    // whichever session claimed next, possibly one that had already announced it without
+    // \Recent (found by tests/concurrency.rs).
+    let (claimed, snap) = index.write(move |w| {
+        let claimed = w.claim_recent(id)?;
+        let snap = read_snapshot(&w.reader(), id, known, since_modseq, want_unseen)?;
+        Ok((claimed, snap))
     })?;
     Ok(snap.map(|mut s| {
-        s.claimed = claimed;
+        s.claimed = Some(claimed);
         s
+    }))
+}
+
+/// What a session needs of mailbox `id` in one transaction (see [`snapshot`]).
+fn read_snapshot(
+    r: &Reader<'_>,
+    id: u32,
+    known: Option<(u32, u32)>,
+    since_modseq: Option<u64>,
+    want_unseen: bool,
+) -> Result<Option<Snapshot>, IndexError> {
+    let Some(m) = r.mailbox(id)? else {
+        return Ok(None);
+    };
+    let (uids, complete) = match known {
+        None => (r.uids(id)?, true),
+        Some((count, max_uid)) => {
+            let mut new = Vec::new();
+            r.for_each_state(id, max_uid.saturating_add(1)..=u32::MAX, |uid, _| {
+                new.push(uid);
+                Ok(std::ops::ControlFlow::Continue(()))
+            })?;
+            if count as usize + new.len() == m.counts.messages as usize {
+                (new, false)
+            } else {
+                (r.uids(id)?, true)
+            }
+        }
+    };
+    let changed = match since_modseq {
+        Some(s) if m.highest_modseq > s => r.changed_since(id, s)?,
+        _ => Vec::new(),
+    };
+    let mut first_unseen_uid = None;
+    if want_unseen && m.counts.unseen > 0 {
+        r.for_each_state(id, 1..=u32::MAX, |uid, st| {
+            if st.is_unseen() {
+                first_unseen_uid = Some(uid);
+                return Ok(std::ops::ControlFlow::Break(()));
+            }
+            Ok(std::ops::ControlFlow::Continue(()))
+        })?;
+    }
+    Ok(Some(Snapshot {
+        id,
+        uidvalidity: m.uidvalidity,
+        uid_next: m.uid_next,
+        highest_modseq: m.highest_modseq,
+        unclaimed: m.first_recent_uid < m.uid_next,
+        keywords: m.keywords,
+        uids,
+        complete,
+        changed,
+        first_unseen_uid,
+        claimed: None,
     }))
 }
 
@@ -338,14 +361,23 @@ impl Session {
         let claim = !sel.read_only;
         let known = Some((sel.view.len(), sel.view.max_uid().unwrap_or(0)));
         sel.changes.mark_unchanged();
-        let snap = if source == Source::Index && !(claim && recent_unclaimed(&store, &name)?) {
+        let mut inline = None;
+        if source == Source::Index && !(claim && recent_unclaimed(&store, &name)?) {
             // Reads only (a few keys, on pages the waking commit just wrote): done here
             // rather than by a hop to the blocking pool for each of the hundreds of
-            // sessions one delivery wakes.
-            snapshot(&store, &name, source, Some(since), known, false, false)?
-        } else {
-            blocking(move || snapshot(&store, &name, source, Some(since), known, claim, false))
-                .await??
+            // sessions one delivery wakes. A message that arrived since the check must be
+            // claimed before it is announced: that takes the blocking path.
+            let snap = snapshot(&store, &name, source, Some(since), known, false, false)?;
+            if !(claim && snap.as_ref().is_some_and(|s| s.unclaimed)) {
+                inline = Some(snap);
+            }
+        }
+        let snap = match inline {
+            Some(snap) => snap,
+            None => {
+                blocking(move || snapshot(&store, &name, source, Some(since), known, claim, false))
+                    .await??
+            }
         };
         let State::Selected(_, sel) = &mut self.state else {
             return Ok(());
