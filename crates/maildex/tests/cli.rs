@@ -353,3 +353,112 @@ fn deliver_refuses_over_quota_with_77_and_leaves_nothing() {
     let o = maildex(&config, &["index", "check", "--all"], None);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// Files in `new/`, `cur/` and `tmp/` of `maildir`.
+fn files_in(maildir: &Path) -> [Vec<String>; 3] {
+    ["new", "cur", "tmp"].map(|sub| {
+        let mut v: Vec<String> = fs::read_dir(maildir.join(sub))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    })
+}
+
+/// Issue 5 (crash safety): an injected EIO or ENOSPC at each write step of `maildex
+/// deliver` (tmp write and fsync, the link into new/, the folder fsync, the uidlist
+/// append, the index commit) exits 75 so postfix retries, and leaves the Maildir and the
+/// index as they were: nothing the retry could duplicate, no temporary file, `index check`
+/// clean. Both delivery paths: a user without a quota (the file is renamed from tmp/) and
+/// one with a quota (written to tmp/, measured, then linked). Regression: an EIO from the
+/// folder fsync after the link or rename left the message in new/, and the retry
+/// delivered it twice.
+#[test]
+fn deliver_leaves_nothing_behind_when_a_write_step_fails() {
+    let (dir, config) = setup();
+    let text_of = fs::read_to_string(&config).unwrap();
+    fs::write(&config, text_of.replace("fsync = false", "fsync = true")).unwrap();
+    fs::write(
+        dir.path().join("users"),
+        "dora@example.org:{PLAIN}pw\n\
+         quinn@example.org:{PLAIN}pw::::::userdb_quota_rule=*:storage=1G\n",
+    )
+    .unwrap();
+    for user in ["dora", "quinn"] {
+        fault_each_write_step(
+            &config,
+            &dir.path().join(format!("mail/example.org/{user}/Maildir")),
+            user,
+        );
+    }
+}
+
+fn fault_each_write_step(config: &Path, maildir: &Path, user: &str) {
+    let msg = "From: bob@example.net\nSubject: faults\n\nbody\n";
+    let address = format!("{user}@example.org");
+    let deliver = |fault: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_maildex"));
+        cmd.args(["deliver", "-u", &address, "--config"])
+            .arg(config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(f) = fault {
+            cmd.env("MAILDEX_FAULT", f);
+        }
+        let mut child = cmd.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(msg.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    // the mailbox exists and is indexed before the faults start
+    let o = deliver(None);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let points = [
+        "tmp_write",
+        "tmp_fsync",
+        "link",
+        "dir_fsync",
+        "uidlist_append",
+        "index_commit",
+    ];
+    let mut fired = 0;
+    let mut runs = 0;
+    for point in points {
+        for action in ["eio", "enospc"] {
+            for nth in 1..=2 {
+                let before = files_in(maildir);
+                let plan = format!("{point}:{nth}:{action}");
+                let o = deliver(Some(&plan));
+                runs += 1;
+                let out = text(&o);
+                if out.contains("maildex-fault: fired") {
+                    fired += 1;
+                    assert_eq!(o.status.code(), Some(75), "{user} {plan}: {out}");
+                    assert_eq!(files_in(maildir), before, "{user} {plan} left files: {out}");
+                } else {
+                    assert_eq!(o.status.code(), Some(0), "{user} {plan}: {out}");
+                }
+                let o = maildex(config, &["index", "check", "--user", &address], None);
+                assert!(o.status.success(), "{user} after {plan}: {}", text(&o));
+            }
+        }
+    }
+    // every point is reached at least once per delivery
+    assert!(
+        fired >= points.len() * 2,
+        "{user}: only {fired} faults fired"
+    );
+    // what got 0 is there once: the first delivery and every one whose fault did not fire
+    let [new, cur, tmp] = files_in(maildir);
+    assert!(tmp.is_empty() && cur.is_empty(), "{user}: {tmp:?} {cur:?}");
+    assert_eq!(new.len(), 1 + runs - fired, "{user}: {new:?}");
+}

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use maildex_index::{Counts, MessageState};
+use maildex_maildir::filename::base_of;
 use maildex_maildir::{folder, scan, Sub, Uidlist};
 
 use crate::convert::flag_bits;
@@ -230,7 +231,22 @@ impl UserStore {
             });
             return Ok(());
         }
-        let max_listed = list.records.iter().map(|r| r.uid).max().unwrap_or(0);
+        // The index's UIDNEXT must be above every UID that names a file. A record of a file
+        // that is gone (a delivery that failed after its uidlist append removed its file;
+        // the next sync compacts the record away) does not count: its UID is never given
+        // again, whatever UIDNEXT says.
+        let on_disk: HashSet<&str> = listing
+            .entries
+            .iter()
+            .map(|e| e.name.base.as_str())
+            .collect();
+        let max_listed = list
+            .records
+            .iter()
+            .filter(|r| on_disk.contains(base_of(&r.file_name)))
+            .map(|r| r.uid)
+            .max()
+            .unwrap_or(0);
         if m.uid_next <= max_listed {
             out.push(Difference::UidNext {
                 mailbox: mb.clone(),

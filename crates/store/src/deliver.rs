@@ -320,7 +320,11 @@ impl UserStore {
             match linked {
                 Ok(()) => {
                     if self.opts.fsync {
-                        deliver::fsync_dir(&dir)?;
+                        if let Err(e) = deliver::fsync_dir(&dir) {
+                            // not durable, so not delivered: nothing may stay for the retry
+                            deliver::unlink_after_failure(&dest);
+                            return Err(e.into());
+                        }
                     }
                     let delivered = Delivered {
                         path: dest,

@@ -207,7 +207,12 @@ impl TmpFile {
                         }
                     }
                     if self.durable {
-                        fsync_dir(&dir)?;
+                        if let Err(e) = fsync_dir(&dir) {
+                            // Not durable, so not delivered: the caller reports a temporary
+                            // failure and the sender retries, which must not find this copy.
+                            unlink_after_failure(&dest);
+                            return Err(e);
+                        }
                     }
                     return Ok(Delivered {
                         path: dest,
@@ -243,6 +248,15 @@ impl TmpFile {
         self.size += n;
         self.vsize += n + bare_lf;
         self.prev = last;
+    }
+}
+
+/// Removes a file that a failed step made visible, so that a retry cannot duplicate it.
+pub fn unlink_after_failure(path: &Path) {
+    if let Err(e) = fs::remove_file(path) {
+        if e.kind() != io::ErrorKind::NotFound {
+            tracing::error!(path = %path.display(), error = %e, "could not remove a message whose delivery failed");
+        }
     }
 }
 
