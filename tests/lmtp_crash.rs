@@ -11,23 +11,20 @@
 //! counted from the first acknowledged delivery, and whatever was or was not acknowledged by
 //! then, the invariants above must hold. `MAILDEX_CRASH_ITERATIONS` (default 5) sets the
 //! number of kill/restart cycles, `MAILDEX_CRASH_SEED` the seed.
-//!
-//! The binary: `cargo test --workspace` builds it into the target folder next to this
-//! test's executable; `cargo test -p maildex-tests` alone does not (a package cannot depend
-//! on another package's binary on stable cargo), so the test builds it then, or runs the one
-//! `MAILDEX_BIN` names.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+mod crash_support;
+use crash_support::{env_or, free_port, index_check, maildex_bin, tmp_files, Daemon};
 
 const USERS: usize = 20;
 const CLIENTS: usize = 4;
@@ -84,17 +81,9 @@ fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
         check_maildirs(dir.path(), &users, &acked, &sent);
         let tmp = tmp_files(&dir.path().join("mail"));
         assert!(tmp.is_empty(), "iteration {iter}: left in tmp/: {tmp:?}");
-        let out = Command::new(&bin)
-            .args(["index", "check", "--all", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "iteration {iter}: index check: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if let Err(report) = index_check(&bin, &config) {
+            panic!("iteration {iter}: index check: {report}");
+        }
     }
     eprintln!(
         "{iterations} kill/restart cycles in {:?}: {} deliveries acknowledged and found once each",
@@ -135,19 +124,6 @@ fn one_unusable_maildir_at_start_up_does_not_keep_the_others_down() {
     );
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// A port that was free a moment ago (bound on 127.0.0.1:0 and released).
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 fn write_config(root: &Path, port: u16) -> PathBuf {
     let r = root.display();
     let path = root.join("maildex.toml");
@@ -163,101 +139,6 @@ fn write_config(root: &Path, port: u16) -> PathBuf {
     )
     .unwrap();
     path
-}
-
-/// The maildex binary: `$MAILDEX_BIN`, else the one in this test's target folder, built
-/// first (a no-op when it is up to date, so a stale binary is never tested).
-fn maildex_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("MAILDEX_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let bin = dir.join("maildex");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let st = Command::new(cargo)
-        .args(["build", "-q", "-p", "maildex", "--bin", "maildex"])
-        .status()
-        .unwrap();
-    assert!(st.success(), "building the maildex binary failed");
-    assert!(bin.exists(), "no maildex binary at {}", bin.display());
-    bin
-}
-
-/// A `maildex serve` process.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    /// Starts `maildex serve` and waits until its LMTP port greets.
-    fn start(bin: &Path, config: &Path, root: &Path, addr: SocketAddr) -> Daemon {
-        let log = root.join("serve.log");
-        let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(bin)
-            .args(["serve", "--config"])
-            .arg(config)
-            .env("MAILDEX_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
-        let mut d = Daemon { child, log };
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = d.child.try_wait().unwrap() {
-                panic!("maildex serve exited with {st}: {}", d.log_text());
-            }
-            if let Ok(s) = TcpStream::connect(addr) {
-                let mut c = Conn::new(s);
-                if c.reply().is_some_and(|r| r.starts_with("220 ")) {
-                    c.send(b"QUIT\r\n");
-                    return d;
-                }
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "maildex serve does not listen: {}",
-                d.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn sigkill(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// SIGTERM, and the process must exit cleanly.
-    fn terminate(&mut self) {
-        let st = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
-        let st = self.child.wait().unwrap();
-        assert!(
-            st.success(),
-            "maildex serve after SIGTERM: {st}: {}",
-            self.log_text()
-        );
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 /// A raw LMTP connection; every I/O error or timeout reads as `None` (not acknowledged).
@@ -498,23 +379,4 @@ fn message_files(dir: &Path, out: &mut Vec<PathBuf>) {
             _ => message_files(&p, out),
         }
     }
-}
-
-/// Every file in any `tmp/` under `dir`.
-fn tmp_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            if p.file_name().is_some_and(|n| n == "tmp") {
-                out.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
-            } else {
-                out.extend(tmp_files(&p));
-            }
-        }
-    }
-    out
 }
