@@ -20,8 +20,10 @@
 //! - the index commit itself is atomic: src records removed and dst records added together.
 //!
 //! A COPY that fails after linking removes its links again (so a client's retry cannot
-//! duplicate); a MOVE never removes anything after its renames: the files stay in `dst` and
-//! the syncs settle the index as above.
+//! duplicate); a MOVE that fails after some renames (an I/O error at a rename, the fsync,
+//! the uidlist append or the index commit) renames those files back into `src` under
+//! their old names, so that the client's NO means nothing moved; a file that cannot go back
+//! stays in `dst` and the syncs settle it as after a crash. Nothing is ever removed.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -62,6 +64,8 @@ struct Placed {
     file_name: String,
     state: MessageState,
     data: Option<(Cached, Vec<u8>)>,
+    /// MOVE: where the file was in src (folder and name), to put it back if the MOVE fails.
+    origin: Option<(Sub, String)>,
 }
 
 impl Placed {
@@ -147,7 +151,9 @@ impl UserStore {
             let outcome = match result {
                 Ok(o) => o,
                 Err(e) => {
-                    if !moving {
+                    if moving && !same {
+                        self.unmove(&s, &d, &placed);
+                    } else {
                         self.unplace(&d, &placed);
                     }
                     return Err(e);
@@ -283,6 +289,7 @@ impl UserStore {
                 file_name: dl.file_name,
                 state,
                 data: m.data,
+                origin: None,
             });
         }
         if self.opts.fsync && !placed.is_empty() {
@@ -305,11 +312,37 @@ impl UserStore {
         letters: &Letters,
     ) -> Result<Vec<Placed>, OpError> {
         let mut placed: Vec<Placed> = Vec::with_capacity(sources.len());
+        let moved = self.move_each(s, d, sources, src_table, letters, &mut placed);
+        let synced = match moved {
+            Ok(()) if self.opts.fsync && !placed.is_empty() => {
+                Self::fsync_subs(&d.path).and_then(|()| Self::fsync_subs(&s.path))
+            }
+            other => other,
+        };
+        if let Err(e) = synced {
+            // the client is told NO: the messages moved so far go back where they were
+            self.unmove(s, d, &placed);
+            return Err(e);
+        }
+        Ok(placed)
+    }
+
+    /// The loop of [`UserStore::place_moved`]: each moved file is pushed to `placed` as soon
+    /// as it is in dst, so that a failure part-way can put them back.
+    fn move_each(
+        &self,
+        s: &Target,
+        d: &Target,
+        sources: Vec<Source>,
+        src_table: &[String],
+        letters: &Letters,
+        placed: &mut Vec<Placed>,
+    ) -> Result<(), OpError> {
         for m in sources {
             let (flags, kw) = Self::dst_flags(&m, src_table, letters);
             let mut sub = if m.state.in_new { Sub::New } else { Sub::Cur };
             let mut name = m.state.file_name.clone();
-            let mut moved = false;
+            let mut origin = None;
             // A new base in dst: dst's dovecot-uidlist may still hold a record of the old
             // base (a message moved out and back keeps its record until the list is
             // compacted), and reusing that record's UID would reuse a UID.
@@ -325,8 +358,7 @@ impl UserStore {
                 let from = sub.path(&s.path).join(&name);
                 match move_file(&from, &d.path, sub, &target_name, self.opts.fsync)? {
                     MoveOutcome::Moved => {
-                        name = target_name;
-                        moved = true;
+                        origin = Some(std::mem::replace(&mut name, target_name));
                         break;
                     }
                     MoveOutcome::Vanished => match find_base(&s.path, base_of(&name))? {
@@ -338,10 +370,10 @@ impl UserStore {
                     },
                 }
             }
-            if !moved {
+            let Some(origin) = origin else {
                 tracing::debug!(mailbox = %s.name, uid = m.uid, "message gone before MOVE; skipped");
                 continue;
-            }
+            };
             let state = MessageState {
                 file_name: name.clone(),
                 in_new: sub == Sub::New,
@@ -361,13 +393,37 @@ impl UserStore {
                 file_name: name,
                 state,
                 data: m.data,
+                origin: Some((sub, origin)),
             });
         }
-        if self.opts.fsync && !placed.is_empty() {
-            Self::fsync_subs(&d.path)?;
-            Self::fsync_subs(&s.path)?;
+        Ok(())
+    }
+
+    /// Puts the files of a MOVE that failed back into src under their old names (one
+    /// rename each, as they came), so that the client's NO holds: the mailboxes are as
+    /// before. A file that cannot go back stays in dst, where the syncs settle it as after
+    /// a crash (see the module docs); nothing is lost either way.
+    fn unmove(&self, s: &Target, d: &Target, placed: &[Placed]) {
+        for p in placed {
+            let Some((sub, name)) = &p.origin else {
+                continue;
+            };
+            let from = p.sub.path(&d.path).join(&p.file_name);
+            match move_file(&from, &s.path, *sub, name, self.opts.fsync) {
+                Ok(MoveOutcome::Moved) => {}
+                Ok(MoveOutcome::Vanished) => {
+                    tracing::error!(mailbox = %d.name, file = %p.file_name, "a moved file vanished before it could go back after a failed MOVE");
+                }
+                Err(e) => {
+                    tracing::error!(mailbox = %d.name, file = %p.file_name, error = %e, "could not put a file back after a failed MOVE; the next syncs settle it");
+                }
+            }
         }
-        Ok(placed)
+        if self.opts.fsync && !placed.is_empty() {
+            if let Err(e) = Self::fsync_subs(&s.path).and_then(|()| Self::fsync_subs(&d.path)) {
+                tracing::error!(mailbox = %s.name, error = %e, "fsync after putting back a failed MOVE");
+            }
+        }
     }
 
     fn file_path(t: &Target, state: &MessageState) -> PathBuf {

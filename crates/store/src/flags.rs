@@ -6,7 +6,9 @@
 //! changed message the next modseq. Another Maildir tool may rename or delete a file at any
 //! moment: a rename that meets ENOENT looks the message up by its base name (stable across
 //! flag changes) and applies the change to the flags it has now; a message whose file is
-//! gone is reported as vanished and left for the sync to remove.
+//! gone is reported as vanished and left for the sync to remove. A STORE that fails (a
+//! rename or the index commit) renames the files it already renamed back, so that its NO
+//! means nothing changed.
 
 use maildex_index::MessageState;
 use maildex_maildir::deliver::{rename_flags, RenameOutcome};
@@ -82,6 +84,9 @@ struct Renamed {
     file_name: String,
     flags: Flags,
     keywords: Keywords,
+    /// Where this STORE renamed the file from (None when another tool had already given it
+    /// these flags), to put it back if the STORE fails.
+    from: Option<(Sub, String)>,
 }
 
 /// How many times a rename chases a file that another tool keeps renaming.
@@ -145,10 +150,15 @@ impl UserStore {
                 out.modified.push(uid);
                 continue;
             }
-            match self.rename_one(t, uid, &state, op, flags, letters.bits)? {
-                Some(Some(r)) => renamed.push(r),
-                Some(None) => unchanged.push((uid, state)),
-                None => out.vanished.push(uid),
+            match self.rename_one(t, uid, &state, op, flags, letters.bits) {
+                Ok(Some(Some(r))) => renamed.push(r),
+                Ok(Some(None)) => unchanged.push((uid, state)),
+                Ok(None) => out.vanished.push(uid),
+                Err(e) => {
+                    // the client is told NO: the files renamed so far get their names back
+                    Self::unrename(t, &renamed);
+                    return Err(e);
+                }
             }
         }
 
@@ -172,8 +182,14 @@ impl UserStore {
                 }
             }
             Ok((done, w.reader().require_mailbox(id)?.highest_modseq))
-        })?;
-        let (done, highest) = committed;
+        });
+        let (done, highest) = match committed {
+            Ok(c) => c,
+            Err(e) => {
+                Self::unrename(t, &renamed);
+                return Err(e.into());
+            }
+        };
         out.highest_modseq = highest;
         let table = &letters.table;
         for r in renamed {
@@ -200,6 +216,24 @@ impl UserStore {
         out.messages.sort_by_key(|m| m.uid);
         out.vanished.sort_unstable();
         Ok(out)
+    }
+
+    /// Gives the files a failed STORE renamed their old names back (a STORE that answers
+    /// NO changes nothing); one that cannot go back keeps its new flags, which the next
+    /// sync takes into the index.
+    fn unrename(t: &Target, renamed: &[Renamed]) {
+        for r in renamed {
+            let Some((sub, old)) = &r.from else {
+                continue;
+            };
+            if *sub == Sub::Cur && *old == r.file_name {
+                continue;
+            }
+            let now = Sub::Cur.path(&t.path).join(&r.file_name);
+            if let Err(e) = std::fs::rename(&now, sub.path(&t.path).join(old)) {
+                tracing::error!(mailbox = %t.name, file = %r.file_name, error = %e, "could not undo a flag change after a failed STORE");
+            }
+        }
     }
 
     /// Renames one message's file to carry its new flags. `Some(Some)` renamed, `Some(None)`
@@ -230,6 +264,7 @@ impl UserStore {
                     file_name,
                     flags: nf,
                     keywords: nk,
+                    from: None,
                 })));
             }
             let renamed = match rename_flags(&t.path, sub, &file_name, nf, nk) {
@@ -247,6 +282,7 @@ impl UserStore {
                         file_name: new_name,
                         flags: nf,
                         keywords: nk,
+                        from: Some((sub, file_name)),
                     })))
                 }
                 RenameOutcome::Vanished => {
