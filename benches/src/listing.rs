@@ -118,6 +118,42 @@ pub fn listings(
     Ok(Value::Object(out))
 }
 
+/// Index rebuilds of `user`'s INBOX from the Maildir (see [`Server::rebuild_index`]), each
+/// followed by the first mutt listing: median times, messages per second, index size.
+pub fn rebuilds(
+    server: &mut dyn Server,
+    user: &str,
+    messages: usize,
+    runs: usize,
+) -> Result<Value> {
+    let mut rebuild = Vec::new();
+    let mut listing = Vec::new();
+    for _ in 0..runs {
+        rebuild.push(server.rebuild_index(user).context("rebuild")?);
+        listing.push(
+            one(server, user, MUTT)
+                .context("mutt listing after the rebuild")?
+                .1
+                .wall,
+        );
+    }
+    let (r, l) = (median_ms(&rebuild), median_ms(&listing));
+    eprintln!(
+        "  {:8} {user} rebuild {r:9.1} ms ({:.0} messages/s), then the mutt listing {l:8.1} ms",
+        server.name(),
+        messages as f64 / (r / 1e3),
+    );
+    Ok(json!({
+        "runs": runs,
+        "messages": messages,
+        "rebuild_ms": r,
+        "all_rebuild_ms": rebuild.iter().map(|d| d.as_secs_f64() * 1e3).collect::<Vec<_>>(),
+        "listing_ms": l,
+        "messages_per_s": messages as f64 / (r / 1e3),
+        "index_bytes": server.index_bytes(user),
+    }))
+}
+
 /// SEARCH runs (warm), median time and hit count.
 pub fn searches(server: &dyn Server, user: &str, runs: usize) -> Result<Value> {
     let mut out = serde_json::Map::new();

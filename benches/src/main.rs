@@ -72,7 +72,7 @@ enum Cmd {
         write: Option<bool>,
         /// Only these workloads, comma-separated: listing, files, search, bodies, lmtp,
         /// idle (default: all).
-        #[arg(long, value_delimiter = ',', value_parser = ["listing", "files", "search", "bodies", "lmtp", "idle"])]
+        #[arg(long, value_delimiter = ',', value_parser = ["listing", "files", "search", "rebuild", "bodies", "lmtp", "idle"])]
         only: Vec<String>,
     },
     /// Rewrites the plots and the docs section of a mode from benches/results/MODE.json

@@ -229,6 +229,39 @@ pub fn markdown(r: &Value, command: &str, plots: &[(String, String)]) -> String 
             );
         }
     }
+    let rb = &r["rebuild"];
+    if rb.is_object() {
+        let n = rb["size"].to_string();
+        row(
+            &mut o,
+            &format!("index rebuilt from the Maildir, {n} messages, ms (Dovecot `doveadm force-resync` with `dovecot.index*` deleted: index only, its cache fills at the next listing; maildex `maildex index rebuild`: everything a listing needs)"),
+            &rb["servers"],
+            &["rebuild_ms"],
+            0,
+            false,
+        );
+        row(
+            &mut o,
+            "… messages/s",
+            &rb["servers"],
+            &["messages_per_s"],
+            0,
+            true,
+        );
+        let total = |srv: &str| {
+            let v = &rb["servers"][srv];
+            num(&v["rebuild_ms"])
+                .zip(num(&v["listing_ms"]))
+                .map(|(a, b)| a + b)
+        };
+        let _ = writeln!(
+            o,
+            "| … then the first mutt listing: rebuild + listing, ms | {} | {} | {} |",
+            fmt(total("dovecot"), 0),
+            fmt(total("maildex"), 0),
+            ratio(total("dovecot"), total("maildex"))
+        );
+    }
     let b = &r["bodies"];
     let label = format!(
         "{} × {} MiB",

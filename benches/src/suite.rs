@@ -379,6 +379,17 @@ pub fn run(p: &Params, o: &RunOpts) -> Result<Value> {
         r.insert("search".into(), json!({"size": largest, "servers": search}));
     }
 
+    if o.wants("rebuild") {
+        eprintln!("== index rebuild of {largest} messages from the Maildir, then the mutt listing");
+        let rebuild = each(&mut servers, &mut |s| {
+            listing::rebuilds(s, &user, largest, p.first_runs)
+        });
+        r.insert(
+            "rebuild".into(),
+            json!({"size": largest, "servers": rebuild}),
+        );
+    }
+
     if o.wants("bodies") {
         eprintln!(
             "== FETCH 1:* BODY[] of {} messages of {} MiB",
