@@ -126,7 +126,14 @@ fn faults_at_every_write_step_lose_and_duplicate_nothing() {
             }
             Ok(mut d) => {
                 let (pending, no, fired) = load(addr, &mut rng, iter, &mut model, &highest);
-                if !d.exited() {
+                if d.exited() {
+                    // only the injected kill may end the daemon
+                    let log = d.log_text();
+                    assert!(
+                        action == "kill" && log.contains("maildex-fault: fired"),
+                        "{what}: the daemon died by itself: {log}"
+                    );
+                } else {
                     d.sigkill();
                 }
                 let outcome = match (&pending, &no, fired) {
