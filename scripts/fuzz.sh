@@ -21,7 +21,8 @@ target_dir=${CARGO_TARGET_DIR:-$root/target}/fuzz
 work=${FUZZ_WORK:-$root/target/fuzz-work}
 
 all=(proto/receiver proto/command lmtp-proto/command lmtp-proto/body
-     mime/summary maildir/uidlist maildir/keywords maildir/courier maildir/filename)
+     mime/summary maildir/uidlist maildir/keywords maildir/courier maildir/filename
+     imap/session)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 

@@ -101,6 +101,15 @@ impl ImapServer {
     }
 }
 
+/// Runs one session over an in-memory `stream` as if `peer` had connected to a plain
+/// listener (no connection limits, no STARTTLS). Tests and the whole-server fuzz target
+/// ([`crate::fuzzing`]) drive the real session code through it without sockets.
+pub async fn serve_stream(shared: Arc<Shared>, stream: tokio::io::DuplexStream, peer: SocketAddr) {
+    Session::new(Stream::Memory(stream), peer, shared)
+        .run()
+        .await;
+}
+
 async fn accept_loop(
     l: Listener,
     shared: Arc<Shared>,

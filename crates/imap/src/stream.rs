@@ -17,6 +17,9 @@ pub enum Stream {
     Tls(Box<TlsStream<TcpStream>>),
     /// Taken out for the STARTTLS handshake; every I/O on it fails.
     Detached,
+    /// An in-memory pipe instead of a socket ([`crate::server::serve_stream`]: tests and
+    /// the whole-server fuzz target). Never offered STARTTLS.
+    Memory(tokio::io::DuplexStream),
 }
 
 fn detached() -> io::Error {
@@ -38,6 +41,7 @@ impl AsyncRead for Stream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Memory(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             Stream::Detached => Poll::Ready(Err(detached())),
         }
@@ -52,6 +56,7 @@ impl AsyncWrite for Stream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Memory(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             Stream::Detached => Poll::Ready(Err(detached())),
         }
@@ -60,6 +65,7 @@ impl AsyncWrite for Stream {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Memory(s) => Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
             Stream::Detached => Poll::Ready(Err(detached())),
         }
@@ -68,6 +74,7 @@ impl AsyncWrite for Stream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Memory(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             Stream::Detached => Poll::Ready(Ok(())),
         }
@@ -80,6 +87,7 @@ impl AsyncWrite for Stream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Memory(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
             Stream::Detached => Poll::Ready(Err(detached())),
         }
@@ -88,6 +96,7 @@ impl AsyncWrite for Stream {
     fn is_write_vectored(&self) -> bool {
         match self {
             Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Memory(s) => s.is_write_vectored(),
             Stream::Tls(s) => s.is_write_vectored(),
             Stream::Detached => false,
         }
