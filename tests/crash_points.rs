@@ -29,7 +29,7 @@ use rand_chacha::ChaCha8Rng;
 mod crash_support;
 mod imap_support;
 
-use crash_support::{env_or, free_port, index_check, maildex_bin, tmp_files, Daemon};
+use crash_support::{assert_settled, env_or, free_port, maildex_bin, Daemon};
 
 const MAILBOXES: [&str; 2] = ["INBOX", "Other"];
 /// Every write step the store, maildir and index crates name (`crates/faults`).
@@ -195,11 +195,7 @@ fn faults_at_every_write_step_lose_and_duplicate_nothing() {
         model = actual;
         c.logout();
         restarted.terminate();
-        let tmp = tmp_files(&dir.path().join("mail"));
-        assert!(tmp.is_empty(), "{what}: left in tmp/: {tmp:?}");
-        if let Err(report) = index_check(&bin, &config) {
-            panic!("{what}: index check: {report}");
-        }
+        assert_settled(&bin, &config, dir.path(), &what);
     }
     eprintln!(
         "{iterations} fault/restart cycles in {:?}; {} messages at the end",
@@ -654,16 +650,24 @@ impl Raw {
         }
     }
 
-    fn cmd(&mut self, command: &str) -> Option<(Vec<String>, String)> {
+    /// Sends `tag` + `rest` (the command after its tag, CRLF and literals included) and
+    /// reads to its tagged response: the untagged responses as text, and the status.
+    fn exchange(&mut self, rest: &[u8]) -> Option<(Vec<String>, String)> {
         self.n += 1;
         let tag = format!("c{}", self.n);
-        self.send(format!("{tag} {command}\r\n").as_bytes())?;
+        let mut bytes = format!("{tag} ").into_bytes();
+        bytes.extend_from_slice(rest);
+        self.send(&bytes)?;
         let (raw, status) = self.until_tagged(&tag)?;
         let lines = raw
             .iter()
             .map(|r| String::from_utf8_lossy(r).into_owned())
             .collect();
         Some((lines, status))
+    }
+
+    fn cmd(&mut self, command: &str) -> Option<(Vec<String>, String)> {
+        self.exchange(format!("{command}\r\n").as_bytes())
     }
 
     fn ok(&mut self, command: &str) -> Option<Vec<String>> {
@@ -673,18 +677,10 @@ impl Raw {
     }
 
     fn append(&mut self, mbox: &str, flags: &str, body: &[u8]) -> Option<(Vec<String>, String)> {
-        self.n += 1;
-        let tag = format!("c{}", self.n);
-        let mut cmd = format!("{tag} APPEND {mbox} ({flags}) {{{}+}}\r\n", body.len()).into_bytes();
+        let mut cmd = format!("APPEND {mbox} ({flags}) {{{}+}}\r\n", body.len()).into_bytes();
         cmd.extend_from_slice(body);
         cmd.extend_from_slice(b"\r\n");
-        self.send(&cmd)?;
-        let (raw, status) = self.until_tagged(&tag)?;
-        let lines = raw
-            .iter()
-            .map(|r| String::from_utf8_lossy(r).into_owned())
-            .collect();
-        Some((lines, status))
+        self.exchange(&cmd)
     }
 
     /// UIDVALIDITY and every message (subject, flags without `\Recent`), parsed with

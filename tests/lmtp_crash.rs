@@ -24,7 +24,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 mod crash_support;
-use crash_support::{env_or, free_port, index_check, maildex_bin, tmp_files, Daemon};
+use crash_support::{assert_settled, env_or, free_port, maildex_bin, Daemon};
 
 const USERS: usize = 20;
 const CLIENTS: usize = 4;
@@ -79,11 +79,7 @@ fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
         daemon.terminate();
 
         check_maildirs(dir.path(), &users, &acked, &sent);
-        let tmp = tmp_files(&dir.path().join("mail"));
-        assert!(tmp.is_empty(), "iteration {iter}: left in tmp/: {tmp:?}");
-        if let Err(report) = index_check(&bin, &config) {
-            panic!("iteration {iter}: index check: {report}");
-        }
+        assert_settled(&bin, &config, dir.path(), &format!("iteration {iter}"));
     }
     eprintln!(
         "{iterations} kill/restart cycles in {:?}: {} deliveries acknowledged and found once each",

@@ -5,6 +5,7 @@
 //! Needs postfix and root (a private instance with its own queue on loopback). Skipped
 //! with a message when postfix is missing, unless `CI` is set: then it must run.
 
+mod crash_support;
 mod lmtp_support;
 
 use std::io::{BufRead, BufReader, Write};
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crash_support::maildex_bin;
 use lmtp_support::Lmtp;
 
 const POSTFIX: &str = "/usr/sbin/postfix";
@@ -347,23 +349,6 @@ fn postfix_delivers_over_lmtp_tcp() {
 #[test]
 fn postfix_delivers_over_lmtp_unix_socket() {
     run_lmtp_case(true);
-}
-
-/// The maildex binary next to this test's deps folder, built if missing.
-fn maildex_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let bin = dir.join("maildex");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-q", "-p", "maildex", "--bin", "maildex"])
-            .status()
-            .unwrap();
-        assert!(st.success(), "building the maildex binary failed");
-    }
-    assert!(bin.exists(), "no maildex binary at {}", bin.display());
-    bin
 }
 
 #[test]

@@ -174,6 +174,16 @@ pub fn tmp_files(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// What every restart must leave, checked after the daemon stopped: no file in any `tmp/`
+/// under `root/mail`, and `maildex index check --all` clean. Panics naming `what`.
+pub fn assert_settled(bin: &Path, config: &Path, root: &Path, what: &str) {
+    let tmp = tmp_files(&root.join("mail"));
+    assert!(tmp.is_empty(), "{what}: left in tmp/: {tmp:?}");
+    if let Err(report) = index_check(bin, config) {
+        panic!("{what}: index check: {report}");
+    }
+}
+
 /// `maildex index check --all`: `Err` with its report when it is not clean.
 pub fn index_check(bin: &Path, config: &Path) -> Result<(), String> {
     let out = Command::new(bin)
