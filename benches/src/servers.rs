@@ -253,7 +253,7 @@ impl MaildexServer {
                         last.into_iter().rev().collect::<Vec<_>>().join(" / ")
                     );
                 }
-                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                if greets(addr) {
                     break;
                 }
                 if Instant::now() > deadline {
@@ -287,6 +287,20 @@ impl MaildexServer {
             let _ = c.wait();
         }
     }
+}
+
+/// Whether the server at `addr` sends its greeting (IMAP `* OK`, LMTP `220`) within a
+/// second. A connect alone is not enough: `maildex serve` binds its ports before its
+/// start-up sync and greets only once that is done, and a sync still running would take
+/// CPU from whatever the benchmark measures next (Dovecot's run of a workload included).
+fn greets(addr: SocketAddr) -> bool {
+    use std::io::Read;
+    let Ok(mut c) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut buf = [0u8; 64];
+    matches!(c.read(&mut buf), Ok(n) if n >= 3 && (buf.starts_with(b"* OK") || buf.starts_with(b"220")))
 }
 
 impl Drop for MaildexServer {

@@ -421,8 +421,19 @@ impl Index {
             let txn_before = env.info().last_txn_id;
             let mut results = Vec::with_capacity(batch.len());
             let mut map_full = false;
+            // A batch of one (the usual case when each user gets a message now and then)
+            // runs in the batch's transaction itself: a nested one costs LMDB fresh page
+            // lists (an mmap, page faults and a munmap per delivery), and there is no
+            // other operation whose changes a failure must spare; the whole transaction
+            // is aborted instead.
+            let alone = batch.len() == 1;
             for p in batch {
-                let outcome = match self.run_one(env, dbs, &mut wtxn, p.op) {
+                let ran = if alone {
+                    self.run_alone(dbs, &mut wtxn, p.op)
+                } else {
+                    self.run_one(env, dbs, &mut wtxn, p.op)
+                };
+                let outcome = match ran {
                     Err(IndexError::MapFull { .. }) => {
                         map_full = true;
                         Err(IndexError::MapFull { path: self.path.clone() })
@@ -431,13 +442,20 @@ impl Index {
                 };
                 results.push((p.reply, outcome));
             }
-            // a planned fault fails the commit as LMDB would (the transaction is aborted)
-            let committed = match maildex_faults::hit(maildex_faults::Point::IndexCommit) {
-                Ok(()) => wtxn.commit().map_err(|e| IndexError::lmdb(&self.path, e)),
-                Err(source) => Err(IndexError::Io {
-                    path: self.path.clone(),
-                    source,
-                }),
+            let failed_alone = alone && results.iter().any(|(_, o)| o.is_err());
+            let committed = if failed_alone {
+                // its partial changes are in `wtxn` itself: nothing of it may stay
+                wtxn.abort();
+                Ok(())
+            } else {
+                // a planned fault fails the commit as LMDB would (the transaction is aborted)
+                match maildex_faults::hit(maildex_faults::Point::IndexCommit) {
+                    Ok(()) => wtxn.commit().map_err(|e| IndexError::lmdb(&self.path, e)),
+                    Err(source) => Err(IndexError::Io {
+                        path: self.path.clone(),
+                        source,
+                    }),
+                }
             };
             match committed {
                 Ok(()) => {
@@ -468,6 +486,19 @@ impl Index {
                     tracing::warn!(index = %self.path.display(), error = %e, "map full and could not grow");
                 }
             }
+        })
+    }
+
+    /// Runs `op` in `wtxn` directly; on failure the caller must abort `wtxn`.
+    fn run_alone(&self, dbs: &Dbs<'_>, wtxn: &mut RwTxn<'_>, op: WriteOp) -> Outcome {
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            op(&mut Writer::new(dbs, wtxn))
+        }));
+        ran.unwrap_or_else(|_| {
+            tracing::error!(index = %self.path.display(), "index write operation panicked");
+            Err(IndexError::Internal(
+                "index write operation panicked".into(),
+            ))
         })
     }
 

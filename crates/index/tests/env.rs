@@ -109,6 +109,38 @@ fn a_failing_writer_does_not_undo_the_others_in_its_batch() {
 }
 
 #[test]
+fn a_lone_writer_that_fails_leaves_nothing_and_wakes_no_one() {
+    // a batch of one runs without a nested transaction: its failure must abort it whole
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    let mut rx = index.subscribe();
+    rx.mark_unchanged();
+    let before = index.commits();
+    let failed = index.write(move |w| {
+        w.insert_message(id, 1, msg(0, 10, 0), Vec::new())?;
+        Err::<(), _>(IndexError::Internal("refused on purpose".into()))
+    });
+    assert!(failed.is_err());
+    let panicked = index.write(move |w| -> Result<(), IndexError> {
+        w.insert_message(id, 2, msg(0, 10, 0), Vec::new())?;
+        panic!("an operation that panics after writing");
+    });
+    assert!(matches!(panicked, Err(IndexError::Internal(_))));
+    assert_eq!(index.commits(), before, "nothing was committed");
+    assert!(!rx.has_changed().unwrap());
+    let (n, counts) = index
+        .read(|r| Ok((r.messages(id)?.len(), r.require_mailbox(id)?.counts)))
+        .unwrap();
+    assert_eq!((n, counts.messages, counts.vsize), (0, 0, 0));
+    // and the index takes the next write as usual
+    index
+        .write(move |w| w.insert_message(id, 3, msg(0, 10, 0), Vec::new()))
+        .unwrap();
+    assert_eq!(index.commits(), before + 1);
+}
+
+#[test]
 fn modseqs_never_go_backwards_even_when_the_index_is_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let seen = {
@@ -204,13 +236,27 @@ fn the_map_grows_past_its_initial_size() {
     let index = Index::open(dir.path(), &opts()).unwrap();
     let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
     let (initial, _) = index.usage();
-    // 2,000 records of ~4 KiB = ~8 MiB, eight times the initial 1 MiB map
+    // 2,000 records of ~4 KiB = ~8 MiB, eight times the initial 1 MiB map; the filler is
+    // noise, as zstd would shrink a repeated byte to nothing
+    let noisy = |uid: u32| {
+        let mut m = msg(0, 1, 0);
+        let mut x = u64::from(uid).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        m.cached.hot_headers = (0..4000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        m
+    };
     for batch in 0..20u32 {
         let mut tries = 0;
         loop {
             let r = index.write(move |w| {
                 for uid in batch * 100 + 1..=batch * 100 + 100 {
-                    w.insert_message(id, uid, msg(0, 1, 4000), Vec::new())?;
+                    w.insert_message(id, uid, noisy(uid), Vec::new())?;
                 }
                 Ok(())
             });
