@@ -128,6 +128,7 @@ fn login_needs_tls_when_plaintext_is_off_and_starttls_drops_pipelined_bytes() {
     let s = Server::start_with(imap_support::Opts {
         plaintext_on_loopback: false,
         tls: true,
+        ..Default::default()
     });
     let mut c = s.connect();
     assert!(
@@ -178,6 +179,7 @@ fn starttls_without_certificates_is_refused() {
     let s = Server::start_with(imap_support::Opts {
         plaintext_on_loopback: true,
         tls: false,
+        ..Default::default()
     });
     let mut c = s.connect();
     assert!(!c.greeting.contains("STARTTLS"), "{}", c.greeting);

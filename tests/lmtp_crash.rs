@@ -120,6 +120,116 @@ fn one_unusable_maildir_at_start_up_does_not_keep_the_others_down() {
     );
 }
 
+/// Issue 3, "Limits and faults": a full disk or an I/O error at any step of a delivery
+/// answers the recipients it hit `452 4.3.1` (ENOSPC) or `451 4.3.0` (EIO), so postfix keeps
+/// the message, and leaves no partial file: what got `250` is there once, what got 4xx is
+/// not there at all, `tmp/` is empty, `index check` is clean, and the retry (postfix's)
+/// delivers it exactly once. The fault is the real daemon's `MAILDEX_FAULT` at the first hit
+/// of each write step a delivery takes, for a message to two users.
+#[test]
+fn io_errors_at_each_delivery_step_answer_4xx_and_leave_nothing() {
+    let bin = maildex_bin();
+    let users = ["alice".to_string(), "bob".to_string()];
+    let points = [
+        "tmp_write",
+        "tmp_fsync",
+        "link",
+        "dir_fsync",
+        "uidlist_append",
+        "index_commit",
+    ];
+    for point in points {
+        for (action, code) in [("eio", "451 4.3.0"), ("enospc", "452 4.3.1")] {
+            let what = format!("{point}:1:{action}");
+            let dir = tempfile::tempdir().unwrap();
+            let port = free_port();
+            let config = write_config(dir.path(), port);
+            for u in &users {
+                let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
+                maildex_auth::add_user(&dir.path().join("users"), u, &hash).unwrap();
+            }
+            let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+            let mut sent = Acks::new();
+            // Maildirs and indexes exist before the fault is armed
+            let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+            for u in &users {
+                assert_eq!(deliver_one(addr, u, &format!("warm-{u}")), Some(true));
+                sent.insert((u.clone(), format!("warm-{u}")));
+            }
+            daemon.terminate();
+
+            // the nth hit of the step that is the delivery's: the start-up sync may hit
+            // it first (index_commit does), which fails only that sync
+            let mut armed = None;
+            for nth in 1..=5 {
+                let plan = format!("{point}:{nth}:{action}");
+                let d = Daemon::start_with(
+                    &bin,
+                    &config,
+                    dir.path(),
+                    addr,
+                    &[("MAILDEX_FAULT", &plan)],
+                )
+                .unwrap_or_else(|e| panic!("{plan}: {e}"));
+                if d.log_text().contains("maildex-fault: fired") {
+                    drop(d);
+                    continue;
+                }
+                armed = Some(d);
+                break;
+            }
+            let mut daemon = armed.unwrap_or_else(|| panic!("{what}: fires at every start"));
+            let id = format!("fault-{point}-{action}");
+            let mut c = Conn::open(addr).expect("LMTP session");
+            let replies = c
+                .replies(
+                    &["alice", "bob"],
+                    format!("{HEADER}{id}\r\n\r\nbody\r\n").as_bytes(),
+                )
+                .unwrap_or_else(|| panic!("{what}: the session broke: {}", daemon.log_text()));
+            let _ = c.send(b"QUIT\r\n");
+            assert!(
+                daemon.log_text().contains("maildex-fault: fired"),
+                "{what}: the fault never fired: {replies:?}"
+            );
+            let mut acked: Acks = sent.iter().cloned().collect();
+            let mut failed = Vec::new();
+            for (u, r) in users.iter().zip(&replies) {
+                sent.insert((u.clone(), id.clone()));
+                if r.starts_with("250 ") {
+                    acked.insert((u.clone(), id.clone()));
+                } else {
+                    assert!(r.starts_with(code), "{what}: {u} got {r:?}, not {code}");
+                    failed.push(u.clone());
+                }
+            }
+            assert!(
+                !failed.is_empty(),
+                "{what}: every recipient got 250: {replies:?}"
+            );
+            // nothing of a failed delivery is there: a retry must not find a copy
+            check_maildirs(dir.path(), &users, &acked, &acked);
+            assert!(crash_support::tmp_files(&dir.path().join("mail")).is_empty());
+            daemon.terminate();
+            assert_settled(&bin, &config, dir.path(), &what);
+
+            // postfix retries the recipients that got 4xx
+            let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+            for u in &failed {
+                assert_eq!(
+                    deliver_one(addr, u, &id),
+                    Some(true),
+                    "{what}: retry for {u}"
+                );
+                acked.insert((u.clone(), id.clone()));
+            }
+            daemon.terminate();
+            check_maildirs(dir.path(), &users, &acked, &acked);
+            assert_settled(&bin, &config, dir.path(), &what);
+        }
+    }
+}
+
 fn write_config(root: &Path, port: u16) -> PathBuf {
     let r = root.display();
     let path = root.join("maildex.toml");
@@ -182,6 +292,22 @@ impl Conn {
         c.send(b"LHLO crash.test\r\n")?;
         c.expect("250")?;
         Some(c)
+    }
+
+    /// One transaction of a small message (`data` already CRLF and dot-stuffed) whose
+    /// recipients are all accepted; the reply to each after the data, in RCPT order.
+    fn replies(&mut self, rcpts: &[&str], data: &[u8]) -> Option<Vec<String>> {
+        self.send(b"MAIL FROM:<load@example.net>\r\n")?;
+        self.expect("250 ")?;
+        for r in rcpts {
+            self.send(format!("RCPT TO:<{r}@example.org>\r\n").as_bytes())?;
+            self.expect("250 ")?;
+        }
+        self.send(b"DATA\r\n")?;
+        self.expect("354 ")?;
+        self.send(data)?;
+        self.send(b".\r\n")?;
+        rcpts.iter().map(|_| self.reply()).collect()
     }
 
     /// One transaction; the recipients that got `250` after the data. `None` when the

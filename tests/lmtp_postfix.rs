@@ -1,22 +1,23 @@
 //! A real postfix in front of maildex: mail sent through postfix's SMTP port to several
 //! recipients must arrive exactly once in each Maildir, indexed, over LMTP (TCP and a
-//! unix socket) and through `maildex deliver` as a pipe transport.
+//! unix socket, with an IMAP session of each recipient idling meanwhile that must see
+//! every message arrive) and through `maildex deliver` as a pipe transport.
 //!
 //! Needs postfix and root (a private instance with its own queue on loopback). Skipped
 //! with a message when postfix is missing, unless `CI` is set: then it must run.
 
 mod crash_support;
+mod imap_support;
 mod lmtp_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crash_support::maildex_bin;
-use lmtp_support::Lmtp;
 
 const POSTFIX: &str = "/usr/sbin/postfix";
 
@@ -268,6 +269,46 @@ fn check_arrivals(
     }
 }
 
+/// An IMAP session of `user` on its INBOX, in IDLE.
+fn idle_session(s: &imap_support::Server, user: &str) -> imap_support::Client {
+    let mut c = s.select(user, "INBOX");
+    c.send("i1 IDLE\r\n");
+    let r = c.read();
+    assert!(r.is_continuation(), "IDLE: {}", r.text());
+    c
+}
+
+/// Reads an IDLE session's untagged responses (each parsed by imap-codec) until it has
+/// announced `n` messages; false if that does not happen within `wait`.
+fn idle_sees(c: &mut imap_support::Client, n: usize, wait: Duration) -> bool {
+    let t0 = Instant::now();
+    while let Some(left) = wait.checked_sub(t0.elapsed()) {
+        let Some(r) = c.read_within(left) else {
+            return false;
+        };
+        let text = r.text();
+        let exists = text
+            .strip_prefix("* ")
+            .and_then(|t| t.trim_end().strip_suffix(" EXISTS"))
+            .and_then(|t| t.parse::<usize>().ok());
+        if exists.is_some_and(|e| e >= n) {
+            return true;
+        }
+    }
+    false
+}
+
+fn group_id(name: &str) -> u32 {
+    let out = Command::new("getent")
+        .args(["group", name])
+        .output()
+        .unwrap();
+    let line = String::from_utf8(out.stdout).unwrap();
+    line.split(':').nth(2).unwrap().trim().parse().unwrap()
+}
+
+/// The whole daemon (IMAP and LMTP) behind postfix: every recipient's IMAP session idles
+/// on its INBOX while postfix delivers over LMTP, and must see each message arrive.
 fn run_lmtp_case(unix: bool) {
     if !postfix_available() {
         return;
@@ -276,27 +317,38 @@ fn run_lmtp_case(unix: bool) {
     let pfdir = root.path().join("postfix");
     let sock = root.path().join("lmtp.sock");
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mdx = tempfile::tempdir().unwrap();
+    // the socket as an admin sets it up for postfix, whose lmtp client runs as the
+    // postfix user: group postfix, mode 0660, nobody else may connect
     let lmtp_extra = if unix {
         format!(
-            "listen = [\"127.0.0.1:0\", \"unix:{}\"]\nsocket_mode = \"0666\"\naliases_file = \"aliases\"",
+            "listen = [\"127.0.0.1:0\", \"unix:{}\"]\nsocket_mode = \"0660\"\n\
+             socket_group = \"postfix\"\naliases_file = \"aliases\"",
             sock.display()
         )
     } else {
         "aliases_file = \"aliases\"".to_owned()
     };
-    let s = Lmtp::start_in(
-        mdx,
-        &lmtp_extra,
-        "",
-        &[("aliases", "team@example.org: alice, bob\n")],
-        |_| {},
-    );
+    let s = imap_support::Server::start_with(imap_support::Opts {
+        lmtp_extra,
+        files: vec![
+            ("users", lmtp_support::USERS.to_owned()),
+            ("aliases", "team@example.org: alice, bob\n".to_owned()),
+        ],
+        ..Default::default()
+    });
+    if unix {
+        let m = std::fs::metadata(&sock).unwrap();
+        assert_eq!(m.permissions().mode() & 0o7777, 0o660, "socket mode");
+        assert_eq!(m.gid(), group_id("postfix"), "socket group");
+    }
     let transport = if unix {
         format!("lmtp:unix:{}", sock.display())
     } else {
-        format!("lmtp:inet:{}", s.addr)
+        format!("lmtp:inet:{}", s.lmtp)
     };
+    // one idling session per recipient, before any mail is sent
+    let users = [("alice", 4), ("bob", 4), ("carol@example.org", 3)];
+    let mut idlers: Vec<_> = users.iter().map(|(u, _)| idle_session(&s, u)).collect();
     let pf = Postfix::start(&pfdir, &transport, "", "");
     for i in 0..3 {
         smtp_send(
@@ -313,25 +365,26 @@ fn run_lmtp_case(unix: bool) {
         &["team@example.org"],
         &test_message(3),
     );
-    let users = ["alice", "bob"];
-    check_arrivals(
-        &pf,
-        4,
-        &users,
-        |u| s.files(u, "INBOX"),
-        |u| s.indexed(u, "INBOX").len(),
-    );
-    check_arrivals(
-        &pf,
-        3,
-        &["carol@example.org"],
-        |u| s.files(u, "INBOX"),
-        |u| s.indexed(u, "INBOX").len(),
-    );
-    for u in ["alice", "bob", "carol@example.org"] {
+    for (&(u, n), c) in users.iter().zip(&mut idlers) {
+        check_arrivals(
+            &pf,
+            n,
+            &[u],
+            |u| s.files(u, "INBOX"),
+            |u| s.indexed(u, "INBOX"),
+        );
+        // the session was idle throughout: the deliveries woke it
+        assert!(
+            idle_sees(c, n, Duration::from_secs(30)),
+            "{u}: the IDLE session did not see {n} messages"
+        );
+        c.send("DONE\r\n");
+        assert_eq!(c.until("i1").status(), "OK");
+        let fetched = c.ok("FETCH 1:* (FLAGS ENVELOPE)");
+        assert_eq!(fetched.fetches().len(), n, "{u}: {}", fetched.all());
         s.assert_clean(u);
     }
-    assert!(s.tmp_files().is_empty());
+    assert!(s.tmp_files().is_empty(), "{:?}", s.tmp_files());
     let problems = pf.problems();
     assert!(problems.is_empty(), "postfix complained:\n{problems:#?}");
     let log = pf.log();

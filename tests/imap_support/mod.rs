@@ -31,6 +31,12 @@ pub struct Opts {
     pub plaintext_on_loopback: bool,
     /// Start IMAPS and offer STARTTLS (a self-signed certificate for `localhost`).
     pub tls: bool,
+    /// Extra `[lmtp]` lines; one with `listen =` replaces the default TCP listener (which
+    /// must stay among its addresses).
+    pub lmtp_extra: String,
+    /// Files (name, content) written into the scratch root before the start; a `users`
+    /// file here replaces [`USERS`].
+    pub files: Vec<(&'static str, String)>,
 }
 
 impl Default for Opts {
@@ -38,6 +44,8 @@ impl Default for Opts {
         Opts {
             plaintext_on_loopback: true,
             tls: true,
+            lmtp_extra: String::new(),
+            files: Vec::new(),
         }
     }
 }
@@ -64,17 +72,26 @@ impl Server {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::write(root.join("users"), USERS).unwrap();
+        for (name, content) in &opts.files {
+            std::fs::write(root.join(name), content).unwrap();
+        }
+        let lmtp_listen = if opts.lmtp_extra.contains("listen =") {
+            String::new()
+        } else {
+            "listen = [\"127.0.0.1:0\"]\n".to_owned()
+        };
         let (cert, key) = (root.join("cert.pem"), root.join("key.pem"));
         let r = root.display();
         let mut text = format!(
             "[imap]\nlisten = [\"127.0.0.1:0\"]\nlisten_tls = [{}]\n\
              plaintext_auth_on_loopback = {}\n\
-             [lmtp]\nlisten = [\"127.0.0.1:0\"]\nhostname = \"mx.test\"\n\
+             [lmtp]\n{lmtp_listen}hostname = \"mx.test\"\n{lmtp_extra}\n\
              [storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
              fsync = false\nindex_map_size = \"16MiB\"\n\
              [auth]\nusers_file = \"{r}/users\"\n",
             if opts.tls { "\"127.0.0.1:0\"" } else { "" },
             opts.plaintext_on_loopback,
+            lmtp_extra = opts.lmtp_extra,
         );
         if opts.tls {
             maildex_imap::tls::write_self_signed(&["localhost"], &cert, &key).unwrap();
@@ -173,6 +190,38 @@ impl Server {
             }
         }
         out.sort();
+        out
+    }
+
+    /// Messages of a user's mailbox the index holds.
+    pub fn indexed(&self, user: &str, mailbox: &str) -> usize {
+        let u = self.accounts.lookup(user).unwrap();
+        let store = self.accounts.store(&u).unwrap();
+        store
+            .index()
+            .read(|r| match r.mailbox_id(mailbox)? {
+                Some(id) => Ok(r.states(id)?.len()),
+                None => Ok(0),
+            })
+            .unwrap()
+    }
+
+    /// Every file left in a `tmp/` of any Maildir under the scratch mail root.
+    pub fn tmp_files(&self) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    if p.file_name().is_some_and(|n| n == "tmp") {
+                        out.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+                    } else {
+                        walk(&p, out);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.dir.path().join("mail"), &mut out);
         out
     }
 
