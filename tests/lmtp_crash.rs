@@ -11,6 +11,9 @@
 //! counted from the first acknowledged delivery, and whatever was or was not acknowledged by
 //! then, the invariants above must hold. `MAILDEX_CRASH_ITERATIONS` (default 5) sets the
 //! number of kill/restart cycles, `MAILDEX_CRASH_SEED` the seed.
+//!
+//! `io_errors_at_each_delivery_step_answer_4xx_and_leave_nothing` injects EIO and ENOSPC
+//! (`MAILDEX_FAULT`) at each write step of an LMTP delivery instead of a kill.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
