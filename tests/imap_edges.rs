@@ -282,7 +282,21 @@ fn selected_mailbox_deleted_or_renamed_elsewhere() {
 
 #[test]
 fn idle_sees_a_message_another_maildir_tool_dropped_in_new() {
-    let s = Server::start();
+    idle_sees_another_tools_message(true);
+}
+
+/// Without inotify (some filesystems, exhausted instances) the periodic sync of an IDLE
+/// session is what finds the message.
+#[test]
+fn idle_without_inotify_still_sees_another_tools_message() {
+    idle_sees_another_tools_message(false);
+}
+
+fn idle_sees_another_tools_message(inotify: bool) {
+    let s = Server::start_with(imap_support::Opts {
+        inotify,
+        ..Default::default()
+    });
     s.deliver("alice", &simple("m1", "x"));
     let mut a = s.select("alice", "INBOX");
     let tag = a.tag();

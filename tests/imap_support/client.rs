@@ -479,6 +479,10 @@ pub fn parse(raw: Vec<u8>) -> Resp {
         check_esearch(&raw);
         return Resp { raw, parsed: None };
     }
+    if let Some(rest) = without_appendlimit(&raw).or_else(|| without_binary_origin(&raw)) {
+        let parsed = parse(rest).parsed;
+        return Resp { raw, parsed };
+    }
     let parsed = match ResponseCodec::default().decode(&raw) {
         Ok((rest, r)) => {
             assert!(
@@ -495,6 +499,57 @@ pub fn parse(raw: Vec<u8>) -> Resp {
         raw,
         parsed: Some(parsed),
     }
+}
+
+/// A `* STATUS` line without its `APPENDLIMIT n` item (RFC 7889 §3.2), which imap-codec
+/// does not know; the number is checked here, the rest goes to imap-codec. None for any
+/// other line.
+fn without_appendlimit(raw: &[u8]) -> Option<Vec<u8>> {
+    const ITEM: &[u8] = b"APPENDLIMIT ";
+    if !raw.starts_with(b"* STATUS ") {
+        return None;
+    }
+    let at = raw.windows(ITEM.len()).position(|w| w == ITEM)?;
+    let digits = raw[at + ITEM.len()..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let end = at + ITEM.len() + digits;
+    assert!(
+        digits > 0 && matches!(raw.get(end), Some(b' ' | b')')),
+        "bad APPENDLIMIT in {:?}",
+        lossy(raw)
+    );
+    let mut out = raw[..at].to_vec();
+    let mut tail = &raw[end..];
+    if tail.first() == Some(&b' ') {
+        tail = &tail[1..];
+    } else if out.last() == Some(&b' ') {
+        out.pop();
+    }
+    out.extend_from_slice(tail);
+    Some(out)
+}
+
+/// A FETCH line without the `<origin>` after a `BINARY[section]` (RFC 3516 §4.2: a partial
+/// BINARY fetch is answered as `BINARY[section]<origin>`, like BODY; RFC 3516's grammar and
+/// so imap-codec leave the origin out). The origin is checked to be a number here. None
+/// when the line has no such origin.
+fn without_binary_origin(raw: &[u8]) -> Option<Vec<u8>> {
+    const ITEM: &[u8] = b"BINARY[";
+    let at = raw.windows(ITEM.len()).position(|w| w == ITEM)?;
+    let close = at + raw[at..].iter().position(|&b| b == b']')?;
+    let rest = &raw[close + 1..];
+    let digits = rest.strip_prefix(b"<")?;
+    let n = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+    assert!(
+        n > 0 && digits.get(n) == Some(&b'>'),
+        "bad BINARY origin in {:?}",
+        lossy(raw)
+    );
+    let mut out = raw[..close + 1].to_vec();
+    out.extend_from_slice(&digits[n + 1..]);
+    Some(out)
 }
 
 /// RFC 4731 §3.1: `* ESEARCH [(TAG "t")] [UID] *(SP name SP value)`, names MIN MAX COUNT

@@ -37,6 +37,8 @@ pub struct Opts {
     /// Files (name, content) written into the scratch root before the start; a `users`
     /// file here replaces [`USERS`].
     pub files: Vec<(&'static str, String)>,
+    /// `Settings::inotify` (off: IDLE's polling fallback).
+    pub inotify: bool,
 }
 
 impl Default for Opts {
@@ -46,6 +48,7 @@ impl Default for Opts {
             tls: true,
             lmtp_extra: String::new(),
             files: Vec::new(),
+            inotify: true,
         }
     }
 }
@@ -105,6 +108,7 @@ impl Server {
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let cfg = config.clone();
+        let inotify = opts.inotify;
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -112,7 +116,10 @@ impl Server {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let settings = maildex_imap::context::Settings::default();
+                let settings = maildex_imap::context::Settings {
+                    inotify,
+                    ..Default::default()
+                };
                 let daemon = maildex_daemon::Daemon::start(cfg, settings).await.unwrap();
                 tx.send((
                     daemon.imap_addrs.clone(),
@@ -259,6 +266,14 @@ pub fn tls_client(
     cert: &Path,
     tcp: TcpStream,
 ) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    try_tls_client(cert, tcp).unwrap()
+}
+
+/// [`tls_client`], with a failed handshake (another certificate) as an error.
+pub fn try_tls_client(
+    cert: &Path,
+    tcp: TcpStream,
+) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(cert).unwrap() {
         roots.add(c.unwrap()).unwrap();
@@ -272,8 +287,8 @@ pub fn tls_client(
     let name = ServerName::try_from("localhost").unwrap();
     let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
     let mut s = rustls::StreamOwned::new(conn, tcp);
-    s.conn.complete_io(&mut s.sock).unwrap();
-    s
+    s.conn.complete_io(&mut s.sock)?;
+    Ok(s)
 }
 
 /// A raw LMTP delivery of `message` to `user` (dot-stuffed, CRLF on the wire).

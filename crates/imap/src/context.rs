@@ -33,6 +33,10 @@ pub struct Settings {
     pub idle_timeout: Duration,
     /// Password checks running at once (each is an argon2/crypt KDF on a blocking thread).
     pub kdf_permits: usize,
+    /// Watch the folders IDLE sessions have selected with inotify. Off, those sessions see
+    /// other processes' changes at their periodic sync, as where inotify is unavailable
+    /// (tests turn it off to exercise that fallback).
+    pub inotify: bool,
 }
 
 impl Default for Settings {
@@ -45,6 +49,7 @@ impl Default for Settings {
             login_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30 * 60),
             kdf_permits: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            inotify: true,
         }
     }
 }
@@ -81,12 +86,16 @@ impl Shared {
     ) -> Arc<Shared> {
         Arc::new(Shared {
             kdf: Semaphore::new(settings.kdf_permits.max(1)),
+            watcher: if settings.inotify {
+                DirWatcher::start()
+            } else {
+                DirWatcher::without_inotify()
+            },
             accounts,
             tls,
             settings,
             penalties: Penalties::default(),
             shutdown,
-            watcher: DirWatcher::start(),
             next_session: AtomicU64::new(1),
             per_ip: Mutex::default(),
             total: Mutex::new(0),

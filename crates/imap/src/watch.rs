@@ -82,12 +82,18 @@ impl DirWatcher {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "inotify unavailable; IDLE falls back to polling");
-                Arc::new(DirWatcher {
-                    watches: None,
-                    inner: Mutex::default(),
-                })
+                DirWatcher::without_inotify()
             }
         }
+    }
+
+    /// A watcher that hands out no subscriptions: IDLE sessions rely on their periodic
+    /// sync for other processes' changes.
+    pub fn without_inotify() -> Arc<DirWatcher> {
+        Arc::new(DirWatcher {
+            watches: None,
+            inner: Mutex::default(),
+        })
     }
 
     /// Subscribes to changes of the mailbox folder `dir` (its `new/` and `cur/`).

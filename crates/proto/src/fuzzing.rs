@@ -3,7 +3,10 @@
 //! committed corpus). Not part of the API: each function panics when the
 //! invariant it checks does not hold.
 
-use crate::{parse_command, Command, Input, Limits, LineTooLong, Receiver};
+use crate::{
+    parse_command, Command, Input, Limits, LineTooLong, Receiver, SearchKey, SeqNum, SeqRange,
+    SequenceSet,
+};
 
 /// What the session saw.
 #[derive(Debug, PartialEq)]
@@ -162,5 +165,54 @@ pub fn command(data: &[u8]) {
             let again = parse_command(&with_crlf, &Limits::default());
             assert_eq!(again.as_ref(), Ok(ok), "the final CRLF changed the parse");
         }
+    }
+}
+
+/// A command with its sequence sets resolved against the largest possible number, for
+/// comparing with what imap-codec understood (it normalizes sets: `5:2` becomes `2:5`).
+/// Used by `tests/oracle.rs` and the `oracle` target (`tests/support/oracle_check.rs`).
+pub fn canonical(mut c: Command) -> Command {
+    match &mut c {
+        Command::Fetch { set, .. }
+        | Command::Store { set, .. }
+        | Command::Copy { set, .. }
+        | Command::Move { set, .. } => canon_set(set),
+        Command::Expunge { uids: Some(s) } => canon_set(s),
+        Command::Search { args, .. } => args.keys.iter_mut().for_each(canon_key),
+        _ => {}
+    }
+    c
+}
+
+fn canon_set(s: &mut SequenceSet) {
+    if let Some(r) = s.resolve(u32::MAX) {
+        let n = |v: u32| {
+            if v == u32::MAX {
+                SeqNum::Largest
+            } else {
+                SeqNum::Value(v)
+            }
+        };
+        *s = SequenceSet::Ranges(
+            r.into_iter()
+                .map(|(a, b)| SeqRange {
+                    start: n(a),
+                    end: n(b),
+                })
+                .collect(),
+        );
+    }
+}
+
+fn canon_key(k: &mut SearchKey) {
+    match k {
+        SearchKey::Uid(s) | SearchKey::SequenceSet(s) => canon_set(s),
+        SearchKey::Not(k) => canon_key(k),
+        SearchKey::Or(a, b) => {
+            canon_key(a);
+            canon_key(b);
+        }
+        SearchKey::And(ks) => ks.iter_mut().for_each(canon_key),
+        _ => {}
     }
 }

@@ -65,6 +65,8 @@ pub enum StatusItem {
     HighestModSeq,
     /// `DELETED` (RFC 9051)
     Deleted,
+    /// `APPENDLIMIT` (RFC 7889 §3.2): the largest message APPEND takes into the mailbox
+    AppendLimit,
 }
 
 impl StatusItem {
@@ -79,6 +81,7 @@ impl StatusItem {
             StatusItem::Size => "SIZE",
             StatusItem::HighestModSeq => "HIGHESTMODSEQ",
             StatusItem::Deleted => "DELETED",
+            StatusItem::AppendLimit => "APPENDLIMIT",
         }
     }
 }

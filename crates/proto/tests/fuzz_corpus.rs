@@ -2,6 +2,9 @@
 //! the reproducers of bugs the fuzzer found) through the same invariant
 //! checks the cargo-fuzz targets run, so CI covers them on stable.
 
+#[path = "support/oracle_check.rs"]
+mod oracle_check;
+
 use std::fs;
 use std::path::Path;
 
@@ -28,4 +31,9 @@ fn receiver_corpus() {
 #[test]
 fn command_corpus() {
     replay("command", maildex_proto::fuzzing::command);
+}
+
+#[test]
+fn oracle_corpus() {
+    replay("oracle", oracle_check::differential);
 }

@@ -341,52 +341,7 @@ fn command() -> impl Strategy<Value = Command> {
 
 // ----- comparison -----
 
-/// Sequence sets resolved (imap-codec normalizes them).
-fn canon_set(s: &mut SequenceSet) {
-    if let Some(r) = s.resolve(u32::MAX) {
-        let n = |v: u32| {
-            if v == u32::MAX {
-                SeqNum::Largest
-            } else {
-                SeqNum::Value(v)
-            }
-        };
-        *s = SequenceSet::Ranges(
-            r.into_iter()
-                .map(|(a, b)| SeqRange {
-                    start: n(a),
-                    end: n(b),
-                })
-                .collect(),
-        );
-    }
-}
-
-fn canon_key(k: &mut SearchKey) {
-    match k {
-        SearchKey::Uid(s) | SearchKey::SequenceSet(s) => canon_set(s),
-        SearchKey::Not(k) => canon_key(k),
-        SearchKey::Or(a, b) => {
-            canon_key(a);
-            canon_key(b);
-        }
-        SearchKey::And(ks) => ks.iter_mut().for_each(canon_key),
-        _ => {}
-    }
-}
-
-fn canon(mut c: Command) -> Command {
-    match &mut c {
-        Command::Fetch { set, .. }
-        | Command::Store { set, .. }
-        | Command::Copy { set, .. }
-        | Command::Move { set, .. } => canon_set(set),
-        Command::Expunge { uids: Some(s) } => canon_set(s),
-        Command::Search { args, .. } => args.keys.iter_mut().for_each(canon_key),
-        _ => {}
-    }
-    c
-}
+use maildex_proto::fuzzing::canonical as canon;
 
 fn ours(bytes: &[u8]) -> Result<(Tag, Command), CommandError> {
     parse_command(bytes, &Limits::default())

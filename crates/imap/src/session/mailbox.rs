@@ -95,8 +95,15 @@ fn wire(name: &str) -> Vec<u8> {
     }
 }
 
-/// Writes `* STATUS name (items)` from a mailbox record (RFC 3501 §7.2.4).
-fn status_line(out: &mut Vec<u8>, name: &str, m: &MailboxRecord, items: &[StatusItem]) {
+/// Writes `* STATUS name (items)` from a mailbox record (RFC 3501 §7.2.4); `append_limit`
+/// is the APPENDLIMIT of every mailbox (RFC 7889 §3.2: the same as the capability's).
+fn status_line(
+    out: &mut Vec<u8>,
+    name: &str,
+    m: &MailboxRecord,
+    items: &[StatusItem],
+    append_limit: u64,
+) {
     out.extend_from_slice(b"* STATUS ");
     write_name(out, name);
     out.extend_from_slice(b" (");
@@ -113,6 +120,7 @@ fn status_line(out: &mut Vec<u8>, name: &str, m: &MailboxRecord, items: &[Status
             StatusItem::Size => m.counts.vsize,
             StatusItem::HighestModSeq => m.highest_modseq,
             StatusItem::Deleted => u64::from(m.counts.deleted),
+            StatusItem::AppendLimit => append_limit,
         };
         out.extend_from_slice(format!("{} {value}", item.as_str()).as_bytes());
     }
@@ -310,7 +318,8 @@ impl Session {
                 let store = self.store()?;
                 let n = name.clone();
                 if let Some(rec) = blocking(move || mailbox_record(&store, &n)).await?? {
-                    status_line(&mut self.out, name, &rec, items);
+                    let limit = self.shared.settings.limits.max_append;
+                    status_line(&mut self.out, name, &rec, items, limit);
                 }
             }
         }
@@ -359,7 +368,8 @@ impl Session {
                 "Mailbox doesn't exist.",
             ));
         };
-        status_line(&mut self.out, &name, &rec, &items);
+        let limit = self.shared.settings.limits.max_append;
+        status_line(&mut self.out, &name, &rec, &items, limit);
         // the selected mailbox may have changed too (RFC 3501 §7: any command may carry updates)
         self.refresh(true).await?;
         Ok(Done::ok("Status completed."))
