@@ -9,7 +9,7 @@
 //!
 //! What is checked never depends on timing: the kill lands after a seeded random delay
 //! counted from the first acknowledged delivery, and whatever was or was not acknowledged by
-//! then, the invariants above must hold. `MAILDEX_CRASH_ITERATIONS` (default 5) sets the
+//! then, the invariants above must hold. `MAILDEX_CRASH_ITERATIONS` (default 24) sets the
 //! number of kill/restart cycles, `MAILDEX_CRASH_SEED` the seed.
 //!
 //! `io_errors_at_each_delivery_step_answer_4xx_and_leave_nothing` injects EIO and ENOSPC
@@ -40,7 +40,7 @@ type Acks = BTreeSet<(String, String)>;
 
 #[test]
 fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
-    let iterations: usize = env_or("MAILDEX_CRASH_ITERATIONS", 5);
+    let iterations: usize = env_or("MAILDEX_CRASH_ITERATIONS", 24);
     let seed: u64 = env_or("MAILDEX_CRASH_SEED", 0x6c6d_7470);
     let bin = maildex_bin();
     let dir = tempfile::tempdir().unwrap();
