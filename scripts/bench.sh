@@ -10,16 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(dovecot-core dovecot-imapd dovecot-lmtpd strace fonts-dejavu-core)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "installing: ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    if command -v doveadm >/dev/null; then doveadm stop >/dev/null 2>&1 || true; fi
-fi
+source scripts/packages.sh
+ensure_packages dovecot-core dovecot-imapd dovecot-lmtpd strace fonts-dejavu-core
 cargo build --release -q --locked -p maildex -p maildex-benches
 exec ./target/release/maildex-bench all "$@"

@@ -9,19 +9,8 @@ cd "$(dirname "$0")/.."
 
 # System packages the tests use: Dovecot's doveadm, to check that Dovecot reads the
 # Maildirs we write (UIDs, flags, keywords, folders) and that we read Dovecot's.
-apt_packages=(dovecot-core dovecot-imapd dovecot-lmtpd strace postfix isync mutt tmux)
-missing=()
-for p in "${apt_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "installing: ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    # Debian's package starts no service here; make sure no system Dovecot runs either way
-    # (the tests start their own, on their own config)
-    if command -v doveadm >/dev/null; then doveadm stop >/dev/null 2>&1 || true; fi
-fi
+source scripts/packages.sh
+ensure_packages dovecot-core dovecot-imapd dovecot-lmtpd strace postfix isync mutt tmux
 # Python's imapclient, for the IMAP client test (tests/clients/imap_client.py); Debian's
 # own Python refuses plain pip installs (PEP 668), hence the second form
 if ! python3 -c 'import imapclient' 2>/dev/null; then

@@ -297,9 +297,9 @@ impl Conn {
         Some(c)
     }
 
-    /// One transaction of a small message (`data` already CRLF and dot-stuffed) whose
-    /// recipients are all accepted; the reply to each after the data, in RCPT order.
-    fn replies(&mut self, rcpts: &[&str], data: &[u8]) -> Option<Vec<String>> {
+    /// MAIL, an accepted RCPT for each of `rcpts`, DATA, `data` (CRLF, dot-stuffed) and
+    /// the final dot; the replies after the data are the caller's to read.
+    fn send_message(&mut self, rcpts: &[&str], data: &[u8]) -> Option<()> {
         self.send(b"MAIL FROM:<load@example.net>\r\n")?;
         self.expect("250 ")?;
         for r in rcpts {
@@ -309,23 +309,20 @@ impl Conn {
         self.send(b"DATA\r\n")?;
         self.expect("354 ")?;
         self.send(data)?;
-        self.send(b".\r\n")?;
+        self.send(b".\r\n")
+    }
+
+    /// One transaction whose recipients are all accepted; the reply to each after the
+    /// data, in RCPT order.
+    fn replies(&mut self, rcpts: &[&str], data: &[u8]) -> Option<Vec<String>> {
+        self.send_message(rcpts, data)?;
         rcpts.iter().map(|_| self.reply()).collect()
     }
 
     /// One transaction; the recipients that got `250` after the data. `None` when the
     /// connection broke (what was acknowledged before the break is in `acked`).
     fn transaction(&mut self, rcpts: &[&str], data: &[u8], acked: &mut Vec<String>) -> Option<()> {
-        self.send(b"MAIL FROM:<load@example.net>\r\n")?;
-        self.expect("250 ")?;
-        for r in rcpts {
-            self.send(format!("RCPT TO:<{r}@example.org>\r\n").as_bytes())?;
-            self.expect("250 ")?;
-        }
-        self.send(b"DATA\r\n")?;
-        self.expect("354 ")?;
-        self.send(data)?;
-        self.send(b".\r\n")?;
+        self.send_message(rcpts, data)?;
         // RFC 2033 §4.2: one reply per recipient, in RCPT order
         for r in rcpts {
             let reply = self.reply()?;
