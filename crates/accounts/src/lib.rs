@@ -307,6 +307,23 @@ impl Accounts {
     /// are delivered once. Looks at the file system (whether the folder exists): call
     /// it off the async reactor.
     pub fn resolve_recipient(&self, address: &str) -> Result<Vec<Recipient>, RecipientError> {
+        // with the file system allowed, `resolve` always answers
+        self.resolve(address, true)
+            .unwrap_or_else(|| Err(RecipientError::Unknown(address.to_owned())))
+    }
+
+    /// [`Accounts::resolve_recipient`] when the answer needs no file system access (no
+    /// detail that could name a folder), so the caller may run it on the async reactor;
+    /// None otherwise. An unknown address is answered here too.
+    pub fn resolve_recipient_in_memory(
+        &self,
+        address: &str,
+    ) -> Option<Result<Vec<Recipient>, RecipientError>> {
+        self.resolve(address, false)
+    }
+
+    /// Resolves `address`; None when a detail folder must be looked up and `fs` is false.
+    fn resolve(&self, address: &str, fs: bool) -> Option<Result<Vec<Recipient>, RecipientError>> {
         let dir = self.dir();
         let mut users = Self::expand(&dir, address);
         let mut detail = None;
@@ -317,17 +334,25 @@ impl Accounts {
             }
         }
         if users.is_empty() {
-            return Err(RecipientError::Unknown(address.to_owned()));
+            return Some(Err(RecipientError::Unknown(address.to_owned())));
         }
         let mut out: Vec<Recipient> = Vec::with_capacity(users.len());
         for user in users {
             let mailbox = match &detail {
-                Some(d) if self.config.lmtp.save_to_detail_mailbox => self
-                    .detail_mailbox(&user, d)
-                    .map_err(|reason| RecipientError::Temporary {
-                        address: address.to_owned(),
-                        reason,
-                    })?,
+                Some(d) if self.config.lmtp.save_to_detail_mailbox => {
+                    if !fs {
+                        return None;
+                    }
+                    match self.detail_mailbox(&user, d) {
+                        Ok(m) => m,
+                        Err(reason) => {
+                            return Some(Err(RecipientError::Temporary {
+                                address: address.to_owned(),
+                                reason,
+                            }))
+                        }
+                    }
+                }
                 _ => "INBOX".to_owned(),
             };
             let dup = out
@@ -337,7 +362,7 @@ impl Accounts {
                 out.push(Recipient { user, mailbox });
             }
         }
-        Ok(out)
+        Some(Ok(out))
     }
 
     /// Users for an address: alias targets, else the users-file entry.

@@ -174,25 +174,29 @@ impl Conn {
                     let address = addr.to_string();
                     let declared = self.txn.as_ref().and_then(|t| t.declared_size);
                     let accounts = Arc::clone(&self.shared.accounts);
-                    let (result, rcpt) = tokio::task::spawn_blocking(move || {
-                        deliver::check_rcpt(&accounts, &address, declared)
-                    })
-                    .await
-                    .unwrap_or_else(|e| {
-                        tracing::error!(error = %e, "recipient check panicked");
-                        (
-                            maildex_lmtp_proto::RcptResult::Rejected(
-                                maildex_lmtp_proto::Status::temporary("Internal error"),
-                            ),
-                            None,
-                        )
-                    });
+                    let checked = deliver::check_rcpt_in_memory(&accounts, &address, declared);
+                    let (result, rcpt) = match checked {
+                        Some(answer) => answer,
+                        None => tokio::task::spawn_blocking(move || {
+                            deliver::check_rcpt(&accounts, &address, declared)
+                        })
+                        .await
+                        .unwrap_or_else(|e| {
+                            tracing::error!(error = %e, "recipient check panicked");
+                            (
+                                maildex_lmtp_proto::RcptResult::Rejected(
+                                    maildex_lmtp_proto::Status::temporary("Internal error"),
+                                ),
+                                None,
+                            )
+                        }),
+                    };
                     if let (Some(r), Some(t)) = (rcpt, self.txn.as_mut()) {
                         t.rcpts.push(r);
                     }
                     self.session.rcpt_result(result)?;
                 }
-                Event::DataStart => self.data_start().await,
+                Event::DataStart => self.data_start(),
                 Event::Data(chunk) => self.data(chunk).await,
                 Event::DataEnd(summary) => {
                     // the replies so far go out before the (slow) delivery
@@ -222,26 +226,17 @@ impl Conn {
         Ok(())
     }
 
-    async fn data_start(&mut self) {
+    /// Starts the data with the trace headers; the file is created with the first write
+    /// (see [`Body::Writing`]).
+    fn data_start(&mut self) {
         let Some(t) = self.txn.as_mut() else {
             return;
         };
         // Dovecot writes Delivered-To only for a single recipient (lmtp_hdr_delivery_address)
-        let single = (t.rcpts.len() == 1).then(|| t.rcpts[0].address.clone());
-        let headers = maildex_store::trace_headers(Some(&t.reverse_path), single.as_deref());
-        let accounts = Arc::clone(&self.shared.accounts);
-        let rcpts = t.rcpts.clone();
-        let started =
-            tokio::task::spawn_blocking(move || deliver::start(&accounts, &rcpts, &headers))
-                .await
-                .unwrap_or_else(|_| Err(maildex_lmtp_proto::Status::temporary("Internal error")));
-        t.body = match started {
-            Ok(tmp) => Body::Writing {
-                tmp: Some(tmp),
-                buf: Vec::with_capacity(WRITE_BATCH),
-            },
-            Err(status) => Body::Failed(status),
-        };
+        let single = (t.rcpts.len() == 1).then(|| t.rcpts[0].address.as_str());
+        let mut buf = Vec::with_capacity(WRITE_BATCH);
+        buf.extend_from_slice(&maildex_store::trace_headers(Some(&t.reverse_path), single));
+        t.body = Body::Writing { tmp: None, buf };
     }
 
     async fn data(&mut self, chunk: Vec<u8>) {
@@ -255,13 +250,19 @@ impl Conn {
         if buf.len() < WRITE_BATCH {
             return;
         }
-        let (Some(file), data) = (tmp.take(), std::mem::take(buf)) else {
-            return;
+        let (file, data) = (tmp.take(), std::mem::take(buf));
+        let accounts = Arc::clone(&self.shared.accounts);
+        // only the first write creates the file, which needs the recipients
+        let rcpts = if file.is_none() {
+            t.rcpts.clone()
+        } else {
+            Vec::new()
         };
-        let written =
-            tokio::task::spawn_blocking(move || deliver::write(file, &data).map(|f| (f, data)))
-                .await
-                .unwrap_or_else(|_| Err(maildex_lmtp_proto::Status::temporary("Internal error")));
+        let written = tokio::task::spawn_blocking(move || {
+            deliver::write(&accounts, &rcpts, file, &data).map(|f| (f, data))
+        })
+        .await
+        .unwrap_or_else(|_| Err(maildex_lmtp_proto::Status::temporary("Internal error")));
         match written {
             Ok((file, mut data)) => {
                 data.clear();
@@ -281,10 +282,7 @@ impl Conn {
         }
         let n = t.rcpts.len();
         match std::mem::take(&mut t.body) {
-            Body::Writing {
-                tmp: Some(tmp),
-                buf,
-            } => {
+            Body::Writing { tmp, buf } => {
                 let accounts = Arc::clone(&self.shared.accounts);
                 let rcpts = std::mem::take(&mut t.rcpts);
                 tokio::task::spawn_blocking(move || deliver::finish(&accounts, tmp, &buf, &rcpts))
@@ -299,7 +297,7 @@ impl Conn {
                     })
             }
             Body::Failed(status) => vec![RcptOutcome::Failed(status); n],
-            Body::Writing { tmp: None, .. } | Body::None => {
+            Body::None => {
                 vec![
                     RcptOutcome::Failed(maildex_lmtp_proto::Status::temporary("Internal error"));
                     n

@@ -25,8 +25,10 @@ pub(crate) enum Body {
     /// DATA/BDAT not started.
     #[default]
     None,
-    /// Being written: the file (None while a write runs on the blocking pool) and bytes
-    /// not yet written.
+    /// Being received: the file, and bytes not yet written to it. The file in `tmp/` is
+    /// only created when [`WRITE_BATCH`] bytes have gathered or the data ends, so a
+    /// message smaller than that (most mail) is created, written, synced and delivered
+    /// in one trip to the blocking pool. `tmp` is also None while a write runs there.
     Writing { tmp: Option<TmpFile>, buf: Vec<u8> },
     /// Writing failed: every recipient gets this status; further data is dropped.
     Failed(Status),
@@ -70,7 +72,38 @@ pub(crate) fn check_rcpt(
     address: &str,
     declared_size: Option<u64>,
 ) -> (RcptResult, Option<Rcpt>) {
-    let targets = match accounts.resolve_recipient(address) {
+    decide_rcpt(
+        accounts,
+        address,
+        declared_size,
+        accounts.resolve_recipient(address),
+    )
+}
+
+/// [`check_rcpt`] when it needs no file system, so the connection task answers without a
+/// blocking-pool hop: the address resolves in memory (no detail folder to look up) and no
+/// target has a quota (a quota check reads the user's index). None otherwise.
+pub(crate) fn check_rcpt_in_memory(
+    accounts: &Accounts,
+    address: &str,
+    declared_size: Option<u64>,
+) -> Option<(RcptResult, Option<Rcpt>)> {
+    let resolved = accounts.resolve_recipient_in_memory(address)?;
+    if let Ok(targets) = &resolved {
+        if targets.iter().any(|t| t.user.quota.is_some()) {
+            return None;
+        }
+    }
+    Some(decide_rcpt(accounts, address, declared_size, resolved))
+}
+
+fn decide_rcpt(
+    accounts: &Accounts,
+    address: &str,
+    declared_size: Option<u64>,
+    resolved: Result<Vec<Recipient>, RecipientError>,
+) -> (RcptResult, Option<Rcpt>) {
+    let targets = match resolved {
         Ok(t) => t,
         Err(RecipientError::Unknown(_)) => {
             return (RcptResult::Rejected(Status::unknown_user()), None)
@@ -108,13 +141,8 @@ pub(crate) fn check_rcpt(
     (RcptResult::Accepted, Some(rcpt))
 }
 
-/// Opens the message file in `tmp/` of the first target that can take it and writes
-/// the trace headers.
-pub(crate) fn start(
-    accounts: &Accounts,
-    rcpts: &[Rcpt],
-    headers: &[u8],
-) -> Result<TmpFile, Status> {
+/// Opens the message file in `tmp/` of the first target that can take it.
+pub(crate) fn start(accounts: &Accounts, rcpts: &[Rcpt]) -> Result<TmpFile, Status> {
     let mut last = Status::temporary("No recipient can take the message");
     for t in rcpts.iter().flat_map(|r| &r.targets) {
         let opened = accounts
@@ -122,12 +150,7 @@ pub(crate) fn start(
             .map_err(|e| accounts_status(&e))
             .and_then(|s| s.create_tmp(&t.mailbox).map_err(|e| failure_status(&e)));
         match opened {
-            Ok(mut tmp) => {
-                return match tmp.write_all(headers) {
-                    Ok(()) => Ok(tmp),
-                    Err(e) => Err(io_status(&e, &tmp)),
-                };
-            }
+            Ok(tmp) => return Ok(tmp),
             Err(status) => {
                 tracing::warn!(user = %t.user.name, mailbox = %t.mailbox, reason = %status.text, "cannot start a message file here");
                 last = status;
@@ -146,32 +169,43 @@ fn io_status(e: &std::io::Error, tmp: &TmpFile) -> Status {
     }
 }
 
-/// Appends `buf` to the file.
-pub(crate) fn write(mut tmp: TmpFile, buf: &[u8]) -> Result<TmpFile, Status> {
+/// Appends `buf` to the file, creating it first when `tmp` is None.
+pub(crate) fn write(
+    accounts: &Accounts,
+    rcpts: &[Rcpt],
+    tmp: Option<TmpFile>,
+    buf: &[u8],
+) -> Result<TmpFile, Status> {
+    let mut tmp = match tmp {
+        Some(t) => t,
+        None => start(accounts, rcpts)?,
+    };
     match tmp.write_all(buf) {
         Ok(()) => Ok(tmp),
         Err(e) => Err(io_status(&e, &tmp)),
     }
 }
 
-/// Ends the data: writes the rest, fsyncs and summarizes once, delivers to every
-/// recipient (in order), and returns one outcome per accepted RCPT. The `tmp/` file is
-/// removed when this returns (the deliveries are links or copies of it).
+/// Ends the data: writes the rest (creating the file when `tmp` is None: then `buf` is
+/// the whole message, which is summarized from memory instead of read back), fsyncs and
+/// summarizes once, delivers to every recipient (in order), and returns one outcome per
+/// accepted RCPT. The `tmp/` file is removed when this returns (the deliveries are links
+/// or copies of it).
 pub(crate) fn finish(
     accounts: &Accounts,
-    mut tmp: TmpFile,
+    tmp: Option<TmpFile>,
     buf: &[u8],
     rcpts: &[Rcpt],
 ) -> Vec<RcptOutcome> {
-    let prepared = tmp
-        .write_all(buf)
-        .map_err(|e| io_status(&e, &tmp))
-        .and_then(|()| {
-            PreparedMessage::prepare(&mut tmp, None).map_err(|e| {
-                tracing::error!(file = %tmp.path().display(), error = %e, "preparing the message failed");
-                failure_status(&e)
-            })
-        });
+    let whole = tmp.is_none().then_some(buf);
+    let mut tmp = match write(accounts, rcpts, tmp, buf) {
+        Ok(t) => t,
+        Err(status) => return vec![RcptOutcome::Failed(status); rcpts.len()],
+    };
+    let prepared = PreparedMessage::prepare_from(&mut tmp, None, whole).map_err(|e| {
+        tracing::error!(file = %tmp.path().display(), error = %e, "preparing the message failed");
+        failure_status(&e)
+    });
     let prepared = match prepared {
         Ok(p) => p,
         Err(status) => return vec![RcptOutcome::Failed(status); rcpts.len()],

@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::time::SystemTime;
 
 use maildex_index::{flag, Built, MessageState, Stamp};
 use maildex_maildir::{DirStamp, Flags};
@@ -53,6 +54,23 @@ pub(crate) fn now_secs() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A time as `st_mtime` holds it: whole seconds since the epoch, rounded down (also
+/// before 1970).
+pub(crate) fn unix_secs(t: SystemTime) -> i64 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => {
+            let before = e.duration();
+            let whole = before.as_secs() as i64;
+            if before.subsec_nanos() > 0 {
+                -whole - 1
+            } else {
+                -whole
+            }
+        }
+    }
 }
 
 /// Files up to this size are read into memory; larger ones are mapped.

@@ -32,7 +32,7 @@ use maildex_index::{Cached, MessageRecord, MessageState};
 use maildex_maildir::deliver::{fsync_dir, remove, Delivered};
 use maildex_maildir::filename::{base_of, unique_base};
 use maildex_maildir::transfer::{copy_file, find_base, move_file, MoveOutcome};
-use maildex_maildir::{Keywords, MaildirName, Sub, UidRecord, UidlistLock};
+use maildex_maildir::{Keywords, MaildirName, Sub, UidRecord};
 
 use crate::convert;
 use crate::opctx::{flags_of, keyword_names, Letters, Target};
@@ -449,7 +449,7 @@ impl UserStore {
     /// Numbers the placed files in dst's dovecot-uidlist (files a concurrent sync numbered
     /// already keep their UID).
     fn number(&self, d: &Target, placed: &[Placed]) -> Result<Numbered, OpError> {
-        let mut lock = UidlistLock::acquire(&d.path, self.opts.lock_timeout)?;
+        let mut lock = self.uidlist_lock(&d.path)?;
         let Ok(Some(list)) = lock.read() else {
             return Ok(Numbered::Sync);
         };

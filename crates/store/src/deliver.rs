@@ -28,7 +28,6 @@ use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::uidlist::AppendScan;
 use maildex_maildir::{
     deliver, Delivered, Flags, Keywords, MaildirError, MaildirName, Sub, TmpFile, UidRecord,
-    UidlistLock,
 };
 
 use crate::convert::{self, flag_bits};
@@ -97,10 +96,30 @@ impl PreparedMessage {
         tmp: &mut TmpFile,
         internal_date: Option<SystemTime>,
     ) -> Result<PreparedMessage, StoreError> {
+        Self::prepare_from(tmp, internal_date, None)
+    }
+
+    /// [`PreparedMessage::prepare`] for a caller that still holds everything it wrote
+    /// to `tmp` as `whole`: the record is built from those bytes instead of reading the
+    /// file back. `whole` must be exactly the file's content (checked by its size).
+    pub fn prepare_from(
+        tmp: &mut TmpFile,
+        internal_date: Option<SystemTime>,
+        whole: Option<&[u8]>,
+    ) -> Result<PreparedMessage, StoreError> {
         let mtime = internal_date.unwrap_or_else(SystemTime::now);
         tmp.set_mtime(mtime);
         tmp.sync()?;
-        let built = convert::index_file(tmp.path(), MessageState::default())?;
+        let built = match whole {
+            Some(bytes) if bytes.len() as u64 == tmp.size() => {
+                let state = MessageState {
+                    internal_date: convert::unix_secs(mtime),
+                    ..MessageState::default()
+                };
+                convert::build(bytes, state)?
+            }
+            _ => convert::index_file(tmp.path(), MessageState::default())?,
+        };
         Ok(PreparedMessage {
             path: tmp.path().to_path_buf(),
             built,
@@ -482,7 +501,7 @@ impl UserStore {
         path: &Path,
         delivered: &Delivered,
     ) -> Result<Option<(u32, u32)>, StoreError> {
-        let mut lock = UidlistLock::acquire(path, self.opts.lock_timeout)?;
+        let mut lock = self.uidlist_lock(path)?;
         // the three numbers needed, without parsing every record (a whole file that is not
         // plain version 3 is parsed)
         let scan = match lock.scan_for_append(&delivered.name.base) {
@@ -556,7 +575,7 @@ impl UserStore {
             |map: &KeywordMap| names.iter().map(|kw| map.letter_of(kw)).collect::<Vec<_>>();
         let mut found = letters(&map);
         if found.iter().any(Option::is_none) {
-            let _lock = UidlistLock::acquire(path, self.opts.lock_timeout)?;
+            let _lock = self.uidlist_lock(path)?;
             map = KeywordMap::read(path)?;
             for kw in names {
                 if map.letter_of(kw).is_none() && map.get_or_add(kw).is_none() {
@@ -575,5 +594,40 @@ impl UserStore {
             bits.insert(i);
         }
         Ok((bits, crate::sync::names_of(&map)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PreparedMessage;
+    use maildex_maildir::TmpFile;
+    use std::io::Write;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    const MSG: &[u8] = b"From: a@example.org\nSubject: hi\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhello\n--b--\n";
+
+    fn prepared(dir: &std::path::Path, when: SystemTime, whole: Option<&[u8]>) -> String {
+        let mut tmp = TmpFile::create(dir).unwrap();
+        tmp.set_durable(false);
+        tmp.write_all(MSG).unwrap();
+        let p = PreparedMessage::prepare_from(&mut tmp, Some(when), whole).unwrap();
+        format!("{:?} {} {}", p.built, p.size, p.vsize)
+    }
+
+    #[test]
+    fn a_record_built_from_memory_is_the_one_read_back_from_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        for sub in ["tmp", "new", "cur"] {
+            std::fs::create_dir(d.path().join(sub)).unwrap();
+        }
+        let after = UNIX_EPOCH + Duration::from_millis(1_700_000_000_500);
+        let before = UNIX_EPOCH - Duration::from_millis(1_500);
+        for when in [after, before] {
+            let from_file = prepared(d.path(), when, None);
+            assert_eq!(prepared(d.path(), when, Some(MSG)), from_file);
+            // bytes that are not the file's are not trusted: the file is read
+            assert_eq!(prepared(d.path(), when, Some(b"other")), from_file);
+        }
+        assert!(prepared(d.path(), before, None).contains("internal_date: -2"));
     }
 }

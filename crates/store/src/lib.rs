@@ -31,7 +31,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use maildex_index::{Index, IndexError, OpenOptions};
-use maildex_maildir::MaildirError;
+use maildex_maildir::uidlist::LockTemplate;
+use maildex_maildir::{MaildirError, UidlistLock};
 
 pub use check::Difference;
 pub use copy::CopyOutcome;
@@ -114,6 +115,9 @@ pub struct UserStore {
     /// One sync at a time per mailbox within this process (other processes are kept in step
     /// by the dovecot-uidlist lock and LMDB transactions).
     mailbox_locks: Mutex<HashMap<String, Arc<MailboxSerial>>>,
+    /// This process's file that the user's dovecot-uidlist locks are links to, kept in
+    /// the index folder (see [`LockTemplate`]).
+    lock_template: Arc<LockTemplate>,
 }
 
 /// The in-process serialisation of one mailbox's syncs and writes, and which syncs ran.
@@ -146,11 +150,16 @@ impl UserStore {
             .map_err(|e| StoreError::io(maildir, e))?;
         maildex_maildir::folder::create_mailbox(maildir, false)?;
         let index = Index::open(index_dir, &opts.index)?;
+        let stale = LockTemplate::clean_stale(index_dir);
+        if stale > 0 {
+            tracing::debug!(index = %index_dir.display(), stale, "removed lock templates of dead processes");
+        }
         Ok(UserStore {
             root: maildir.to_path_buf(),
             index,
             opts,
             mailbox_locks: Mutex::default(),
+            lock_template: Arc::new(LockTemplate::new(index_dir)),
         })
     }
 
@@ -176,6 +185,15 @@ impl UserStore {
         } else {
             name
         }
+    }
+
+    /// Takes the dovecot-uidlist lock of the mailbox folder `path`.
+    pub(crate) fn uidlist_lock(&self, path: &Path) -> Result<UidlistLock, StoreError> {
+        Ok(UidlistLock::acquire_via(
+            path,
+            self.opts.lock_timeout,
+            &self.lock_template,
+        )?)
     }
 
     pub(crate) fn mailbox_lock(&self, name: &str) -> Arc<MailboxSerial> {

@@ -6,7 +6,7 @@ use std::sync::{Arc, MutexGuard};
 
 use maildex_index::MailboxRecord;
 use maildex_maildir::keywords::KeywordMap;
-use maildex_maildir::{Flags, Keywords, UidlistLock};
+use maildex_maildir::{Flags, Keywords};
 
 use crate::{MailboxSerial, OpError, UserStore};
 
@@ -121,7 +121,7 @@ impl UserStore {
         let mut map = KeywordMap::read(&t.path)?;
         let missing = names.iter().any(|n| map.letter_of(n).is_none());
         if add && missing {
-            let _lock = UidlistLock::acquire(&t.path, self.opts.lock_timeout)?;
+            let _lock = self.uidlist_lock(&t.path)?;
             map = KeywordMap::read(&t.path)?;
             let before = map.clone();
             for kw in names {

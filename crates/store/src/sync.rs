@@ -236,7 +236,7 @@ impl UserStore {
             // asked under the uidlist lock, only when the list is lost: read the index afresh,
             // so deliveries committed since `heads` was read keep their UIDs too
             || self.known_uids(name),
-            self.opts.lock_timeout,
+            || self.uidlist_lock(path),
         )?;
         let uidlist_stamp = file_stamp(&uidlist_path)?;
         let keywords = keyword_names(path)?;

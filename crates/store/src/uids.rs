@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use maildex_maildir::filename::sort_cmp;
 use maildex_maildir::{
@@ -86,9 +86,9 @@ pub(crate) fn assign(
     mailbox: &Path,
     entries: &[Entry],
     known: impl FnOnce() -> Result<Option<Known>, StoreError>,
-    timeout: Duration,
+    lock: impl FnOnce() -> Result<UidlistLock, StoreError>,
 ) -> Result<Assigned, StoreError> {
-    let mut lock = UidlistLock::acquire(mailbox, timeout)?;
+    let mut lock = lock()?;
     let (mut list, existed) = match lock.read() {
         Ok(Some(list)) => (list, true),
         Ok(None) => (recreate(mailbox, known()?, None)?, false),

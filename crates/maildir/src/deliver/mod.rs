@@ -2,7 +2,7 @@
 //! unique name, fsync the directory (the qmail delivery protocol as Dovecot does it).
 //! Also flag renames, expunges and `tmp/` cleanup.
 
-mod ops;
+pub(crate) mod ops;
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};

@@ -3,7 +3,8 @@
 //!
 //! The lock is a file holding `<pid>:<hostname>`, linked in whole under its name
 //! (see `util::create_lock_with`) rather than Dovecot's `O_EXCL` create and write,
-//! so a crash never leaves it empty.
+//! so a crash never leaves it empty. With a [`LockTemplate`] it is a link to the
+//! process's template file instead, which costs no inode (see `template`).
 //! A waiter overrides it as stale when (a) it is older than 2 s, names our host and
 //! its pid no longer exists, or (b) neither the lock file nor `dovecot-uidlist`
 //! changed for `MAILDIR_UIDLIST_LOCK_STALE_TIMEOUT` (120 s). Dovecot waits at most
@@ -15,8 +16,10 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::template::{Held, LockTemplate};
 use super::{record_line, validate_records, UidRecord, Uidlist, UIDLIST_NAME};
 use crate::util::{
     create_lock_with, file_mode_for, fsync_dir, process_exists, raw_hostname, write_replace,
@@ -124,6 +127,8 @@ pub struct UidlistLock {
     /// ctime of our lock file in ns: inode numbers are reused at once on some
     /// filesystems, so (dev, ino) alone cannot tell a replaced lock from ours.
     ctime_ns: i128,
+    /// Set when the lock is a link to a template, which then says whether it is ours.
+    via: Option<(Arc<LockTemplate>, Held)>,
     released: bool,
 }
 
@@ -138,11 +143,30 @@ impl UidlistLock {
         Self::acquire_with_stale_timeout(dir, timeout, LOCK_STALE_TIMEOUT)
     }
 
+    /// [`UidlistLock::acquire`] as a link to `template` where it can be (see
+    /// [`LockTemplate`]).
+    pub fn acquire_via(
+        dir: &Path,
+        timeout: Duration,
+        template: &Arc<LockTemplate>,
+    ) -> Result<UidlistLock, MaildirError> {
+        Self::acquire_inner(dir, timeout, LOCK_STALE_TIMEOUT, Some(template))
+    }
+
     /// [`UidlistLock::acquire`] with another stale timeout (tests, tools).
     pub fn acquire_with_stale_timeout(
         dir: &Path,
         timeout: Duration,
         stale_timeout: Duration,
+    ) -> Result<UidlistLock, MaildirError> {
+        Self::acquire_inner(dir, timeout, stale_timeout, None)
+    }
+
+    fn acquire_inner(
+        dir: &Path,
+        timeout: Duration,
+        stale_timeout: Duration,
+        template: Option<&Arc<LockTemplate>>,
     ) -> Result<UidlistLock, MaildirError> {
         let lock_path = dir.join(LOCK_NAME);
         let uidlist_path = dir.join(UIDLIST_NAME);
@@ -158,7 +182,26 @@ impl UidlistLock {
         loop {
             // Dovecot's file_write_pid: "<pid>:<host>".
             let content = format!("{}:{}", std::process::id(), raw_hostname());
-            match create_lock_with(&lock_path, content.as_bytes(), mode) {
+            let linked = match template {
+                Some(t) => t.link(&lock_path, content.as_bytes(), mode),
+                None => Ok(None),
+            };
+            let created = match linked {
+                Ok(Some(held)) => {
+                    return Ok(UidlistLock {
+                        dir: dir.to_path_buf(),
+                        lock_path,
+                        dev: 0,
+                        ino: 0,
+                        ctime_ns: 0,
+                        via: template.map(|t| (Arc::clone(t), held)),
+                        released: false,
+                    });
+                }
+                Ok(None) => create_lock_with(&lock_path, content.as_bytes(), mode),
+                Err(e) => Err(e),
+            };
+            match created {
                 Ok(f) => {
                     let m = f
                         .metadata()
@@ -169,6 +212,7 @@ impl UidlistLock {
                         dev: m.dev(),
                         ino: m.ino(),
                         ctime_ns: ctime_ns(&m),
+                        via: None,
                         released: false,
                     });
                 }
@@ -264,8 +308,24 @@ impl UidlistLock {
     /// Whether the lock file on disk is still the one we created.
     pub fn is_held(&self) -> bool {
         fs::symlink_metadata(&self.lock_path)
-            .map(|m| m.dev() == self.dev && m.ino() == self.ino && ctime_ns(&m) == self.ctime_ns)
+            .map(|m| match &self.via {
+                Some((t, held)) => t.holds(&self.lock_path, held, &m),
+                None => m.dev() == self.dev && m.ino() == self.ino && ctime_ns(&m) == self.ctime_ns,
+            })
             .unwrap_or(false)
+    }
+
+    /// Unlinks the lock (known to be ours) and tells its template.
+    fn unlink(&self) -> io::Result<()> {
+        let r = fs::remove_file(&self.lock_path);
+        self.forget();
+        r
+    }
+
+    fn forget(&self) {
+        if let Some((t, held)) = &self.via {
+            t.forget(&self.lock_path, held);
+        }
     }
 
     fn check_held(&self) -> Result<(), MaildirError> {
@@ -288,10 +348,12 @@ impl UidlistLock {
             .map_err(|e| MaildirError::io("open", &self.lock_path, e))?;
         f.set_modified(SystemTime::now())
             .map_err(|e| MaildirError::io("utime", &self.lock_path, e))?;
-        let m = f
-            .metadata()
-            .map_err(|e| MaildirError::io("fstat", &self.lock_path, e))?;
-        self.ctime_ns = ctime_ns(&m);
+        if self.via.is_none() {
+            let m = f
+                .metadata()
+                .map_err(|e| MaildirError::io("fstat", &self.lock_path, e))?;
+            self.ctime_ns = ctime_ns(&m);
+        }
         Ok(())
     }
 
@@ -344,11 +406,13 @@ impl UidlistLock {
     pub fn release(mut self) -> Result<(), MaildirError> {
         self.released = true;
         if !self.is_held() {
+            self.forget();
             return Err(MaildirError::LockLost {
                 path: self.lock_path.clone(),
             });
         }
-        fs::remove_file(&self.lock_path).map_err(|e| MaildirError::io("unlink", &self.lock_path, e))
+        self.unlink()
+            .map_err(|e| MaildirError::io("unlink", &self.lock_path, e))
     }
 
     /// Adds `records` (UIDs strictly increasing, all at or above the file's next
@@ -498,10 +562,11 @@ impl Drop for UidlistLock {
             return;
         }
         if !self.is_held() {
+            self.forget();
             tracing::warn!(lock = %self.lock_path.display(), "our uidlist lock was overridden or deleted");
             return;
         }
-        if let Err(e) = fs::remove_file(&self.lock_path) {
+        if let Err(e) = self.unlink() {
             tracing::warn!(lock = %self.lock_path.display(), error = %e, "could not remove uidlist lock");
         }
     }

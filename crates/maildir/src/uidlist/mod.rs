@@ -11,6 +11,7 @@
 //! records to files by base ([`UidRecord::base`]) either way.
 
 mod lock;
+mod template;
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -25,6 +26,7 @@ use crate::filename::base_of;
 use crate::MaildirError;
 
 pub use lock::{UidlistLock, LOCK_STALE_TIMEOUT, LOCK_TIMEOUT};
+pub use template::LockTemplate;
 
 /// The file name in each mailbox directory.
 pub const UIDLIST_NAME: &str = "dovecot-uidlist";
