@@ -3,7 +3,8 @@
 //! login brute force, plaintext pipelined after STARTTLS, TLS below 1.2 and AUTHENTICATE
 //! with garbage. Each attack checks that others are still served and measures the
 //! process's resident memory (the daemon runs in it): `MEMORY ...` lines on stderr, run
-//! with `--nocapture` to see them. Connection floods are in tests/imap_limits.rs.
+//! with `--nocapture` to see them. Connection floods and senders at a byte a second are in
+//! tests/hostile_floods.rs (the limits one by one in tests/imap_limits.rs).
 //!
 //! The tests take a lock and run one at a time, so one attack's memory is not another's.
 //! Every wait is bounded by [`PATIENCE`] or a fixed count; no assertion is about how fast

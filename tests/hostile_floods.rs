@@ -1,0 +1,189 @@
+//! Connection floods and senders at a byte a second against the real daemon on 127.0.0.1
+//! (issue 5, part 4), with the process's peak memory around each (`MEMORY ...` lines on
+//! stderr with `--nocapture`; the daemon runs in this process). The limits themselves are
+//! tested one by one in tests/imap_limits.rs; here they are hammered: hundreds of
+//! connections held, a thousand opened and dropped at once, while another address logs in
+//! and works.
+//!
+//! Every loop has a fixed count and every wait is bounded by [`PATIENCE`]; nothing asserts
+//! how fast the machine is.
+
+// shared with tests/hostile_clients.rs, which uses all of it
+#[allow(dead_code)]
+mod hostile_support;
+mod imap_support;
+
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use hostile_support::{serial, tcp_from, Daemon, Mem};
+use imap_support::{Client, Stream, PATIENCE};
+
+const ATTACKER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
+const OTHER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+const CHURN: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
+
+/// The first line the server sends on `tcp` (the greeting or the refusal).
+fn first_line(tcp: &mut TcpStream) -> String {
+    tcp.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        match tcp.read(&mut b) {
+            Ok(0) => break,
+            Ok(_) => line.push(b[0]),
+            Err(e) => panic!(
+                "no first line: {e} after {:?}",
+                String::from_utf8_lossy(&line)
+            ),
+        }
+    }
+    String::from_utf8_lossy(&line).into_owned()
+}
+
+/// Opens `n` connections from `src` and keeps those that are greeted; returns them and
+/// the refusals' texts.
+fn flood(src: Ipv4Addr, dst: SocketAddr, n: usize) -> (Vec<TcpStream>, Vec<String>) {
+    let (mut held, mut refused) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let mut tcp = tcp_from(src, dst);
+        let line = first_line(&mut tcp);
+        if line.starts_with("* OK ") {
+            held.push(tcp);
+        } else {
+            assert!(line.starts_with("* BYE [UNAVAILABLE] "), "{line:?}");
+            refused.push(line);
+        }
+    }
+    (held, refused)
+}
+
+/// A session from `src` once a slot is free (a closed connection's slot comes back when
+/// its task ends, a moment after the close); bounded by [`PATIENCE`].
+fn served_from(src: Ipv4Addr, dst: SocketAddr) -> Client {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let mut tcp = tcp_from(src, dst);
+        let line = first_line(&mut tcp);
+        if line.starts_with("* OK ") {
+            let mut c = Client::wrap(Stream::Plain(tcp));
+            c.greeting = line;
+            return c;
+        }
+        assert!(Instant::now() < deadline, "never served: {line:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Another client logs in and works.
+fn bystander_works(d: &Daemon, src: Ipv4Addr) {
+    let mut c = served_from(src, d.imap);
+    c.ok("LOGIN bob pw");
+    c.ok("SELECT INBOX");
+    c.ok("APPEND INBOX {9+}\r\nSubject: ");
+    c.ok("FETCH 1:* (FLAGS RFC822.SIZE)");
+    c.ok("LOGOUT");
+}
+
+#[test]
+fn a_flood_from_one_address_stops_at_its_limit_and_others_are_served() {
+    let _serial = serial();
+    let d = Daemon::start("max_connections = 1000\nmax_connections_per_ip = 50");
+    let mem = Mem::start("flood: 500 connections from one address, 1,000 opened and dropped");
+    let (held, refused) = flood(ATTACKER, d.imap, 500);
+    assert_eq!(held.len(), 50, "the per-address limit");
+    assert_eq!(refused.len(), 450);
+    assert!(
+        refused.iter().all(|r| r.contains("from your address")),
+        "{}",
+        refused[0]
+    );
+    bystander_works(&d, OTHER);
+    // a thousand connections from a third address, each dropped at once: every slot they
+    // took comes back
+    for _ in 0..1000 {
+        drop(tcp_from(CHURN, d.imap));
+    }
+    bystander_works(&d, OTHER);
+    let mut churner = served_from(CHURN, d.imap);
+    churner.ok("LOGIN alice pw");
+    // the held connections are sessions: they answer
+    let mut first = Client::wrap(Stream::Plain(held[0].try_clone().unwrap()));
+    first.ok("NOOP");
+    drop(first);
+    drop(held);
+    let mut back = served_from(ATTACKER, d.imap);
+    back.ok("LOGIN alice pw");
+    let grew = mem.finish();
+    eprintln!("per held connection: {:.1} KiB", grew as f64 / 50.0);
+}
+
+#[test]
+fn a_flood_from_many_addresses_stops_at_the_global_limit_and_service_returns() {
+    let _serial = serial();
+    let d = Daemon::start("max_connections = 200\nmax_connections_per_ip = 50");
+    let mem = Mem::start("flood: 250 connections from 5 addresses, global limit 200");
+    let (mut held, mut refused) = (Vec::new(), Vec::new());
+    for a in 1..=5u8 {
+        let (h, r) = flood(Ipv4Addr::new(127, 0, 1, a), d.imap, 50);
+        held.extend(h);
+        refused.extend(r);
+    }
+    assert_eq!(held.len(), 200, "the global limit");
+    assert_eq!(refused.len(), 50);
+    assert!(
+        refused.iter().all(|r| r.contains("Too many connections")),
+        "{}",
+        refused[0]
+    );
+    // the limit is global: a new address is refused as well while it is full
+    let (none, also) = flood(OTHER, d.imap, 1);
+    assert!(none.is_empty() && also.len() == 1);
+    // the held connections are still sessions
+    for tcp in held.iter().step_by(40) {
+        let mut c = Client::wrap(Stream::Plain(tcp.try_clone().unwrap()));
+        c.ok("NOOP");
+    }
+    // ten leave: others are served again
+    held.truncate(190);
+    bystander_works(&d, OTHER);
+    let mut c = served_from(OTHER, d.imap);
+    c.ok("LOGIN alice pw");
+    drop(held);
+    let grew = mem.finish();
+    eprintln!("per held connection: {:.1} KiB", grew as f64 / 200.0);
+}
+
+#[test]
+fn senders_at_a_byte_a_second_are_served_and_others_are_not_held_up() {
+    let _serial = serial();
+    let d = Daemon::start("");
+    let mem = Mem::start("50 clients sending LOGIN at a byte a second");
+    let line: &[u8] = b"S1 LOGIN alice pw\r\n";
+    let mut slow: Vec<Client> = (0..50).map(|_| d.connect()).collect();
+    // one byte per client per second: the line takes 19 s
+    for (i, &b) in line.iter().enumerate() {
+        let second = Instant::now() + Duration::from_secs(1);
+        for c in &mut slow {
+            c.send([b]);
+        }
+        if i == 5 || i == 12 {
+            // half a command on every slow connection; another client is served meanwhile
+            bystander_works(&d, OTHER);
+            for c in &mut slow {
+                assert!(c.read_within(Duration::from_millis(1)).is_none());
+            }
+        }
+        if let Some(left) = second.checked_duration_since(Instant::now()) {
+            std::thread::sleep(left);
+        }
+    }
+    for c in &mut slow {
+        let r = c.until("S1");
+        assert_eq!(r.status(), "OK", "{}", r.all());
+        c.ok("SELECT INBOX");
+    }
+    drop(slow);
+    mem.finish();
+}
