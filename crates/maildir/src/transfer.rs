@@ -45,10 +45,12 @@ pub fn find_base(mailbox: &Path, base: &str) -> Result<Option<(Sub, String)>, Ma
     Ok(None)
 }
 
-fn cross_device(e: &io::Error) -> bool {
+/// Whether a failed `link(2)` means "no hard link possible here" (another filesystem,
+/// one without hard links, or a file at its link limit), so the caller copies instead.
+pub fn link_unsupported(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::EXDEV) | Some(libc::EPERM) | Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
+        Some(libc::EXDEV | libc::EPERM | libc::EOPNOTSUPP | libc::ENOSYS | libc::EMLINK)
     )
 }
 
@@ -117,7 +119,7 @@ pub fn copy_file(
             // ENOENT with tmp/ present is about the source, even if another tool's rename
             // brought a file of that name back since (the caller looks it up again)
             Err(e) if e.kind() == io::ErrorKind::NotFound && tmp_dir.is_dir() => return Ok(None),
-            Err(e) if cross_device(&e) => match copy_bytes(src, &candidate, durable) {
+            Err(e) if link_unsupported(&e) => match copy_bytes(src, &candidate, durable) {
                 Ok(Some(())) => {
                     tmp = Some(candidate);
                     break;

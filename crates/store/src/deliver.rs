@@ -356,18 +356,7 @@ impl UserStore {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 // another filesystem (EXDEV) or one without hard links: copy
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(
-                            libc::EXDEV
-                                | libc::EPERM
-                                | libc::EOPNOTSUPP
-                                | libc::ENOSYS
-                                | libc::EMLINK
-                        )
-                    ) =>
-                {
+                Err(e) if maildex_maildir::transfer::link_unsupported(&e) => {
                     return self.copy_file(msg, path, sub, flags, keywords);
                 }
                 Err(e) => return Err(StoreError::io(&dest, e)),

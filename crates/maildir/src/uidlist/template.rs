@@ -167,18 +167,7 @@ impl LockTemplate {
                     }
                     st.file = None;
                 }
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(
-                            libc::EXDEV
-                                | libc::EPERM
-                                | libc::EMLINK
-                                | libc::EOPNOTSUPP
-                                | libc::ENOSYS
-                        )
-                    ) =>
-                {
+                Err(e) if crate::transfer::link_unsupported(&e) => {
                     if st.fallback.len() >= MAX_FALLBACK_DIRS {
                         st.fallback.clear();
                     }
