@@ -156,6 +156,12 @@ impl Drop for Slot {
 /// doubling per failure up to 15 s (Dovecot's auth_failure_delay is a flat 2 s; a growing
 /// delay slows a brute force from one address more while a typo costs little). A success
 /// clears the address; entries are forgotten after 10 quiet minutes.
+///
+/// An IPv6 client is counted by its /64 (one host usually owns a whole /64, so counting
+/// single addresses would give it 2^64 fresh starts), an IPv4-mapped IPv6 address as the
+/// IPv4 address. The table holds at most [`PENALTY_TABLE_MAX`] entries: when a guesser
+/// spread over more addresses than that fills it with recent failures, the older half is
+/// dropped, so its memory stays bounded (about 5 MB) whatever the number of addresses.
 #[derive(Default)]
 pub struct Penalties {
     table: Mutex<HashMap<IpAddr, (u32, Instant)>>,
@@ -169,7 +175,7 @@ impl Penalties {
     /// The delay a login from `ip` waits before its password is checked.
     pub fn delay(&self, ip: IpAddr) -> Duration {
         let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
-        match table.get(&ip) {
+        match table.get(&penalty_key(ip)) {
             Some(&(n, at)) if n > 0 && at.elapsed() < PENALTY_FORGET => {
                 let ms = 250u64.saturating_mul(1 << (n - 1).min(10));
                 Duration::from_millis(ms).min(PENALTY_MAX)
@@ -184,7 +190,14 @@ impl Penalties {
         if table.len() >= PENALTY_TABLE_MAX {
             table.retain(|_, (_, at)| at.elapsed() < PENALTY_FORGET);
         }
-        let e = table.entry(ip).or_insert((0, Instant::now()));
+        if table.len() >= PENALTY_TABLE_MAX {
+            // all recent: keep the newer half (the median time splits them)
+            let mut times: Vec<Instant> = table.values().map(|&(_, at)| at).collect();
+            let mid = times.len() / 2;
+            let (_, &mut cut, _) = times.select_nth_unstable(mid);
+            table.retain(|_, (_, at)| *at > cut);
+        }
+        let e = table.entry(penalty_key(ip)).or_insert((0, Instant::now()));
         if e.1.elapsed() >= PENALTY_FORGET {
             e.0 = 0;
         }
@@ -197,7 +210,21 @@ impl Penalties {
         self.table
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&ip);
+            .remove(&penalty_key(ip));
+    }
+}
+
+/// What a failed login is counted against: the IPv4 address, or the /64 of an IPv6 one.
+fn penalty_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
     }
 }
 
@@ -223,5 +250,35 @@ mod tests {
         assert_eq!(p.delay(b), Duration::ZERO);
         p.succeeded(a);
         assert_eq!(p.delay(a), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_ipv6_host_is_counted_by_its_64_and_a_mapped_address_as_ipv4() {
+        let p = Penalties::default();
+        let one: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let same64: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other64: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        p.failed(one);
+        p.failed(same64);
+        assert_eq!(p.delay(one), Duration::from_millis(500));
+        assert_eq!(p.delay(other64), Duration::ZERO);
+        let v4: IpAddr = "192.0.2.7".parse().unwrap();
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        p.failed(mapped);
+        assert_eq!(p.delay(v4), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn the_table_stays_bounded_under_guesses_from_more_addresses_than_it_holds() {
+        let p = Penalties::default();
+        let n = PENALTY_TABLE_MAX as u32 * 5 / 2;
+        for i in 0..n {
+            p.failed(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i)));
+        }
+        let len = p.table.lock().unwrap().len();
+        assert!(len <= PENALTY_TABLE_MAX, "{len}");
+        // the newest guesser is still slowed
+        let last = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + n - 1));
+        assert_eq!(p.delay(last), Duration::from_millis(250));
     }
 }
