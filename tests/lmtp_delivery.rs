@@ -55,6 +55,50 @@ fn multi_recipient_delivery_links_one_file_and_indexes_each() {
 }
 
 #[test]
+fn messages_on_both_sides_of_the_write_batch_arrive_byte_exact() {
+    // under 64 KiB the file is made, written and delivered in one step at the end of the
+    // data; over it, in batches as the data arrives; both must give the same bytes
+    let s = Lmtp::start("", "", &[]);
+    let mut c = s.session();
+    for (i, len) in [100usize, 65_000, 65_600, 300_000].into_iter().enumerate() {
+        let line = "0123456789abcdefghijklmnopqrstuvwxyz.\r\n";
+        let body: String = line.repeat(len / line.len() + 1);
+        let msg = format!("{}{body}", message(&format!("size{i}")));
+        for rcpts in [
+            &["alice@example.org"][..],
+            &["bob@example.org", "carol@example.org"],
+        ] {
+            for r in transaction(&mut c, rcpts, &msg) {
+                assert!(r.starts_with("250 2.0.0 <"), "{len}: {r}");
+            }
+        }
+        let want_end = msg.replace("\r\n", "\n");
+        for user in ["alice", "bob", "carol@example.org"] {
+            let files = s.files(user, "INBOX");
+            assert_eq!(files.len(), i + 1, "{user}");
+            let newest = files
+                .iter()
+                .find(|f| {
+                    std::fs::read_to_string(f)
+                        .unwrap()
+                        .contains(&format!("size{i}"))
+                })
+                .unwrap();
+            let text = std::fs::read_to_string(newest).unwrap();
+            assert!(
+                text.starts_with("Return-Path: <sender@example.net>\n"),
+                "{user}"
+            );
+            assert!(text.ends_with(&want_end), "{user} {len}: the bytes differ");
+            let idx = s.indexed(user, "INBOX");
+            assert_eq!(idx.len(), i + 1, "{user}");
+            s.assert_clean(user);
+        }
+    }
+    assert!(s.tmp_files().is_empty(), "{:?}", s.tmp_files());
+}
+
+#[test]
 fn single_recipient_gets_delivered_to_and_null_sender() {
     let s = Lmtp::start("", "", &[]);
     let mut c = s.session();
