@@ -74,6 +74,12 @@ enum Cmd {
         /// idle (default: all).
         #[arg(long, value_delimiter = ',', value_parser = ["listing", "files", "search", "rebuild", "bodies", "lmtp", "idle"])]
         only: Vec<String>,
+        /// Dovecot's `mail_fsync`: `optimized` (its default, what the recorded runs use)
+        /// fsyncs the message file only; `always` also its index, dotlocks and uidlist
+        /// writes, about what maildex makes durable. Another value than the default
+        /// writes no docs (as --only).
+        #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
+        dovecot_mail_fsync: String,
     },
     /// Rewrites the plots and the docs section of a mode from benches/results/MODE.json
     /// (after a change of the report, without measuring again).
@@ -108,6 +114,7 @@ fn all(
     work: Option<PathBuf>,
     write: Option<bool>,
     only: Vec<String>,
+    dovecot_mail_fsync: String,
 ) -> Result<()> {
     let params = suite::Params::for_mode(mode)?;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -129,13 +136,14 @@ fn all(
     };
     let command = format!("cargo run --release -p maildex-benches -- all --{mode}");
     eprintln!("maildex-bench all --{mode}: work folder {}", work.display());
-    let partial = !only.is_empty();
+    let partial = !only.is_empty() || dovecot_mail_fsync != "optimized";
     let r = suite::run(
         &params,
         &suite::RunOpts {
             work,
             maildex_bin,
             only,
+            dovecot_mail_fsync,
         },
     )?;
     if !write.unwrap_or(mode != "smoke" && !partial) {
@@ -204,6 +212,7 @@ fn main() -> Result<()> {
             work,
             write,
             only,
+            dovecot_mail_fsync,
         } => {
             let mode = if smoke {
                 "smoke"
@@ -212,7 +221,7 @@ fn main() -> Result<()> {
             } else {
                 "full"
             };
-            all(mode, maildex_bin, work, write, only)
+            all(mode, maildex_bin, work, write, only, dovecot_mail_fsync)
         }
         Cmd::Report { mode } => {
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

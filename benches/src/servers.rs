@@ -97,12 +97,14 @@ pub struct DovecotServer {
 }
 
 impl DovecotServer {
-    /// Starts Dovecot on `mail` (already a copy of the corpus) with `users` (local parts).
+    /// Starts Dovecot on `mail` (already a copy of the corpus) with `users` (local parts)
+    /// and its `mail_fsync` setting.
     pub fn start(
         scratch: &Path,
         mail: &Path,
         users: &[String],
         max_connections: usize,
+        mail_fsync: &str,
     ) -> Result<DovecotServer> {
         let opts = Options {
             mail_location: format!("maildir:{}/%d/%n/Maildir", mail.display()),
@@ -112,6 +114,7 @@ impl DovecotServer {
                 .collect(),
             mail_root: Some(mail.to_owned()),
             max_connections,
+            mail_fsync: mail_fsync.to_owned(),
             ..Options::default()
         };
         let dc = Dovecot::start(scratch, opts)?;

@@ -303,6 +303,8 @@ pub struct RunOpts {
     pub maildex_bin: PathBuf,
     /// Workloads to run (empty: all).
     pub only: Vec<String>,
+    /// Dovecot's `mail_fsync` setting.
+    pub dovecot_mail_fsync: String,
 }
 
 impl RunOpts {
@@ -338,6 +340,7 @@ pub fn run(p: &Params, o: &RunOpts) -> Result<Value> {
         &work.join("dovecot/mail"),
         &users,
         max_conn,
+        &o.dovecot_mail_fsync,
     )?)];
     let maildex = match MaildexServer::start(
         &o.maildex_bin,

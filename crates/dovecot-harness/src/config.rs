@@ -59,8 +59,8 @@ pub(crate) fn dovecot_conf(opts: &Options, layout: &Layout<'_>) -> String {
     let _ = writeln!(c, "disable_plaintext_auth = no");
     let _ = writeln!(c, "auth_mechanisms = plain");
     let _ = writeln!(c, "mail_location = {}", opts.mail_location);
-    // fsync settings stay at Dovecot's safe defaults; written out so the config says so.
-    let _ = writeln!(c, "mail_fsync = optimized");
+    // Dovecot's default (`optimized`) unless asked otherwise; written out so the config says so
+    let _ = writeln!(c, "mail_fsync = {}", opts.mail_fsync);
     let _ = writeln!(c, "default_process_limit = {procs}");
     let _ = writeln!(c, "default_client_limit = {}", procs * 2);
     if let MailOwner::Current { user } = &opts.mail_owner {

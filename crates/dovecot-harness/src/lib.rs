@@ -60,6 +60,9 @@ pub enum HarnessError {
         /// The offending user name.
         name: String,
     },
+    /// `mail_fsync` is not one of Dovecot's values.
+    #[error("mail_fsync {0:?}: must be optimized, always or never")]
+    BadFsync(String),
     /// A program could not be run.
     #[error("cannot run {program}: {source}")]
     Spawn {
@@ -186,6 +189,8 @@ pub struct Options {
     pub start_timeout: Duration,
     /// Lines appended to dovecot.conf.
     pub extra_config: String,
+    /// `mail_fsync`: `optimized` (Dovecot's default), `always` or `never`.
+    pub mail_fsync: String,
 }
 
 impl Default for Options {
@@ -198,6 +203,7 @@ impl Default for Options {
             max_connections: 100,
             start_timeout: Duration::from_secs(15),
             extra_config: String::new(),
+            mail_fsync: "optimized".into(),
         }
     }
 }
@@ -313,6 +319,9 @@ impl Dovecot {
     /// and socket paths are limited to 107 bytes.
     pub fn start(scratch: &Path, opts: Options) -> Result<Dovecot> {
         check_installed()?;
+        if !matches!(opts.mail_fsync.as_str(), "optimized" | "always" | "never") {
+            return Err(HarnessError::BadFsync(opts.mail_fsync.clone()));
+        }
         for u in &opts.users {
             if config::bad_field(&u.name) || config::bad_field(&u.password) {
                 return Err(HarnessError::BadUser {
