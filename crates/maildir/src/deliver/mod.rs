@@ -236,19 +236,23 @@ impl TmpFile {
         let Some(&last) = data.last() else {
             return;
         };
-        let mut prev = self.prev;
-        let mut bare_lf = 0u64;
-        for &b in data {
-            if b == b'\n' && prev != b'\r' {
-                bare_lf += 1;
-            }
-            prev = b;
-        }
         let n = data.len() as u64;
         self.size += n;
-        self.vsize += n + bare_lf;
+        self.vsize += n + bare_lfs(self.prev, data);
         self.prev = last;
     }
+}
+
+/// LFs in `data` not preceded by CR, `prev` being the byte before `data` (0 at the start).
+/// Jumps from LF to LF with memchr: a delivery counts every byte it writes, and the plain
+/// byte loop was 2% of the LMTP server's CPU.
+pub(crate) fn bare_lfs(prev: u8, data: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', data)
+        .filter(|&i| {
+            let before = if i == 0 { prev } else { data[i - 1] };
+            before != b'\r'
+        })
+        .count() as u64
 }
 
 /// Removes a file that a failed step made visible, so that a retry cannot duplicate it.

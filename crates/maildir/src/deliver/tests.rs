@@ -303,3 +303,18 @@ fn clean_stale_tmp_removes_files_of_dead_writers_only() {
         .unwrap_err()
         .is_not_found());
 }
+
+proptest::proptest! {
+    #[test]
+    fn bare_lf_count_matches_a_byte_loop(prev in proptest::prelude::any::<u8>(), data in proptest::collection::vec(proptest::sample::select(vec![b'\r', b'\n', b'a']), 0..64)) {
+        let mut p = prev;
+        let mut expected = 0u64;
+        for &b in &data {
+            if b == b'\n' && p != b'\r' {
+                expected += 1;
+            }
+            p = b;
+        }
+        proptest::prop_assert_eq!(super::bare_lfs(prev, &data), expected);
+    }
+}
