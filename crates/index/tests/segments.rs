@@ -239,3 +239,71 @@ fn a_full_segment_is_stored_compact() {
         "{stored} bytes of pages for {raw} bytes of headers"
     );
 }
+
+/// Keys in each segment database after `batches` of inserts into one mailbox.
+fn segment_keys(batches: &[Vec<u32>]) -> Vec<(&'static str, usize)> {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(
+        dir.path(),
+        &OpenOptions {
+            map_size: 8 << 20,
+            durable: false,
+        },
+    )
+    .unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    for uids in batches {
+        let batch: Vec<_> = uids
+            .iter()
+            .map(|&u| {
+                let (rec, headers) = record(u, 0);
+                (u, rec, headers)
+            })
+            .collect();
+        index
+            .write(move |w| w.insert_messages(id, batch).map(drop))
+            .unwrap();
+    }
+    let mut keys: Vec<_> = index
+        .read(|r| r.page_stats())
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.name.starts_with("cache-") || s.name == "headers")
+        .map(|s| (s.name, s.entries))
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn messages_above_the_last_uid_get_a_segment_each_until_sixteen_are_merged() {
+    let each = |n: usize| {
+        vec![
+            ("cache-envelope", n),
+            ("cache-hot", n),
+            ("cache-structure", n),
+            ("headers", n),
+        ]
+    };
+    // one at a time: 15 raw segments of one message, then the 16th merges them into one
+    let one_by_one: Vec<Vec<u32>> = (1..=15).map(|u| vec![u]).collect();
+    assert_eq!(segment_keys(&one_by_one), each(15));
+    let sixteen: Vec<Vec<u32>> = (1..=16).map(|u| vec![u]).collect();
+    assert_eq!(segment_keys(&sixteen), each(1));
+    // 20: one compressed segment and four raw ones
+    let twenty: Vec<Vec<u32>> = (1..=20).map(|u| vec![u]).collect();
+    assert_eq!(segment_keys(&twenty), each(5));
+    // a batch of 40 (a first sync): two compressed segments, 8 raw ones
+    assert_eq!(segment_keys(&[(1..=40).collect()]), each(10));
+}
+
+#[test]
+fn a_raw_segment_of_many_messages_at_the_end_is_merged_too() {
+    // UID 12, then 1-10 below it in one batch: one raw segment of ten (the writes below
+    // the last UID rewrite the segment they go into, as indexes written before the
+    // append path also have at their end), then 13-17 make sixteen: one segment
+    let batches = vec![vec![12], (1..=10).collect(), vec![13], vec![14, 15, 16, 17]];
+    assert_eq!(segment_keys(&batches[..2]).last(), Some(&("headers", 2)));
+    assert_eq!(segment_keys(&batches[..3]).last(), Some(&("headers", 3)));
+    assert_eq!(segment_keys(&batches).last(), Some(&("headers", 1)));
+}
