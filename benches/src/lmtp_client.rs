@@ -69,6 +69,16 @@ impl Lmtp {
 
     /// Delivers `msg` (LF line ends) from `from` to `rcpts`; every recipient must get 2xx.
     pub fn deliver(&mut self, from: &str, rcpts: &[String], msg: &[u8]) -> Result<()> {
+        let mut wire = std::mem::take(&mut self.wire);
+        dot_stuff(msg, &mut wire);
+        let sent = self.deliver_wire(from, rcpts, &wire);
+        self.wire = wire;
+        sent
+    }
+
+    /// [`Lmtp::deliver`] of a message already in its DATA wire form ([`dot_stuff`]), as an
+    /// MTA keeps it in its queue file.
+    pub fn deliver_wire(&mut self, from: &str, rcpts: &[String], wire: &[u8]) -> Result<()> {
         let mut head = format!("MAIL FROM:<{from}>\r\n");
         for r in rcpts {
             head.push_str(&format!("RCPT TO:<{r}>\r\n"));
@@ -81,10 +91,7 @@ impl Lmtp {
             self.expect(&format!("RCPT TO:<{r}>"), '2')?;
         }
         self.expect("DATA", '3')?;
-        let mut wire = std::mem::take(&mut self.wire);
-        dot_stuff(msg, &mut wire);
-        self.w.write_all(&wire)?;
-        self.wire = wire;
+        self.w.write_all(wire)?;
         for r in rcpts {
             self.expect(&format!("end of data for {r}"), '2')?;
         }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
@@ -28,6 +28,9 @@ pub struct Params {
     pub warm_runs: usize,
     /// LMTP messages, recipients, sessions.
     pub lmtp: (usize, usize, usize),
+    /// Whether an LMTP run waits out ext4's recently-deleted-inode window after a run of
+    /// the other server (see [`settle_writeback`]); about five minutes per wait.
+    pub lmtp_settle: bool,
     /// Idle connection counts measured.
     pub idle_levels: Vec<usize>,
     /// Large messages and the size of each.
@@ -47,6 +50,7 @@ impl Params {
                 first_runs: 1,
                 warm_runs: 2,
                 lmtp: (200, 20, 2),
+                lmtp_settle: false,
                 idle_levels: vec![8, 16],
                 big: (3, 1 << 20),
                 seed: 42,
@@ -58,6 +62,7 @@ impl Params {
                 first_runs: 3,
                 warm_runs: 5,
                 lmtp: (500, 100, 10),
+                lmtp_settle: false,
                 idle_levels: vec![100, 250, 500, 1_000],
                 big: (10, 5 << 20),
                 seed: 42,
@@ -69,6 +74,7 @@ impl Params {
                 first_runs: 5,
                 warm_runs: 7,
                 lmtp: (10_000, 1_000, 10),
+                lmtp_settle: true,
                 idle_levels: vec![100, 250, 500, 1_000],
                 big: (40, 8 << 20),
                 seed: 42,
@@ -259,16 +265,34 @@ fn each(
 }
 
 /// The LMTP workload twice per server, in the order A B B A, each server's figures the
-/// mean of its two runs. Every delivery creates and removes files (a dotlock, a temporary
-/// name), and on an ext4 without a journal, as this machine's, the next file creations
-/// skip inodes freed in the last minutes: a server run right after another pays for the
-/// other's churn, so neither may always go second.
-fn lmtp_rounds(servers: &mut [Box<dyn Server>], f: &dyn Fn(&dyn Server) -> Result<Value>) -> Value {
+/// mean of its two runs. First `warm` runs once per server (B, then A, so that A's first
+/// run follows its own): every recipient has had mail before the clock runs, as on a
+/// server in service, so no run pays for creating a user's index files (Dovecot creates
+/// its `dovecot.index*` at a user's first delivery; maildex's index exists from its
+/// start-up sync). Before each run the page cache is written back, and with `settle` a
+/// run that follows the other server's waits until ext4 no longer skips the inodes that
+/// server freed (see [`settle_writeback`]).
+fn lmtp_rounds(
+    servers: &mut [Box<dyn Server>],
+    settle: bool,
+    warm: &dyn Fn(&dyn Server) -> Result<Value>,
+    f: &dyn Fn(&dyn Server) -> Result<Value>,
+) -> Value {
     let n = servers.len();
     let order: Vec<usize> = (0..n).chain((0..n).rev()).collect();
     let mut runs: Vec<Vec<Value>> = vec![Vec::new(); n];
     let mut out = Map::new();
+    let mut last: Option<(usize, Instant)> = None;
+    for i in (0..n).rev() {
+        eprintln!("  {:8} warm-up (not counted):", servers[i].name());
+        if let Err(e) = warm(servers[i].as_ref()) {
+            eprintln!("  {:8} warm-up FAILED: {e:#}", servers[i].name());
+        }
+        last = Some((i, Instant::now()));
+    }
     for i in order {
+        let other_ended = last.filter(|(j, _)| *j != i).map(|(_, t)| t);
+        settle_writeback(other_ended.filter(|_| settle));
         match f(servers[i].as_ref()) {
             Ok(v) => runs[i].push(v),
             Err(e) => {
@@ -276,6 +300,7 @@ fn lmtp_rounds(servers: &mut [Box<dyn Server>], f: &dyn Fn(&dyn Server) -> Resul
                 out.insert(servers[i].name().into(), json!({"error": format!("{e:#}")}));
             }
         }
+        last = Some((i, Instant::now()));
     }
     for (i, rs) in runs.into_iter().enumerate() {
         let name = servers[i].name();
@@ -293,6 +318,38 @@ fn lmtp_rounds(servers: &mut [Box<dyn Server>], f: &dyn Fn(&dyn Server) -> Resul
         out.insert(name.into(), v);
     }
     Value::Object(out)
+}
+
+/// How long ext4 without a journal avoids reusing a freed inode whose inode table block
+/// is dirty: `RECENTCY_MIN + RECENTCY_DIRTY` seconds (fs/ext4/ialloc.c), plus a margin.
+const EXT4_RECENTLY_DELETED: Duration = Duration::from_secs(5 + 300 + 10);
+
+/// Writes back every dirty page (`sync(2)`), so that a run does not pay for the writeback
+/// of what came before it (the corpus copies, the other server's unsynced index files),
+/// then, when `after` is when another server's run ended, waits until
+/// [`EXT4_RECENTLY_DELETED`] has passed since then.
+///
+/// Why the wait: allocating an inode on an ext4 without a journal, as this machine's,
+/// skips every free inode of the group that was deleted in the last 5 s, or in the last
+/// 305 s while its inode table block is dirty (`recently_deleted`, called for each
+/// candidate, from the group's first free inode on). Dovecot frees two or three inodes per
+/// delivery (its dotlocks, the rewritten dovecot-uidlist) in the same block groups as
+/// maildex's copy of the corpus, and maildex's own allocations dirty those blocks again:
+/// a maildex run within five minutes of a Dovecot run spent 10-12% of its CPU in that
+/// scan (`perf record`), one started later 0.1%. maildex frees no inode per delivery, so a
+/// server alone on its disk pays only for its own churn; waiting makes each run do the same.
+fn settle_writeback(after: Option<Instant>) {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    if let Some(wait) = after.and_then(|t| EXT4_RECENTLY_DELETED.checked_sub(t.elapsed())) {
+        eprintln!(
+            "  waiting {:.0} s for ext4 to stop skipping the inodes the other server freed",
+            wait.as_secs_f64()
+        );
+        std::thread::sleep(wait);
+        // SAFETY: as above.
+        unsafe { libc::sync() };
+    }
 }
 
 /// Options of `all` besides the mode.
@@ -446,7 +503,11 @@ pub fn run(p: &Params, o: &RunOpts) -> Result<Value> {
     if o.wants("lmtp") {
         let (msgs, rcpts, sessions) = p.lmtp;
         eprintln!("== LMTP: {msgs} messages to {rcpts} users over {sessions} sessions (fsync on)");
-        let lmtp = lmtp_rounds(&mut servers, &|s| {
+        // one message to each recipient, from another seed
+        let warm = |s: &dyn Server| {
+            load::lmtp_throughput(s, rcpts, rcpts, sessions, p.seed ^ 0x5eed, p.scale)
+        };
+        let lmtp = lmtp_rounds(&mut servers, p.lmtp_settle, &warm, &|s| {
             load::lmtp_throughput(s, msgs, rcpts, sessions, p.seed, p.scale)
         });
         r.insert("lmtp".into(), json!({"servers": lmtp}));
