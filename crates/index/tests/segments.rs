@@ -204,10 +204,9 @@ proptest! {
     }
 }
 
-#[test]
-fn a_full_segment_is_stored_compact() {
-    // 160 messages with 4 kB of similar headers each: ten compressed segments, far smaller
-    // than the raw data, even though they were written one message at a time
+/// A new index of 8 MiB in a temporary folder (kept alive by the first element), and the
+/// id of its empty INBOX.
+fn small_index() -> (tempfile::TempDir, std::sync::Arc<Index>, u32) {
     let dir = tempfile::tempdir().unwrap();
     let index = Index::open(
         dir.path(),
@@ -218,6 +217,14 @@ fn a_full_segment_is_stored_compact() {
     )
     .unwrap();
     let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    (dir, index, id)
+}
+
+#[test]
+fn a_full_segment_is_stored_compact() {
+    // 160 messages with 4 kB of similar headers each: ten compressed segments, far smaller
+    // than the raw data, even though they were written one message at a time
+    let (_dir, index, id) = small_index();
     let mut raw = 0;
     for uid in 1..=160u32 {
         let (rec, _) = record(uid, 0);
@@ -242,16 +249,7 @@ fn a_full_segment_is_stored_compact() {
 
 /// Keys in each segment database after `batches` of inserts into one mailbox.
 fn segment_keys(batches: &[Vec<u32>]) -> Vec<(&'static str, usize)> {
-    let dir = tempfile::tempdir().unwrap();
-    let index = Index::open(
-        dir.path(),
-        &OpenOptions {
-            map_size: 8 << 20,
-            durable: false,
-        },
-    )
-    .unwrap();
-    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    let (_dir, index, id) = small_index();
     for uids in batches {
         let batch: Vec<_> = uids
             .iter()
