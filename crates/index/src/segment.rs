@@ -291,16 +291,21 @@ impl Segments<'_> {
             self.db.delete(txn, &key[..]).map_err(lmdb)?;
         }
         entries.extend(items);
-        let mut rest = entries.as_slice();
-        while rest.len() >= SEG {
-            let (full, more) = rest.split_at(SEG);
-            self.write(txn, mailbox, full[0].0, &Entries(full.to_vec()))?;
-            rest = more;
+        let mut entries = entries.into_iter();
+        loop {
+            let chunk: Vec<_> = entries.by_ref().take(SEG).collect();
+            let Some(&(first, _)) = chunk.first() else {
+                return Ok(());
+            };
+            if chunk.len() == SEG {
+                self.write(txn, mailbox, first, &Entries(chunk))?;
+                continue;
+            }
+            for (uid, data) in chunk {
+                self.write(txn, mailbox, uid, &Entries(vec![(uid, data)]))?;
+            }
+            return Ok(());
         }
-        for (uid, data) in rest {
-            self.write(txn, mailbox, *uid, &Entries(vec![(*uid, data.clone())]))?;
-        }
-        Ok(())
     }
 
     /// The raw segments at the end of `mailbox` (after its last compressed one), last
