@@ -110,9 +110,95 @@ fn single_recipient_gets_delivered_to_and_null_sender() {
     c.expect("250 2.0.0 <Alice@Example.ORG>");
     let files = s.files("alice", "INBOX");
     let text = std::fs::read_to_string(&files[0]).unwrap();
+    let (trace, rest) = text.split_once("; ").unwrap();
     assert_eq!(
-        text,
-        "Return-Path: <>\nDelivered-To: Alice@Example.ORG\nSubject: bounce\n\n.leading dot\n"
+        trace,
+        "Return-Path: <>\nDelivered-To: Alice@Example.ORG\n\
+         Received: from test.client ([127.0.0.1])\n\tby mx.test with LMTP\n\
+         \tid "
+            .to_owned()
+            + received_id(&text)
+            + "\n\t(envelope-from <>)\n\tfor <Alice@Example.ORG>"
+    );
+    let (date, rest) = rest.split_once('\n').unwrap();
+    assert!(
+        date.ends_with(" +0000") && date.len() > 25,
+        "RFC 5322 date: {date}"
+    );
+    assert_eq!(rest, "Subject: bounce\n\n.leading dot\n");
+}
+
+/// The `id` of a stored message's `Received:` header.
+fn received_id(text: &str) -> &str {
+    let after = text.split_once("\n\tid ").unwrap().1;
+    after.split_once('\n').unwrap().0
+}
+
+#[test]
+fn received_header_as_dovecot_writes_it() {
+    // issue 15 #11: Dovecot 2.3's LMTP adds Received: (lmtp_add_received_header);
+    // with several recipients it names none, and later transactions get `:T<n>` ids
+    let s = Lmtp::start("", "", &[]);
+    let mut c = s.session();
+    for r in transaction(
+        &mut c,
+        &["alice@example.org", "bob@example.org"],
+        &message("one"),
+    ) {
+        assert!(r.starts_with("250 2.0.0"), "{r}");
+    }
+    for r in transaction(&mut c, &["alice@example.org"], &message("two")) {
+        assert!(r.starts_with("250 2.0.0"), "{r}");
+    }
+    let read = |user: &str, subject: &str| {
+        s.files(user, "INBOX")
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .find(|t| t.contains(&format!("Subject: {subject}\n")))
+            .unwrap()
+    };
+    let one = read("bob", "one");
+    assert!(
+        one.starts_with(
+            "Return-Path: <sender@example.net>\nReceived: from test.client ([127.0.0.1])\n\
+             \tby mx.test with LMTP\n\tid "
+        ),
+        "{one}"
+    );
+    let id = received_id(&one);
+    assert!(!id.contains(":T"), "first transaction: {id}");
+    assert!(
+        one.contains("\n\t(envelope-from <sender@example.net>); "),
+        "{one}"
+    );
+    assert!(
+        !one.contains("\tfor <"),
+        "several recipients: no `for`: {one}"
+    );
+    let two = read("alice", "two");
+    assert_eq!(received_id(&two), format!("{id}:T2"));
+    assert!(
+        two.contains("\n\t(envelope-from <sender@example.net>)\n\tfor <alice@example.org>; "),
+        "{two}"
+    );
+    // a second session has another id
+    let mut c2 = s.session();
+    transaction(&mut c2, &["carol@example.org"], &message("three"));
+    let three = read("carol@example.org", "three");
+    assert_ne!(received_id(&three).split(':').next(), Some(id));
+}
+
+#[test]
+fn received_header_can_be_turned_off() {
+    let s = Lmtp::start("add_received_header = false", "", &[]);
+    let mut c = s.session();
+    transaction(&mut c, &["alice@example.org"], &message("plain"));
+    let text = std::fs::read_to_string(&s.files("alice", "INBOX")[0]).unwrap();
+    assert!(
+        text.starts_with(
+            "Return-Path: <sender@example.net>\nDelivered-To: alice@example.org\nFrom"
+        ),
+        "{text}"
     );
 }
 

@@ -15,7 +15,7 @@
 //! - `[lmtp]`: `listen` (default `["127.0.0.1:24"]`), `socket_mode` (default
 //!   `"0660"`), `socket_owner`, `socket_group`, `hostname` (default: the system's),
 //!   `aliases_file`, `recipient_delimiter` (default `"+"`), `save_to_detail_mailbox`
-//!   (default false), `max_message_size` (default 50 MiB), `max_recipients` (default
+//!   (default false), `add_received_header` (default true), `max_message_size` (default 50 MiB), `max_recipients` (default
 //!   100), `max_line_length` (default 1000), `max_connections` (default 100),
 //!   `command_timeout` (default 5 min), `data_timeout` (default 5 min),
 //!   `shutdown_timeout` (default 30 s).
@@ -226,6 +226,9 @@ pub struct LmtpConfig {
     /// Deliver `user+detail` to the folder named by the detail when it exists
     /// (Dovecot's `lmtp_save_to_detail_mailbox`); otherwise to INBOX.
     pub save_to_detail_mailbox: bool,
+    /// Prepend a `Received:` trace header naming the LMTP client, this host and the
+    /// session, as Dovecot's `lmtp_add_received_header` (RFC 5321 §4.4).
+    pub add_received_header: bool,
     /// Largest message in octets with CRLF line ends (advertised as SIZE, RFC 1870);
     /// 0 means no limit.
     pub max_message_size: u64,
@@ -257,6 +260,7 @@ impl LmtpConfig {
             aliases_file: None,
             recipient_delimiter: "+".to_owned(),
             save_to_detail_mailbox: false,
+            add_received_header: true,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             max_recipients: DEFAULT_MAX_RECIPIENTS,
             max_line_length: DEFAULT_MAX_LINE_LENGTH,
@@ -642,6 +646,7 @@ fn validate_lmtp(
         c.recipient_delimiter = d;
     }
     c.save_to_detail_mailbox = raw.save_to_detail_mailbox.unwrap_or(false);
+    c.add_received_header = raw.add_received_header.unwrap_or(true);
     if let Some(m) = raw.max_message_size {
         c.max_message_size = m.0;
     }

@@ -45,6 +45,7 @@ pub(crate) struct RawLmtp {
     pub aliases_file: Option<PathBuf>,
     pub recipient_delimiter: Option<String>,
     pub save_to_detail_mailbox: Option<bool>,
+    pub add_received_header: Option<bool>,
     pub max_message_size: Option<ByteSize>,
     pub max_recipients: Option<u32>,
     pub max_line_length: Option<u32>,

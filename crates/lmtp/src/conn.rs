@@ -40,8 +40,17 @@ enum End {
     Io(std::io::Error),
 }
 
+/// Who is connected: the session id (logs, `Received:`) and the client's IP.
+pub(crate) struct Client {
+    pub id: String,
+    pub peer_ip: Option<std::net::IpAddr>,
+}
+
 struct Conn {
     stream: crate::listen::Stream,
+    client: Client,
+    /// Transactions begun in this session (MAIL commands), for `Received:` ids.
+    transactions: u32,
     session: Session,
     shared: Arc<Shared>,
     out: Vec<u8>,
@@ -52,12 +61,15 @@ struct Conn {
 /// Serves one connection to its end.
 pub(crate) async fn serve(
     stream: crate::listen::Stream,
+    client: Client,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) {
     let session = Session::new(shared.limits.proto.clone());
     let mut c = Conn {
         stream,
+        client,
+        transactions: 0,
         session,
         shared,
         out: Vec::new(),
@@ -164,6 +176,7 @@ impl Conn {
             match event {
                 Event::Reply(bytes) => self.out.extend_from_slice(&bytes),
                 Event::MailFrom(m) => {
+                    self.transactions += 1;
                     self.txn = Some(Txn {
                         reverse_path: m.reverse_path.map(|a| a.to_string()).unwrap_or_default(),
                         declared_size: m.size,
@@ -236,6 +249,24 @@ impl Conn {
         let single = (t.rcpts.len() == 1).then(|| t.rcpts[0].address.as_str());
         let mut buf = Vec::with_capacity(WRITE_BATCH);
         buf.extend_from_slice(&maildex_store::trace_headers(Some(&t.reverse_path), single));
+        if self.shared.limits.add_received_header {
+            // Dovecot's ids: the session's, with `:T<n>` from the second transaction on
+            let id = match self.transactions {
+                0 | 1 => self.client.id.clone(),
+                n => format!("{}:T{n}", self.client.id),
+            };
+            let received = maildex_store::Received {
+                helo: self.session.client_name().unwrap_or("unknown"),
+                peer: self.client.peer_ip,
+                by: &self.shared.limits.proto.hostname,
+                with: "LMTP",
+                id: &id,
+                envelope_from: &t.reverse_path,
+                recipient: single,
+                when: std::time::SystemTime::now(),
+            };
+            buf.extend_from_slice(&maildex_store::received_header(&received));
+        }
         t.body = Body::Writing { tmp: None, buf };
     }
 

@@ -8,7 +8,8 @@
 //!
 //! Delivery (`deliver` module): the message data is streamed into `tmp/` of the first
 //! recipient's mailbox as it arrives, behind the `Return-Path` (and, for a single
-//! recipient, `Delivered-To`) header Dovecot writes; at the end it is fsynced and
+//! recipient, `Delivered-To`) and `Received:` headers Dovecot's LMTP writes (the
+//! `Received:` id is the session id of the logs, unique across restarts); at the end it is fsynced and
 //! summarized once, then for each recipient hard-linked (or copied across filesystems)
 //! into the mailbox, numbered in dovecot-uidlist and committed to the index, and only
 //! then answered `250` (RFC 2033 §4.2: one reply per recipient). Store work runs on
@@ -69,6 +70,8 @@ pub struct Limits {
     pub data_timeout: Duration,
     /// On shutdown, time a transaction in progress gets to finish.
     pub shutdown_timeout: Duration,
+    /// Prepend a `Received:` header (`[lmtp] add_received_header`).
+    pub add_received_header: bool,
 }
 
 impl Limits {
@@ -91,6 +94,7 @@ impl Limits {
             command_timeout: c.command_timeout,
             data_timeout: c.data_timeout,
             shutdown_timeout: c.shutdown_timeout,
+            add_received_header: c.add_received_header,
         }
     }
 }

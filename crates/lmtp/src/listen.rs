@@ -162,6 +162,25 @@ impl Bound {
 
 static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
 
+/// A session id unique across restarts: this process's start time (microseconds,
+/// base 36) and a counter, so log lines and `Received:` ids of two runs never collide.
+fn session_id() -> String {
+    static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let tag = PROCESS.get_or_init(|| {
+        let mut n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        let mut digits = Vec::new();
+        while n > 0 {
+            digits.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+            n /= 36;
+        }
+        digits.reverse();
+        String::from_utf8(digits).unwrap_or_default()
+    });
+    format!("{tag}-{}", SESSION_IDS.fetch_add(1, Ordering::Relaxed))
+}
+
 /// Accepts until `shutdown`, one task per connection holding one of `slots`; then
 /// waits for the connections to end and removes a unix socket file.
 pub(crate) async fn accept_loop(
@@ -185,14 +204,15 @@ pub(crate) async fn accept_loop(
             a = accept(&listener) => a,
         };
         match accepted {
-            Ok((stream, peer)) => {
-                let id = SESSION_IDS.fetch_add(1, Ordering::Relaxed);
-                let span = tracing::info_span!("lmtp", session = id, peer = %peer);
+            Ok((stream, peer, peer_ip)) => {
+                let id = session_id();
+                let span = tracing::info_span!("lmtp", session = %id, peer = %peer);
                 let shared = Arc::clone(&shared);
                 let shutdown = shutdown.clone();
                 conns.spawn(tracing::Instrument::instrument(
                     async move {
-                        crate::conn::serve(stream, shared, shutdown).await;
+                        let client = crate::conn::Client { id, peer_ip };
+                        crate::conn::serve(stream, client, shared, shutdown).await;
                         drop(permit);
                     },
                     span,
@@ -218,16 +238,23 @@ pub(crate) async fn accept_loop(
 /// A connected client, TCP or unix.
 pub(crate) type Stream = Box<dyn crate::conn::AsyncStream>;
 
-async fn accept(listener: &Listener) -> std::io::Result<(Stream, String)> {
+/// A client's stream, its address for the logs and its IP (none over a unix socket).
+async fn accept(
+    listener: &Listener,
+) -> std::io::Result<(Stream, String, Option<std::net::IpAddr>)> {
     match listener {
         Listener::Tcp(l) => {
             let (s, peer) = l.accept().await?;
             let _ = s.set_nodelay(true);
-            Ok((Box::new(s), peer.to_string()))
+            Ok((
+                Box::new(s),
+                peer.to_string(),
+                Some(peer.ip().to_canonical()),
+            ))
         }
         Listener::Unix(l, path) => {
             let (s, _) = l.accept().await?;
-            Ok((Box::new(s), format!("unix:{}", path.display())))
+            Ok((Box::new(s), format!("unix:{}", path.display()), None))
         }
     }
 }

@@ -171,6 +171,52 @@ pub fn trace_headers(return_path: Option<&str>, delivered_to: Option<&str>) -> V
     out.into_bytes()
 }
 
+/// What a `Received:` trace header (RFC 5321 §4.4) says of one LMTP transaction.
+#[derive(Debug, Clone)]
+pub struct Received<'a> {
+    /// The client's LHLO name.
+    pub helo: &'a str,
+    /// The client's address; `None` over a unix socket.
+    pub peer: Option<std::net::IpAddr>,
+    /// This host's name.
+    pub by: &'a str,
+    /// The protocol, e.g. `LMTP`.
+    pub with: &'a str,
+    /// The session and transaction id, as the logs name it.
+    pub id: &'a str,
+    /// The envelope sender (empty for a bounce).
+    pub envelope_from: &'a str,
+    /// The recipient, when the message goes to exactly one (as `Delivered-To`).
+    pub recipient: Option<&'a str>,
+    /// When the message was received.
+    pub when: std::time::SystemTime,
+}
+
+/// The `Received:` header as Dovecot 2.3's LMTP writes it (checked against its
+/// output): `from HELO ([ip])`, `by HOST with LMTP`, `id ID`, `(envelope-from <s>)`,
+/// `for <rcpt>` only with a single recipient, then `; date` (RFC 5322 §3.3, UTC).
+/// Folded with tabs, LF line ends as the files are stored; CR, LF and other control
+/// characters are dropped from the client's values.
+pub fn received_header(r: &Received<'_>) -> Vec<u8> {
+    let clean = |s: &str| s.chars().filter(|c| !c.is_control()).collect::<String>();
+    let mut out = format!("Received: from {}", clean(r.helo));
+    if let Some(ip) = r.peer {
+        out.push_str(&format!(" ([{ip}])"));
+    }
+    out.push_str(&format!("\n\tby {} with {}\n\tid {}", r.by, r.with, r.id));
+    let from = clean(r.envelope_from);
+    let from = from.trim_start_matches('<').trim_end_matches('>');
+    out.push_str(&format!("\n\t(envelope-from <{from}>)"));
+    if let Some(rcpt) = r.recipient {
+        out.push_str(&format!("\n\tfor <{}>", clean(rcpt)));
+    }
+    let date = time::OffsetDateTime::from(r.when)
+        .format(&time::format_description::well_known::Rfc2822)
+        .unwrap_or_default();
+    out.push_str(&format!("; {date}\n"));
+    out.into_bytes()
+}
+
 impl StoreError {
     /// True when the error comes from a full disk or an exhausted disk quota (ENOSPC,
     /// EDQUOT): the caller answers "insufficient storage" (LMTP `452 4.3.1`) rather

@@ -36,7 +36,10 @@ use maildex_maildir::{MaildirError, UidlistLock};
 
 pub use check::Difference;
 pub use copy::CopyOutcome;
-pub use deliver::{trace_headers, DeliverOptions, DeliveredMessage, LinkOrCopy, PreparedMessage};
+pub use deliver::{
+    received_header, trace_headers, DeliverOptions, DeliveredMessage, LinkOrCopy, PreparedMessage,
+    Received,
+};
 pub use flags::{FlagOp, FlagState, FlagsOutcome};
 pub use mailboxes::{MailboxInfo, SpecialUse};
 pub use op_error::OpError;
