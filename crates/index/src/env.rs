@@ -64,6 +64,10 @@ pub struct Dbs<'e> {
     pub cache_structure: Database<'e, Bytes, Bytes>,
     /// `headers`: segments of raw header blocks.
     pub headers: Database<'e, Bytes, Bytes>,
+    /// `changes`: (mailbox, modseq) -> uid, the change log ([`crate::changes`]).
+    pub changes: Database<'e, Bytes, Bytes>,
+    /// `expunged`: (mailbox, modseq) -> uid, the expunge tombstones.
+    pub expunged: Database<'e, Bytes, Bytes>,
 }
 
 impl<'e> Dbs<'e> {
@@ -257,19 +261,22 @@ impl Index {
                     let env = dbo.create_database(wtxn, Some(schema::DB_CACHE_ENVELOPE))?;
                     let st = dbo.create_database(wtxn, Some(schema::DB_CACHE_STRUCTURE))?;
                     let hdrs = dbo.create_database(wtxn, Some(schema::DB_HEADERS))?;
+                    let changes = dbo.create_database(wtxn, Some(schema::DB_CHANGES))?;
+                    let expunged = dbo.create_database(wtxn, Some(schema::DB_EXPUNGED))?;
                     Ok(CommitOrAbort::<_, ()>::Commit((
                         meta,
                         names,
                         boxes,
                         msgs,
                         (hot, env, st),
-                        hdrs,
+                        (hdrs, changes, expunged),
                     )))
                 })
                 .map_err(|e| IndexError::lmdb(dir, e))?
                 .unwrap_commit();
-            let (meta, mailbox_names, mailboxes, messages, cache, headers) = dbs;
+            let (meta, mailbox_names, mailboxes, messages, cache, log) = dbs;
             let (cache_hot, cache_envelope, cache_structure) = cache;
+            let (headers, changes, expunged) = log;
             Ok(Dbs {
                 meta,
                 mailbox_names,
@@ -279,6 +286,8 @@ impl Index {
                 cache_envelope,
                 cache_structure,
                 headers,
+                changes,
+                expunged,
             })
         })?;
         let index = Index {

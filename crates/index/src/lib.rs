@@ -6,8 +6,11 @@
 //!   closures over short transactions, writes are group-committed ([`Index::write`]).
 //! - [`schema`] is the on-disk layout (docs/INDEX-FORMAT.md says the same for people).
 //! - [`record`] builds a message record from a message file and its MIME summary.
+//! - [`changes`] is the change log: what changed in a mailbox since a modseq, without a
+//!   scan of the mailbox.
 //! - [`dump`] renders records for `maildex index dump`.
 
+pub mod changes;
 mod columns;
 pub mod dump;
 mod env;
@@ -18,6 +21,7 @@ mod txn;
 
 use std::path::{Path, PathBuf};
 
+pub use changes::ChangeSet;
 pub use env::{
     compact, keep_large_allocations_lazy, lock_exclusive, Index, OpenOptions, DATA_FILE, LOCK_FILE,
     OPEN_LOCK_FILE,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::IndexError;
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// `meta`: string keys to small values (schema version, id counters).
 pub const DB_META: &str = "meta";
@@ -29,6 +29,12 @@ pub const DB_CACHE_STRUCTURE: &str = "cache-structure";
 /// `headers`: segments of the raw header blocks of each message (see
 /// [`MessageRecord::parts`] for how to find each part's header inside them).
 pub const DB_HEADERS: &str = "headers";
+/// `changes`: [`crate::changes::change_key`] (mailbox, modseq) to the UID (u32 big-endian)
+/// whose last change has that modseq: one entry per indexed message (the change log).
+pub const DB_CHANGES: &str = "changes";
+/// `expunged`: [`crate::changes::change_key`] (mailbox, modseq of the expunge) to the
+/// expunged UID (u32 big-endian): the tombstones.
+pub const DB_EXPUNGED: &str = "expunged";
 
 /// `meta` key holding [`SCHEMA_VERSION`] as u32 big-endian.
 pub const META_SCHEMA: &str = "schema-version";
@@ -139,6 +145,12 @@ pub struct MailboxRecord {
     pub uidlist_stamp: Stamp,
     /// Keyword names by dovecot-keywords letter index (`a` = 0); mirror of that file.
     pub keywords: Vec<String>,
+    /// The expunge tombstones (`expunged` database) hold every expunge with a modseq above
+    /// this: the modseq at which the record was made or its messages cleared, raised when
+    /// old tombstones are dropped ([`crate::changes::MAX_TOMBSTONES`]).
+    pub expunge_floor: u64,
+    /// Tombstones of this mailbox in the `expunged` database.
+    pub tombstones: u32,
 }
 
 /// One MIME part's position in the file (offsets) and its CRLF sizes.

@@ -5,6 +5,7 @@ use std::ops::{Bound, ControlFlow, RangeInclusive};
 
 use heed::{RoTxn, RwTxn, WithoutTls};
 
+use crate::changes::{self, ChangeSet};
 use crate::env::Dbs;
 use crate::schema::{
     self, decode, encode, msg_key, split_msg_key, Cached, CachedFields, MailboxRecord,
@@ -194,19 +195,43 @@ impl<'t> Reader<'t> {
 
     /// The messages of `mailbox` whose modseq is above `modseq` (RFC 7162 §3.1.4
     /// CHANGEDSINCE, §3.2.5 QRESYNC), in UID order. Expunged messages are not reported.
+    /// Reads the change log: one entry and one state per changed message.
     pub fn changed_since(
         &self,
         mailbox: u32,
         modseq: u64,
     ) -> Result<Vec<(u32, MessageState)>, IndexError> {
-        let mut out = Vec::new();
-        self.for_each_state(mailbox, 1..=u32::MAX, |uid, s| {
-            if s.modseq > modseq {
-                out.push((uid, s));
-            }
-            Ok(ControlFlow::Continue(()))
-        })?;
-        Ok(out)
+        Ok(self.changes_since(mailbox, modseq)?.changed)
+    }
+
+    /// What changed in `mailbox` above `modseq`: the messages added or changed (with their
+    /// state) and the UIDs expunged, from the change log and the tombstones, reading only
+    /// the records of the changes ([`ChangeSet::records_read`]).
+    pub fn changes_since(&self, mailbox: u32, modseq: u64) -> Result<ChangeSet, IndexError> {
+        let Some(rec) = self.mailbox(mailbox)? else {
+            return Ok(ChangeSet::default());
+        };
+        if modseq >= rec.highest_modseq {
+            return Ok(ChangeSet {
+                expunged: Some(Vec::new()),
+                ..ChangeSet::default()
+            });
+        }
+        let uids = changes::changed_uids(self.dbs, self.txn, mailbox, modseq)?;
+        let mut changed = Vec::with_capacity(uids.len());
+        for &uid in &uids {
+            let state = self.state(mailbox, uid)?.ok_or_else(|| {
+                IndexError::Corrupt(format!("change log names {mailbox}/{uid}, not indexed"))
+            })?;
+            changed.push((uid, state));
+        }
+        let expunged = changes::expunged_uids(self.dbs, self.txn, mailbox, &rec, modseq)?;
+        let records_read = 2 * changed.len() + expunged.as_ref().map_or(0, Vec::len);
+        Ok(ChangeSet {
+            changed,
+            expunged,
+            records_read,
+        })
     }
 
     /// Every message of `mailbox`, whole, in UID order.
@@ -260,6 +285,11 @@ impl<'t> Reader<'t> {
                 d.cache_structure.stat(self.txn).map_err(lmdb)?,
             ),
             (schema::DB_HEADERS, d.headers.stat(self.txn).map_err(lmdb)?),
+            (schema::DB_CHANGES, d.changes.stat(self.txn).map_err(lmdb)?),
+            (
+                schema::DB_EXPUNGED,
+                d.expunged.stat(self.txn).map_err(lmdb)?,
+            ),
         ];
         Ok(stats
             .into_iter()
@@ -292,8 +322,8 @@ pub struct PageStats {
 /// Changes in a write transaction. Every change to a message goes through here so that the
 /// mailbox counters, `uid_next` and modseqs stay exact.
 pub struct Writer<'t, 'e> {
-    dbs: &'t Dbs<'t>,
-    txn: &'t mut RwTxn<'e>,
+    pub(crate) dbs: &'t Dbs<'t>,
+    pub(crate) txn: &'t mut RwTxn<'e>,
 }
 
 impl<'t, 'e> Writer<'t, 'e> {
@@ -340,13 +370,16 @@ impl<'t, 'e> Writer<'t, 'e> {
             .map_err(lmdb)?;
         // Modseqs of a new mailbox record start from the clock (microseconds), not from 0:
         // a record made again after its index was deleted or moved aside can then never
-        // hand out a modseq below one a client has already seen (RFC 7162 §3.1.1).
+        // hand out a modseq below one a client has already seen (RFC 7162 §3.1.1). The
+        // expunges before it are unknown: the change log starts here.
+        let floor = modseq_floor();
         let rec = MailboxRecord {
             name: name.to_string(),
             uidvalidity,
             uid_next: 1,
             first_recent_uid: 1,
-            highest_modseq: modseq_floor(),
+            highest_modseq: floor,
+            expunge_floor: floor,
             ..MailboxRecord::default()
         };
         self.put_mailbox(id, &rec)?;
@@ -409,9 +442,13 @@ impl<'t, 'e> Writer<'t, 'e> {
             .map_err(lmdb)?;
         self.dbs.cache().clear(self.txn, id)?;
         self.dbs.headers().clear(self.txn, id)?;
-        if let Some(mut rec) = self.reader().mailbox(id)? {
-            rec.counts = schema::Counts::default();
-            self.put_mailbox(id, &rec)?;
+        match self.reader().mailbox(id)? {
+            Some(mut rec) => {
+                rec.counts = schema::Counts::default();
+                changes::clear(self.dbs, self.txn, id, Some(&mut rec))?;
+                self.put_mailbox(id, &rec)?;
+            }
+            None => changes::clear(self.dbs, self.txn, id, None)?,
         }
         Ok(())
     }
@@ -464,14 +501,17 @@ impl<'t, 'e> Writer<'t, 'e> {
             if uid == 0 {
                 return Err(IndexError::Internal("UID 0 is not a valid UID".into()));
             }
-            if let Some(old) = self.reader().state(mailbox, uid)? {
-                uncount(&mut mrec, uid, &old);
+            let old = self.reader().state(mailbox, uid)?;
+            if let Some(old) = &old {
+                uncount(&mut mrec, uid, old);
             }
             let MessageRecord { mut state, cached } = msg;
             state.modseq = Self::bump_modseq(&mut mrec);
             count(&mut mrec, uid, &state);
             mrec.uid_next = mrec.uid_next.max(uid.saturating_add(1));
             self.put_state(mailbox, uid, &state)?;
+            let old_modseq = old.map(|o| o.modseq);
+            changes::log_change(self.dbs, self.txn, mailbox, uid, old_modseq, state.modseq)?;
             modseqs.push(state.modseq);
             cache_items.push((uid, cached));
             header_items.push((uid, header_blocks));
@@ -506,7 +546,9 @@ impl<'t, 'e> Writer<'t, 'e> {
         state.file_name = file_name.to_string();
         state.in_new = in_new;
         if changed_flags {
+            let old = state.modseq;
             state.modseq = Self::bump_modseq(&mut mrec);
+            changes::log_change(self.dbs, self.txn, mailbox, uid, Some(old), state.modseq)?;
         }
         count(&mut mrec, uid, &state);
         self.put_state(mailbox, uid, &state)?;
@@ -525,7 +567,8 @@ impl<'t, 'e> Writer<'t, 'e> {
         };
         let mut mrec = self.reader().require_mailbox(mailbox)?;
         uncount(&mut mrec, uid, &old);
-        Self::bump_modseq(&mut mrec);
+        let at = Self::bump_modseq(&mut mrec);
+        changes::log_expunge(self.dbs, self.txn, mailbox, uid, old.modseq, at, &mut mrec)?;
         self.dbs
             .messages
             .delete(self.txn, &msg_key(mailbox, uid))
