@@ -301,6 +301,11 @@ impl Index {
             _open_lock: open_lock,
         };
         index.check_schema()?;
+        // RFC 7162 §3.1.1: HIGHESTMODSEQ never goes back. A power loss can undo the last
+        // commit (MDB_NOMETASYNC, above) after a client saw its modseqs; the clock, in
+        // microseconds, is above all of them (that would take more than a change per
+        // microsecond since the last open), so every mailbox starts from it.
+        index.write(|w| w.raise_modseqs(crate::txn::modseq_floor()))?;
         Ok(index)
     }
 

@@ -579,6 +579,18 @@ impl<'t, 'e> Writer<'t, 'e> {
         Ok(Some(old))
     }
 
+    /// Raises every mailbox's highest modseq to at least `floor` (see `Index::open`);
+    /// writes only the records below it.
+    pub fn raise_modseqs(&mut self, floor: u64) -> Result<(), IndexError> {
+        for (id, mut rec) in self.reader().mailboxes()? {
+            if rec.highest_modseq < floor {
+                rec.highest_modseq = floor;
+                self.put_mailbox(id, &rec)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Claims the `\Recent` messages for one session (RFC 3501 §2.3.2: a message is recent
     /// in exactly one session). Returns the range of UIDs that were recent.
     pub fn claim_recent(&mut self, mailbox: u32) -> Result<std::ops::Range<u32>, IndexError> {
@@ -597,7 +609,7 @@ impl<'t, 'e> Writer<'t, 'e> {
 
 /// Microseconds since the epoch: above any modseq an older index of this mailbox can have
 /// given out, since that would take one change per microsecond since 1970.
-fn modseq_floor() -> u64 {
+pub(crate) fn modseq_floor() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_micros() as u64)

@@ -170,6 +170,52 @@ fn modseqs_never_go_backwards_even_when_the_index_is_deleted() {
 }
 
 #[test]
+fn highestmodseq_stays_above_what_a_lost_commit_showed() {
+    // issue 16: with MDB_NOMETASYNC a power loss can undo a commit whose modseqs a client
+    // already saw; simulated by putting back the data file as it was before that commit
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join(maildex_index::DATA_FILE);
+    let id = {
+        let index = Index::open(dir.path(), &opts()).unwrap();
+        index
+            .write(|w| {
+                let id = w.create_mailbox("INBOX", 1)?;
+                w.insert_messages(id, (1..=5).map(|u| (u, msg(0, 1, 0), Vec::new())).collect())?;
+                Ok(id)
+            })
+            .unwrap()
+    };
+    let before = std::fs::read(&data).unwrap();
+    let (seen, seen_msg) = {
+        let index = Index::open(dir.path(), &opts()).unwrap();
+        index
+            .write(move |w| {
+                w.update_message(id, 2, flag::SEEN, 0, "x:2,S", false)?;
+                let m = w.insert_message(id, 6, msg(0, 1, 0), Vec::new())?;
+                Ok((w.reader().require_mailbox(id)?.highest_modseq, m))
+            })
+            .unwrap()
+    };
+    std::fs::write(&data, before).unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let (highest, uids) = index
+        .read(|r| Ok((r.require_mailbox(id)?.highest_modseq, r.uids(id)?)))
+        .unwrap();
+    assert_eq!(uids, vec![1, 2, 3, 4, 5], "the commit is lost");
+    assert!(
+        highest > seen,
+        "HIGHESTMODSEQ {highest} after the loss, {seen} before"
+    );
+    let again = index
+        .write(move |w| w.insert_message(id, 6, msg(0, 1, 0), Vec::new()))
+        .unwrap();
+    assert!(
+        again > seen_msg,
+        "modseq {again} handed out again (was {seen_msg})"
+    );
+}
+
+#[test]
 fn writers_that_queue_during_a_commit_share_the_next_one() {
     let dir = tempfile::tempdir().unwrap();
     let index = Index::open(
