@@ -143,10 +143,15 @@ pub struct Index {
     group_changed: std::sync::Condvar,
     /// Write transactions committed (each may carry many writers' operations).
     commits: std::sync::atomic::AtomicU64,
-    /// The commit generation, published after every successful commit (IDLE waits on it).
-    changes: tokio::sync::watch::Sender<u64>,
+    /// Called with the commit generation after every commit that changed the index (the
+    /// store turns it into the feed IDLE waits on); dead ones are dropped as found.
+    listeners: Mutex<Vec<std::sync::Weak<CommitListener>>>,
     _open_lock: File,
 }
+
+/// What [`Index::add_commit_listener`] calls: with the commit generation, after every commit
+/// of this process that changed the index, before the writers of that commit return.
+pub type CommitListener = dyn Fn(u64) + Send + Sync;
 
 /// Makes the C allocator hand out large blocks as fresh mappings, for a process that opens
 /// many envs (the daemon: every user who gets mail or logs in). Each writable LMDB env
@@ -297,7 +302,7 @@ impl Index {
             group: Mutex::new(Group::default()),
             group_changed: std::sync::Condvar::new(),
             commits: std::sync::atomic::AtomicU64::new(0),
-            changes: tokio::sync::watch::Sender::new(0),
+            listeners: Mutex::new(Vec::new()),
             _open_lock: open_lock,
         };
         index.check_schema()?;
@@ -495,7 +500,7 @@ impl Index {
                             self.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                         // published before the writers return, so a change a writer reports
                         // is visible to every reader woken by it
-                        self.changes.send_replace(generation);
+                        self.notify(generation);
                     }
                     for (reply, outcome) in results {
                         let _ = reply.send(outcome);
@@ -570,13 +575,24 @@ impl Index {
         self.commits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// A receiver of the commit generation: its value changes after every commit of this
-    /// process that changed the index (each carrying any number of writers' changes), so an
-    /// IDLE session can await `changed()` and then re-read what it shows. Commits of other
-    /// processes (the CLI, another daemon) are not seen here; the session's own periodic sync
-    /// covers those.
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.changes.subscribe()
+    /// Calls `listener` after every commit of this process that changed the index (each
+    /// carrying any number of writers' changes) until the last `Arc` of it is dropped.
+    /// Commits of other processes (the CLI, another daemon) are not seen here.
+    pub fn add_commit_listener(&self, listener: &Arc<CommitListener>) {
+        let mut l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        l.retain(|w| w.strong_count() > 0);
+        l.push(Arc::downgrade(listener));
+    }
+
+    fn notify(&self, generation: u64) {
+        let live: Vec<Arc<CommitListener>> = {
+            let mut l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+            l.retain(|w| w.strong_count() > 0);
+            l.iter().filter_map(std::sync::Weak::upgrade).collect()
+        };
+        for listener in live {
+            listener(generation);
+        }
     }
 
     /// Write operations waiting for the current leader's commit.

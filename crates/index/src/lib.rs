@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 
 pub use changes::ChangeSet;
 pub use env::{
-    compact, keep_large_allocations_lazy, lock_exclusive, Index, OpenOptions, DATA_FILE, LOCK_FILE,
-    OPEN_LOCK_FILE,
+    compact, keep_large_allocations_lazy, lock_exclusive, CommitListener, Index, OpenOptions,
+    DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE,
 };
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{

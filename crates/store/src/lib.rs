@@ -121,6 +121,10 @@ pub struct UserStore {
     /// This process's file that the user's dovecot-uidlist locks are links to, kept in
     /// the index folder (see [`LockTemplate`]).
     lock_template: Arc<LockTemplate>,
+    /// The change feed: the index's commit generation (see [`UserStore::change_feed`]).
+    feed: tokio::sync::watch::Sender<u64>,
+    /// Keeps the index calling into `feed` (the index holds it weakly).
+    _feed_listener: Arc<maildex_index::CommitListener>,
 }
 
 /// The in-process serialisation of one mailbox's syncs and writes, and which syncs ran.
@@ -157,13 +161,30 @@ impl UserStore {
         if stale > 0 {
             tracing::debug!(index = %index_dir.display(), stale, "removed lock templates of dead processes");
         }
+        let feed = tokio::sync::watch::Sender::new(index.commits());
+        let tx = feed.clone();
+        let listener: Arc<maildex_index::CommitListener> = Arc::new(move |generation| {
+            tx.send_replace(generation);
+        });
+        index.add_commit_listener(&listener);
         Ok(UserStore {
             root: maildir.to_path_buf(),
             index,
             opts,
             mailbox_locks: Mutex::default(),
             lock_template: Arc::new(LockTemplate::new(index_dir)),
+            feed,
+            _feed_listener: listener,
         })
+    }
+
+    /// The change feed: a receiver whose value changes after every commit of this process
+    /// that changed the user's index (each carrying any number of writers' changes), so an
+    /// IDLE session can await `changed()` and then read what changed. Commits of other
+    /// processes (the CLI, `maildex deliver`) are not seen here; a session's periodic sync
+    /// covers those.
+    pub fn change_feed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.feed.subscribe()
     }
 
     /// The Maildir root (INBOX).

@@ -294,7 +294,7 @@ impl Session {
             keywords: snap.keywords,
             saved: None,
             own: HashMap::new(),
-            changes: store.index().subscribe(),
+            changes: store.change_feed(),
             view,
         };
         sel.changes.mark_unchanged();
