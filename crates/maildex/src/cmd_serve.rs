@@ -28,7 +28,17 @@ pub struct ServeArgs {
 }
 
 const DEMO_USER: &str = "demo@example.org";
-const DEMO_MESSAGES: usize = 25;
+/// The demo messages `--dev` delivers, kept as files (crates/maildex/dev/) so that the
+/// shipped binary does not link the corpus generator: plain text, RFC 2047 and
+/// quoted-printable, a reply, multipart/alternative, an attachment, a forwarded message.
+const DEMO_MESSAGES: [&[u8]; 6] = [
+    include_bytes!("../dev/01-welcome.eml"),
+    include_bytes!("../dev/02-accents.eml"),
+    include_bytes!("../dev/03-reply.eml"),
+    include_bytes!("../dev/04-newsletter.eml"),
+    include_bytes!("../dev/05-attachment.eml"),
+    include_bytes!("../dev/06-forwarded.eml"),
+];
 
 fn dev_config_text(data: &Path) -> String {
     let d = data.display();
@@ -62,13 +72,12 @@ fn prepare_dev(data: &Path) -> Result<PathBuf> {
         maildex_auth::add_user(&config.auth.users_file, DEMO_USER, &hash)?;
         println!("demo user: {DEMO_USER}  password: {pw}");
         let store = open_store_upgrading(&config, DEMO_USER)?;
-        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
-        for i in 0..DEMO_MESSAGES {
-            let msg = maildex_corpus::message(&mut rng, i, 0.3);
-            store.deliver("INBOX", &mut msg.as_slice(), &DeliverOptions::default())?;
+        for msg in DEMO_MESSAGES {
+            store.deliver("INBOX", &mut &msg[..], &DeliverOptions::default())?;
         }
         println!(
-            "delivered {DEMO_MESSAGES} demo messages to {DEMO_USER}'s INBOX (indexed at delivery)"
+            "delivered {} demo messages to {DEMO_USER}'s INBOX (indexed at delivery)",
+            DEMO_MESSAGES.len()
         );
     }
     Ok(config_path)

@@ -8,13 +8,18 @@ use maildex_store::UserStore;
 
 use crate::UsersArg;
 
-/// Logs to stderr: `$MAILDEX_LOG` (a tracing filter) when set, else the config's
-/// `[log] level`.
+/// Logs to stderr: `$MAILDEX_LOG` (a tracing filter) when set and not empty, else the
+/// config's `[log] level` (an empty `MAILDEX_LOG=` must not silence errors). Colours only
+/// when stderr is a terminal: a log file or journald gets plain text.
 pub fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MAILDEX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let filter = std::env::var("MAILDEX_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -462,3 +462,54 @@ fn fault_each_write_step(config: &Path, maildir: &Path, user: &str) {
     assert!(tmp.is_empty() && cur.is_empty(), "{user}: {tmp:?} {cur:?}");
     assert_eq!(new.len(), 1 + runs - fired, "{user}: {new:?}");
 }
+
+#[test]
+fn an_empty_maildex_log_keeps_the_configured_level_and_pipes_get_no_colour() {
+    // issue 15 #8: `MAILDEX_LOG=` (set but empty) silenced every line, and a log written
+    // to a file or journald was full of ANSI colour codes
+    let (dir, config) = setup();
+    let mut text = fs::read_to_string(&config).unwrap();
+    text.push_str("[imap]\nlisten = [\"127.0.0.1:0\"]\nlisten_tls = []\n[lmtp]\nlisten = []\n");
+    fs::write(&config, text).unwrap();
+    fs::write(dir.path().join("users"), "").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_maildex"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("MAILDEX_LOG", "")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run maildex serve");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut lines = Vec::new();
+    while !lines.iter().any(|l: &String| l.contains("IMAP listening")) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let all = lines.join("\n");
+    assert!(
+        all.contains("INFO") && all.contains("IMAP listening"),
+        "the [log] level (info) applies: {all:?}"
+    );
+    assert!(
+        !all.contains('\u{1b}'),
+        "no colour codes into a pipe: {all:?}"
+    );
+}
