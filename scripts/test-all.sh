@@ -23,6 +23,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -q -- -D warnings
+echo "== layer rules (dependency graph)"
+bash scripts/check-layers.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 echo "== cargo test"

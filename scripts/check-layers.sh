@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The layer rules of docs/ARCHITECTURE.md, checked on the dependency graph (cargo tree) so
+# that they cannot silently come back once kept:
+#   - index, mime, maildir and the protocol crates use no tokio;
+#   - the shipped binary does not link the corpus generator or the Dovecot test harness;
+#   - the IMAP and LMTP crates reach mail only through the store (no direct dependency on
+#     maildir, index or mime). Those edges still exist (issue 16, "one door to mail"): they
+#     are listed in PENDING and the check fails when one is gone, so the list only shrinks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail=0
+deps() { # direct normal dependencies of $1
+    cargo tree --locked -q -p "$1" -e normal --depth 1 --prefix none | tail -n +2 | awk '{print $1}' | sort -u
+}
+all_deps() { # every normal dependency of $1, transitively
+    cargo tree --locked -q -p "$1" -e normal --prefix none | awk '{print $1}' | sort -u
+}
+
+for c in maildex-index maildex-mime maildex-maildir maildex-proto maildex-lmtp-proto; do
+    if all_deps "$c" | grep -qx tokio; then
+        echo "layer rule broken: $c depends on tokio"; fail=1
+    fi
+done
+for d in maildex-corpus maildex-dovecot-harness; do
+    if all_deps maildex | grep -qx "$d"; then
+        echo "layer rule broken: the maildex binary links $d"; fail=1
+    fi
+done
+
+PENDING="maildex-imap:maildex-maildir maildex-imap:maildex-index maildex-imap:maildex-mime maildex-lmtp:maildex-maildir"
+for c in maildex-imap maildex-lmtp; do
+    for d in maildex-maildir maildex-index maildex-mime; do
+        edge="$c:$d"
+        if deps "$c" | grep -qx "$d"; then
+            case " $PENDING " in
+                *" $edge "*) ;;
+                *) echo "layer rule broken: $c depends on $d (reach mail through maildex-store)"; fail=1 ;;
+            esac
+        else
+            case " $PENDING " in
+                *" $edge "*) echo "layer rule kept: $c no longer depends on $d; remove it from PENDING in $0"; fail=1 ;;
+            esac
+        fi
+    done
+done
+if [ "$fail" = 0 ]; then
+    echo "layer rules: kept (pending: $PENDING)"
+fi
+exit "$fail"
