@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod context;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod search;
 pub mod section;

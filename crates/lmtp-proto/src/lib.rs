@@ -73,6 +73,7 @@ mod body;
 mod command;
 /// Invariant checks run by the fuzz targets and `tests/fuzz_corpus.rs`.
 #[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod reply;
 mod session;

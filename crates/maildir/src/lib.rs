@@ -17,6 +17,7 @@ pub mod flags;
 pub mod folder;
 /// Invariant checks run by the fuzz targets and `tests/fuzz_corpus.rs`.
 #[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod keywords;
 pub mod mutf7;

@@ -30,6 +30,7 @@ mod decode;
 mod envelope;
 /// Invariant checks run by the fuzz target and `tests/fuzz_corpus.rs`.
 #[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod header;
 mod render;

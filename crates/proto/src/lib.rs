@@ -36,6 +36,7 @@ mod error;
 mod fetch;
 /// Invariant checks run by the fuzz targets and `tests/fuzz_corpus.rs`.
 #[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod input;
 mod limits;
