@@ -182,7 +182,7 @@ fn a_27th_keyword_is_refused_and_changes_nothing() {
         matches!(err, OpError::KeywordLimit { ref keyword, .. } if keyword == "one-more"),
         "{err}"
     );
-    assert_eq!(err.response_code(), Some("LIMIT"));
+    assert_eq!(err.refusal(), Some(maildex_store::Refusal::Limit));
     assert_eq!(files(&s.maildir, "cur"), before_files);
     assert_eq!(mailbox(&store, "INBOX").1, before);
     // an existing keyword (any case) still works
@@ -505,7 +505,11 @@ fn mailboxes_create_list_rename_delete_like_dovecot() {
     ));
     for bad in ["a..b", "../x", ".a", "a/b", "x\ty"] {
         let e = store.create_mailbox(bad).unwrap_err();
-        assert_eq!(e.response_code(), Some("CANNOT"), "{bad:?}: {e}");
+        assert_eq!(
+            e.refusal(),
+            Some(maildex_store::Refusal::Cannot),
+            "{bad:?}: {e}"
+        );
     }
     store.subscribe("Sent Items").unwrap();
     let list = store.list_mailboxes().unwrap();
@@ -629,7 +633,7 @@ fn commit_generation_reaches_a_receiver_on_another_thread() {
     let s = Scratch::new();
     let store = std::sync::Arc::new(s.open());
     deliver(&store, "INBOX", "w");
-    let mut rx = store.index().subscribe();
+    let mut rx = store.change_feed();
     let seen = *rx.borrow_and_update();
     assert!(!rx.has_changed().unwrap());
     let other = std::sync::Arc::clone(&store);

@@ -42,7 +42,7 @@ pub use deliver::{
 };
 pub use flags::{FlagOp, FlagState, FlagsOutcome};
 pub use mailboxes::{MailboxInfo, SpecialUse};
-pub use op_error::OpError;
+pub use op_error::{OpError, Refusal};
 pub use rebuild::{Progress, RebuildReport};
 pub use subscriptions::SUBSCRIPTIONS_FILE;
 pub use sync::SyncReport;

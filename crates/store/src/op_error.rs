@@ -1,7 +1,8 @@
 //! The error of the operations an IMAP session asks for (STORE, EXPUNGE, COPY, MOVE,
 //! CREATE, DELETE, RENAME, SUBSCRIBE). The variant decides the reply: every variant but
-//! [`OpError::Store`] is a user-visible refusal (`NO [CODE]`, see [`OpError::response_code`]);
-//! `Store` is a server fault (`NO [SERVERBUG]` plus an error log) or an I/O failure.
+//! [`OpError::Store`] is a user-visible refusal, whose [`Refusal`] each protocol maps to its
+//! own code in one place (IMAP `NO [CODE]`); `Store` is a server fault (`NO [SERVERBUG]`
+//! plus an error log) or an I/O failure.
 
 use maildex_index::IndexError;
 use maildex_maildir::MaildirError;
@@ -54,16 +55,30 @@ pub enum OpError {
     Store(StoreError),
 }
 
+/// Why the store refused an operation, in the store's terms; the IMAP crate turns it into
+/// an RFC 5530 response code, and nothing else decides that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The mailbox does not exist.
+    Nonexistent,
+    /// A mailbox of that name exists already.
+    AlreadyExists,
+    /// The operation cannot be done on this name or mailbox.
+    Cannot,
+    /// A limit of the store is reached (keywords per Maildir).
+    Limit,
+}
+
 impl OpError {
-    /// The RFC 5530 response code for a `NO` reply, or None for a server fault.
-    pub fn response_code(&self) -> Option<&'static str> {
+    /// Why the operation was refused, or None for a server fault.
+    pub fn refusal(&self) -> Option<Refusal> {
         match self {
-            OpError::NoMailbox(_) => Some("NONEXISTENT"),
-            OpError::MailboxExists(_) => Some("ALREADYEXISTS"),
+            OpError::NoMailbox(_) => Some(Refusal::Nonexistent),
+            OpError::MailboxExists(_) => Some(Refusal::AlreadyExists),
             OpError::BadName { .. } | OpError::Cannot { .. } | OpError::BadKeyword(_) => {
-                Some("CANNOT")
+                Some(Refusal::Cannot)
             }
-            OpError::KeywordLimit { .. } => Some("LIMIT"),
+            OpError::KeywordLimit { .. } => Some(Refusal::Limit),
             OpError::Store(_) => None,
         }
     }

@@ -141,12 +141,13 @@ impl From<std::io::Error> for CmdError {
 
 impl From<OpError> for CmdError {
     fn from(e: OpError) -> Self {
-        let code = match e.response_code() {
-            Some("NONEXISTENT") => ResponseCode::NonExistent,
-            Some("ALREADYEXISTS") => ResponseCode::AlreadyExists,
-            Some("LIMIT") => ResponseCode::Limit,
-            Some("CANNOT") => ResponseCode::Cannot,
-            Some(_) => ResponseCode::Cannot,
+        use maildex_store::Refusal;
+        // RFC 5530 §3: the one place a store refusal becomes a response code
+        let code = match e.refusal() {
+            Some(Refusal::Nonexistent) => ResponseCode::NonExistent,
+            Some(Refusal::AlreadyExists) => ResponseCode::AlreadyExists,
+            Some(Refusal::Limit) => ResponseCode::Limit,
+            Some(Refusal::Cannot) => ResponseCode::Cannot,
             None => return CmdError::Server(e.to_string()),
         };
         let text = match &e {
