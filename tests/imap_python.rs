@@ -64,3 +64,52 @@ fn python_imaplib_and_imapclient() {
     assert!(r.all().contains("\\Flagged"), "{}", r.all());
     s.assert_clean("alice");
 }
+
+/// imaplib's `authenticate` sends no initial response (no SASL-IR) and decodes every
+/// challenge as base64: PLAIN needs the empty challenge `+ `, LOGIN the base64
+/// "Username:" / "Password:" challenges (issue 15 #3).
+#[test]
+fn python_imaplib_authenticate_plain_and_login() {
+    if !have_tool("python3") {
+        return;
+    }
+    let s = Server::start();
+    let script = r#"
+import imaplib, sys
+port = int(sys.argv[1])
+m = imaplib.IMAP4("127.0.0.1", port)
+typ, _ = m.authenticate("PLAIN", lambda challenge: b"\0alice\0pw")
+assert typ == "OK", typ
+typ, data = m.select("INBOX")
+assert typ == "OK", (typ, data)
+m.logout()
+asked = []
+def login(challenge):
+    asked.append(challenge)
+    return {b"Username:": b"bob", b"Password:": b"pw"}[challenge]
+m = imaplib.IMAP4("127.0.0.1", port)
+typ, _ = m.authenticate("LOGIN", login)
+assert typ == "OK", typ
+assert asked == [b"Username:", b"Password:"], asked
+m.logout()
+m = imaplib.IMAP4("127.0.0.1", port)
+try:
+    m.authenticate("PLAIN", lambda challenge: b"\0alice\0wrong")
+    raise SystemExit("a wrong password was accepted")
+except imaplib.IMAP4.error as e:
+    assert "AUTHENTICATIONFAILED" in str(e), e
+print("ok")
+"#;
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(s.imap.port().to_string())
+        .output()
+        .unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "imaplib failed:\n{so}\n{se}");
+    assert_eq!(so.trim_end(), "ok", "{se}");
+}

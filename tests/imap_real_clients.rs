@@ -1,5 +1,5 @@
-//! Real mail clients against the real server: mbsync (isync) syncing an account both
-//! ways, and mutt driven under tmux reading a folder, opening a message and saving a
+//! Real mail clients against the real server: mbsync (isync) and offlineimap syncing an
+//! account both ways, and mutt driven under tmux reading a folder, opening a message and saving a
 //! copy, over plain IMAP and over IMAPS (trusting the test certificate). Each skips with a message when its tool is missing, unless `CI` is set.
 
 mod imap_support;
@@ -125,6 +125,81 @@ fn mbsync_syncs_both_ways() {
     let r = c.ok("FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])");
     assert!(r.all().contains("Subject: written locally"), "{}", r.all());
     assert_eq!(r.fetches().len(), 4, "{}", r.all());
+    s.assert_clean("alice");
+}
+
+fn offlineimap(conf: &Path) {
+    let out = Command::new("offlineimap")
+        .arg("-c")
+        .arg(conf)
+        .args(["-o", "-u", "basic"])
+        .output()
+        .unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // offlineimap exits 0 after some folder errors too: its ERROR lines count
+    assert!(
+        out.status.success() && !so.contains("ERROR") && !se.contains("ERROR"),
+        "offlineimap failed:\n{so}\n{se}"
+    );
+}
+
+/// offlineimap (issue 15 #3): it authenticates with AUTHENTICATE and no initial
+/// response, so it needs the empty `+ ` challenge; then it syncs both ways.
+#[test]
+fn offlineimap_syncs_both_ways() {
+    if !have_tool("offlineimap") {
+        return;
+    }
+    let s = Server::start();
+    for i in 1..=2 {
+        s.deliver(
+            "alice",
+            &simple(&format!("inbox {i}"), &format!("body {i}")),
+        );
+    }
+    let mut c = s.login("alice");
+    c.ok("CREATE Archive");
+    c.ok("APPEND Archive (\\Seen) {24}\r\nSubject: archived\r\n\r\nold\r\n");
+    let root = s.dir.path();
+    let local = root.join("offline");
+    let conf = root.join("offlineimaprc");
+    std::fs::write(
+        &conf,
+        format!(
+            "[general]\naccounts = test\nmetadata = {meta}\nui = basic\n\n\
+             [Account test]\nlocalrepository = local\nremoterepository = remote\n\n\
+             [Repository local]\ntype = Maildir\nlocalfolders = {l}\n\n\
+             [Repository remote]\ntype = IMAP\nremotehost = 127.0.0.1\nremoteport = {port}\n\
+             remoteuser = alice\nremotepass = pw\nssl = no\nstarttls = no\n\
+             auth_mechanisms = PLAIN\nmaxconnections = 1\n",
+            meta = root.join("offline-meta").display(),
+            l = local.display(),
+            port = s.imap.port(),
+        ),
+    )
+    .unwrap();
+    offlineimap(&conf);
+    let inbox = files_in(&local.join("INBOX"));
+    let mut subjects: Vec<String> = inbox.iter().map(|p| subject_of(p)).collect();
+    subjects.sort();
+    assert_eq!(subjects, ["inbox 1", "inbox 2"], "{inbox:?}");
+    let archive = files_in(&local.join("Archive"));
+    assert_eq!(archive.len(), 1, "{archive:?}");
+    assert_eq!(subject_of(&archive[0]), "archived");
+    // a message written locally goes up
+    std::fs::write(
+        local.join("INBOX/new/1700000000.local.host"),
+        "From: me@example.org\nSubject: written locally\n\nnew here\n",
+    )
+    .unwrap();
+    offlineimap(&conf);
+    c.ok("SELECT INBOX");
+    let r = c.ok("FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])");
+    assert!(r.all().contains("Subject: written locally"), "{}", r.all());
+    assert_eq!(r.fetches().len(), 3, "{}", r.all());
     s.assert_clean("alice");
 }
 

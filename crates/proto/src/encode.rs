@@ -67,10 +67,13 @@ pub fn status_line(
     out.extend_from_slice(b"\r\n");
 }
 
-/// Writes a command continuation request `+ text\r\n` (RFC 3501 §7.5).
+/// Writes a command continuation request `+ text\r\n` (RFC 3501 §7.5: `"+" SP
+/// (resp-text / base64) CRLF`). An empty `text` writes `+ \r\n`, the empty base64
+/// challenge of AUTHENTICATE (RFC 3501 §6.2.2, RFC 4959 §3); callers that want a
+/// resp-text pass one (`"OK"` for literals).
 pub fn continuation(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(b"+ ");
-    text_chars(out, if text.is_empty() { "OK" } else { text });
+    text_chars(out, text);
     out.extend_from_slice(b"\r\n");
 }
 

@@ -81,7 +81,8 @@ fn status_lines_and_codes() {
         with(|o| status_line(o, None, Status::Bye, None, "")),
         "* BYE BYE\r\n"
     );
-    assert_eq!(with(|o| continuation(o, "")), "+ OK\r\n");
+    assert_eq!(with(|o| continuation(o, "")), "+ \r\n");
+    assert_eq!(with(|o| continuation(o, "OK")), "+ OK\r\n");
     let codes = [
         ResponseCode::Alert,
         ResponseCode::BadCharset(vec!["UTF-8".into(), "US-ASCII".into()]),

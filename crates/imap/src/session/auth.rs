@@ -1,5 +1,5 @@
-//! LOGIN, AUTHENTICATE PLAIN (with SASL-IR) and STARTTLS (RFC 3501 §6.2, RFC 4959,
-//! RFC 4616, RFC 9051 §6.2.1).
+//! LOGIN, AUTHENTICATE PLAIN and LOGIN (with or without SASL-IR) and STARTTLS (RFC 3501
+//! §6.2, RFC 4959, RFC 4616, draft-murchison-sasl-login, RFC 9051 §6.2.1).
 
 use std::sync::Arc;
 
@@ -73,7 +73,8 @@ impl Session {
         mechanism: &str,
         initial: Option<Vec<u8>>,
     ) -> Result<Done, CmdError> {
-        if !mechanism.eq_ignore_ascii_case("PLAIN") {
+        let login_mech = mechanism.eq_ignore_ascii_case("LOGIN");
+        if !login_mech && !mechanism.eq_ignore_ascii_case("PLAIN") {
             return Err(CmdError::No(
                 None,
                 "Unsupported authentication mechanism.".into(),
@@ -85,22 +86,29 @@ impl Session {
                 "Plaintext authentication disallowed on non-secure connections.",
             ));
         }
-        let encoded = match initial {
-            Some(ir) => ir,
-            None => {
-                // RFC 3501 §6.2.2: an empty challenge
-                maildex_proto::encode::continuation(&mut self.out, "");
-                self.flush().await?;
-                match maildex_proto::auth_line(&self.read_line().await?) {
-                    AuthLine::Cancel => {
-                        return Err(CmdError::Bad("Authentication canceled.".into()));
-                    }
-                    AuthLine::Response(r) => r,
-                }
-            }
+        let (login, password) = if login_mech {
+            self.sasl_login(initial).await?
+        } else {
+            self.sasl_plain(initial).await?
         };
-        let Ok(plain) = base64::engine::general_purpose::STANDARD.decode(&encoded) else {
-            return Err(CmdError::Bad("Invalid base64 data.".into()));
+        let Ok(login) = String::from_utf8(login) else {
+            return Err(CmdError::no(
+                ResponseCode::AuthenticationFailed,
+                "Authentication failed.",
+            ));
+        };
+        self.check_password(login, password).await
+    }
+
+    /// PLAIN (RFC 4616): one message `[authzid] NUL authcid NUL passwd`, as the initial
+    /// response (RFC 4959) or the answer to an empty challenge. Returns (user, password).
+    async fn sasl_plain(
+        &mut self,
+        initial: Option<Vec<u8>>,
+    ) -> Result<(Vec<u8>, Vec<u8>), CmdError> {
+        let plain = match initial {
+            Some(ir) => decode_base64(&ir)?,
+            None => self.sasl_challenge(b"").await?,
         };
         // RFC 4616 §2: [authzid] NUL authcid NUL passwd
         let mut fields = plain.splitn(3, |&b| b == 0);
@@ -109,12 +117,6 @@ impl Session {
         else {
             return Err(CmdError::Bad("Invalid PLAIN message.".into()));
         };
-        let Ok(login) = String::from_utf8(authcid.to_vec()) else {
-            return Err(CmdError::no(
-                ResponseCode::AuthenticationFailed,
-                "Authentication failed.",
-            ));
-        };
         if !authzid.is_empty() && authzid != authcid {
             // acting as another user is not offered
             return Err(CmdError::no(
@@ -122,7 +124,34 @@ impl Session {
                 "Authorization failed.",
             ));
         }
-        self.check_password(login, password.to_vec()).await
+        Ok((authcid.to_vec(), password.to_vec()))
+    }
+
+    /// LOGIN (draft-murchison-sasl-login-00 §2, as Dovecot and Outlook speak it): the
+    /// challenges "Username:" and "Password:"; an initial response is the user name.
+    async fn sasl_login(
+        &mut self,
+        initial: Option<Vec<u8>>,
+    ) -> Result<(Vec<u8>, Vec<u8>), CmdError> {
+        let user = match initial {
+            Some(ir) if !ir.is_empty() => decode_base64(&ir)?,
+            _ => self.sasl_challenge(b"Username:").await?,
+        };
+        let password = self.sasl_challenge(b"Password:").await?;
+        Ok((user, password))
+    }
+
+    /// Sends a challenge and reads the client's decoded answer. RFC 3501 §7.5: the
+    /// challenge is base64 after `+ ` (an empty one is `+ ` alone); §6.2.2: a `*`
+    /// answer cancels the exchange (BAD), one that is not base64 is BAD too.
+    async fn sasl_challenge(&mut self, challenge: &[u8]) -> Result<Vec<u8>, CmdError> {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(challenge);
+        maildex_proto::encode::continuation(&mut self.out, &encoded);
+        self.flush().await?;
+        match maildex_proto::auth_line(&self.read_line().await?) {
+            AuthLine::Cancel => Err(CmdError::Bad("Authentication canceled.".into())),
+            AuthLine::Response(r) => decode_base64(&r),
+        }
     }
 
     /// Reads one raw line (AUTHENTICATE responses, IDLE's DONE).
@@ -180,4 +209,10 @@ impl Session {
             "Logged in".into(),
         ))
     }
+}
+
+fn decode_base64(data: &[u8]) -> Result<Vec<u8>, CmdError> {
+    base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|_| CmdError::Bad("Invalid base64 data.".into()))
 }

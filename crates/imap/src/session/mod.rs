@@ -446,6 +446,7 @@ impl Session {
                 }
                 if self.plaintext_ok() {
                     caps.push("AUTH=PLAIN".into());
+                    caps.push("AUTH=LOGIN".into());
                 } else {
                     caps.push("LOGINDISABLED".into());
                 }
