@@ -31,6 +31,7 @@ use maildex_config::{Config, ConfigError};
 use maildex_store::{StoreError, StoreOptions, UserStore};
 
 pub use aliases::Aliases;
+pub use maildex_auth::LogName;
 pub use quota::usage;
 
 /// What can go wrong loading accounts or opening a user's mail.

@@ -20,4 +20,4 @@ pub use edit::{add_user, remove_user, set_password};
 pub use error::AuthError;
 pub use file::{UserEntry, UsersFile};
 pub use hash::{hash_password, verify, verify_unknown_user, PasswordHash};
-pub use name::{validate_name, MAX_NAME_LEN};
+pub use name::{validate_name, LogName, LOG_NAME_MAX, MAX_NAME_LEN};

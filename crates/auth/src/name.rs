@@ -1,5 +1,7 @@
 //! User name rules shared by loading and editing.
 
+use std::fmt;
+
 use crate::AuthError;
 
 /// Longest accepted user name in bytes. RFC 5321 §4.5.3.1.3 limits a path to 256
@@ -63,9 +65,76 @@ pub fn validate_name(name: &str) -> Result<(), AuthError> {
     Ok(())
 }
 
+/// Most bytes of a user-supplied name that [`LogName`] writes into a log line.
+pub const LOG_NAME_MAX: usize = 256;
+
+/// A name a client sent (a login, an LMTP recipient), made safe for one log line:
+/// control characters and `\\` are escaped (`\\n`, `\\u{1b}`), bytes that are not
+/// UTF-8 are written as `\\xNN`, and only the first [`LOG_NAME_MAX`] bytes are written,
+/// followed by `...(N bytes)`. So a name cannot forge a line (`\\r\\nlogged in
+/// user=admin`), drive a terminal with escape codes, or fill the log (a 60 KB name).
+#[derive(Clone, Copy)]
+pub struct LogName<'a>(pub &'a [u8]);
+
+impl<'a> LogName<'a> {
+    /// Wraps a name given as text or bytes.
+    pub fn new(name: &'a (impl AsRef<[u8]> + ?Sized)) -> LogName<'a> {
+        LogName(name.as_ref())
+    }
+}
+
+impl fmt::Display for LogName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = &self.0[..self.0.len().min(LOG_NAME_MAX)];
+        for chunk in shown.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                if c.is_control() || c == '\\' {
+                    write!(f, "{}", c.escape_default())?;
+                } else {
+                    write!(f, "{c}")?;
+                }
+            }
+            for b in chunk.invalid() {
+                write!(f, "\\x{b:02x}")?;
+            }
+        }
+        if shown.len() < self.0.len() {
+            write!(f, "...({} bytes)", self.0.len())?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for LogName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{self}\"")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_names_are_escaped_and_cut() {
+        let forged = "x\r\n2026-01-01 INFO logged in user=admin\u{1b}[2J\\";
+        let shown = LogName::new(forged).to_string();
+        assert_eq!(
+            shown,
+            "x\\r\\n2026-01-01 INFO logged in user=admin\\u{1b}[2J\\\\"
+        );
+        assert_eq!(LogName(b"a\xffb").to_string(), "a\\xffb");
+        let long = "n".repeat(60_000);
+        let shown = LogName::new(&long).to_string();
+        assert_eq!(
+            shown,
+            format!("{}...(60000 bytes)", "n".repeat(LOG_NAME_MAX))
+        );
+        assert_eq!(
+            LogName::new("alice@example.org").to_string(),
+            "alice@example.org"
+        );
+    }
 
     #[test]
     fn accepts_ordinary_names() {

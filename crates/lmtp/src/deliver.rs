@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use maildex_accounts::{Accounts, Recipient, RecipientError};
+use maildex_accounts::{Accounts, LogName, Recipient, RecipientError};
 use maildex_lmtp_proto::{RcptOutcome, RcptResult, Status};
 use maildex_maildir::TmpFile;
 use maildex_store::{DeliverOptions, LinkOrCopy, PreparedMessage, StoreError};
@@ -108,8 +108,9 @@ fn decide_rcpt(
         Err(RecipientError::Unknown(_)) => {
             return (RcptResult::Rejected(Status::unknown_user()), None)
         }
-        Err(e @ RecipientError::Temporary { .. }) => {
-            tracing::warn!(error = %e, "recipient lookup failed");
+        Err(RecipientError::Temporary { reason, .. }) => {
+            // the address is the client's: escaped and cut (issue 15 #32)
+            tracing::warn!(rcpt = %LogName::new(address), error = %LogName::new(&reason), "recipient lookup failed");
             return (
                 RcptResult::Rejected(Status::temporary("Temporary lookup failure")),
                 None,
@@ -272,7 +273,7 @@ fn deliver_rcpt(accounts: &Accounts, msg: &PreparedMessage, rcpt: &Rcpt) -> Rcpt
     match (temporary, permanent) {
         (Some(s), _) => {
             if delivered > 0 {
-                tracing::warn!(rcpt = %rcpt.address, delivered, "alias partly delivered; a retry will repeat those deliveries");
+                tracing::warn!(rcpt = %LogName::new(&rcpt.address), delivered, "alias partly delivered; a retry will repeat those deliveries");
             }
             RcptOutcome::Failed(s)
         }

@@ -8,6 +8,7 @@ use maildex_proto::{AuthLine, ResponseCode, Tag};
 
 use super::{blocking, Authed, CmdError, Done, Session, State};
 use crate::stream::Stream;
+use maildex_accounts::LogName;
 
 impl Session {
     pub(super) async fn starttls(&mut self, tag: &Tag) -> Result<Done, CmdError> {
@@ -185,7 +186,7 @@ impl Session {
             Ok(Some(user)) => user,
             Ok(None) => {
                 self.shared.penalties.failed(ip);
-                tracing::info!(login = %login, "login failed");
+                tracing::info!(login = %LogName::new(&login), "login failed");
                 return Err(CmdError::no(
                     ResponseCode::AuthenticationFailed,
                     "Authentication failed.",
