@@ -6,16 +6,33 @@
 //! (tests/hostile_support's `tcp_from`) where the penalties of one address must not leak
 //! into another test's.
 
+#[allow(dead_code)]
+mod hostile_support;
 mod imap_support;
 
 use std::io::Write;
+use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use base64::Engine;
-use imap_support::Server;
+use hostile_support::tcp_from;
+use imap_support::{Client, Opts, Server, Stream};
 
 fn b64(s: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+fn connect_from(s: &Server, src: Ipv4Addr) -> Client {
+    let mut c = Client::wrap(Stream::Plain(tcp_from(src, s.imap)));
+    c.read_greeting();
+    c
+}
+
+fn server_with_users(users: &str) -> Server {
+    Server::start_with(Opts {
+        files: vec![("users", users.to_owned())],
+        ..Opts::default()
+    })
 }
 
 #[test]
@@ -78,6 +95,31 @@ fn authenticate_login_asks_for_user_name_and_password() {
     let r = c.cmd("AUTHENTICATE LOGIN !!!");
     assert_eq!(r.status(), "BAD", "{}", r.all());
     c.ok("NOOP");
+}
+
+#[test]
+fn allow_nets_limits_where_a_user_logs_in_from() {
+    // Dovecot's `local` is a connection without an address (a UNIX socket): no TCP
+    // client, loopback included, is one
+    let s = server_with_users(
+        "alice:{PLAIN}pw\ncarol:{PLAIN}pw::::::allow_nets=127.0.0.9/32,10.0.0.0/8\n\
+         dave:{PLAIN}pw::::::allow_nets=local\n",
+    );
+    let refused = |src: Ipv4Addr, user: &str| {
+        let mut c = connect_from(&s, src);
+        let r = c.cmd(&format!("LOGIN {user} pw"));
+        assert_eq!(
+            r.done.text(),
+            format!(
+                "{} NO [AUTHENTICATIONFAILED] Authentication failed.\r\n",
+                r.done.tag().unwrap()
+            )
+        );
+    };
+    refused(Ipv4Addr::new(127, 0, 3, 1), "carol");
+    refused(Ipv4Addr::new(127, 0, 3, 2), "dave");
+    connect_from(&s, Ipv4Addr::new(127, 0, 0, 9)).ok("LOGIN carol pw");
+    connect_from(&s, Ipv4Addr::new(127, 0, 3, 3)).ok("LOGIN alice pw");
 }
 
 /// Every log line written, shared with the subscriber (set once for this test binary).

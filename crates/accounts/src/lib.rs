@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod aliases;
+mod nets;
 mod quota;
 
 use std::collections::HashMap;
@@ -32,6 +33,7 @@ use maildex_store::{StoreError, StoreOptions, UserStore};
 
 pub use aliases::Aliases;
 pub use maildex_auth::LogName;
+use nets::AllowNets;
 pub use quota::usage;
 
 /// What can go wrong loading accounts or opening a user's mail.
@@ -138,6 +140,8 @@ struct Directory {
     aliases: Aliases,
     /// Folded user name -> quota (resolved once per load).
     quotas: HashMap<String, Option<u64>>,
+    /// Folded user name -> where the user may log in from (`allow_nets=`).
+    allow_nets: HashMap<String, AllowNets>,
 }
 
 /// Users, aliases, quotas and open stores of one process. See the crate docs.
@@ -201,15 +205,35 @@ fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
         None => Aliases::default(),
     };
     let mut quotas = HashMap::new();
+    let mut allow_nets = HashMap::new();
     for e in users.list() {
-        let rule = quota::rule_from_extra(&e.extra).map_err(|reason| AccountsError::UserField {
+        let field_error = |reason| AccountsError::UserField {
             path: config.auth.users_file.clone(),
             line: e.line,
             user: e.name.clone(),
             reason,
-        })?;
+        };
+        let rule = quota::rule_from_extra(&e.extra).map_err(field_error)?;
         let q = rule.unwrap_or(config.storage.quota);
         quotas.insert(e.name.to_ascii_lowercase(), q);
+        for field in &e.extra {
+            let key = field.split_once('=').map_or(field.as_str(), |(k, _)| k);
+            match key {
+                "allow_nets" => {
+                    let value = &field["allow_nets=".len().min(field.len())..];
+                    let nets = AllowNets::parse(value).map_err(field_error)?;
+                    allow_nets.insert(e.name.to_ascii_lowercase(), nets);
+                }
+                "userdb_quota_rule" | "quota_rule" => {}
+                _ => tracing::warn!(
+                    file = %config.auth.users_file.display(),
+                    line = e.line,
+                    user = %e.name,
+                    field = %LogName::new(key),
+                    "users file: extra field not supported; ignored"
+                ),
+            }
+        }
     }
     for (source, target) in aliases.all_targets() {
         if users.lookup(target).is_none() {
@@ -224,6 +248,7 @@ fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
         users,
         aliases,
         quotas,
+        allow_nets,
     })
 }
 
@@ -273,28 +298,32 @@ impl Accounts {
         Some(Self::user_of(&dir, entry))
     }
 
-    /// Checks a password. BLOCKING (runs the KDF): async callers use `spawn_blocking`.
-    /// An unknown user costs the same time as a known one
+    /// Checks a login from `peer`: the user if the password matches and the user may
+    /// log in from there (`allow_nets`). BLOCKING (runs the KDF): async callers use
+    /// `spawn_blocking`. An unknown user costs the same time as a known one
     /// ([`maildex_auth::verify_unknown_user`]), so timing does not reveal who exists.
     pub fn verify_login(
         &self,
         login: &str,
         password: &[u8],
+        peer: std::net::IpAddr,
     ) -> Result<Option<User>, AccountsError> {
         let dir = self.dir();
-        match dir.users.lookup(login) {
-            Some(entry) => {
-                if maildex_auth::verify(&entry.password, password)? {
-                    Ok(Some(Self::user_of(&dir, entry)))
-                } else {
-                    Ok(None)
-                }
-            }
-            None => {
-                maildex_auth::verify_unknown_user(password);
-                Ok(None)
+        let Some(entry) = dir.users.lookup(login) else {
+            maildex_auth::verify_unknown_user(None, password);
+            return Ok(None);
+        };
+        if !maildex_auth::verify(&entry.password, password)? {
+            return Ok(None);
+        }
+        let folded = entry.name.to_ascii_lowercase();
+        if let Some(nets) = dir.allow_nets.get(&folded) {
+            if !nets.allows(peer) {
+                tracing::info!(user = %entry.name, %peer, "login refused: not in allow_nets");
+                return Ok(None);
             }
         }
+        Ok(Some(Self::user_of(&dir, entry)))
     }
 
     /// Where mail for `address` (`local@domain`, or a bare local part) goes.

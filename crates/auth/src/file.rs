@@ -211,6 +211,8 @@ pub struct UsersFile {
     /// Folded (ASCII lower-case) name -> index into `entries`.
     by_name: HashMap<String, usize>,
     stamp: Option<Stamp>,
+    /// Index of the entry with the most costly hash (see [`UsersFile::timing_reference`]).
+    timing_reference: Option<usize>,
 }
 
 pub(crate) fn read_file(path: &Path) -> Result<Option<(Vec<u8>, std::fs::Metadata)>, AuthError> {
@@ -243,8 +245,36 @@ impl UsersFile {
     }
 
     /// Parses users-file content; `path` is only used in error messages.
+    ///
+    /// A password scheme (or CRYPT format) that [`crate::verify`] cannot check is an
+    /// error naming the line: such a user could never log in, and the admin should know
+    /// at start-up, not from a user's complaint.
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<UsersFile, AuthError> {
         let doc = parse_document(path, bytes)?;
+        if let Some(e) = doc.entries.iter().find(|e| !e.password.is_supported()) {
+            return Err(AuthError::Parse {
+                path: path.to_owned(),
+                line: e.line,
+                reason: format!(
+                    "user {}: password scheme {{{}}} is not supported{}",
+                    e.name,
+                    e.password.scheme,
+                    if e.password.scheme == "CRYPT" {
+                        " with this data (supported crypt formats: $1$, $5$, $6$, $2y$, $argon2, DES)"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+        // the most costly hash: failed logins are made to take as long as it
+        let timing_reference = doc
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.password.data.is_empty())
+            .max_by_key(|(i, e)| (e.password.cost_rank(), std::cmp::Reverse(*i)))
+            .map(|(i, _)| i);
         let by_name = doc
             .entries
             .iter()
@@ -256,6 +286,7 @@ impl UsersFile {
             entries: doc.entries,
             by_name,
             stamp: None,
+            timing_reference,
         })
     }
 
@@ -317,14 +348,11 @@ impl UsersFile {
             .collect()
     }
 
-    /// `(user, scheme)` for every entry that [`crate::verify`] cannot check, so the
-    /// server can say at startup which users will never log in.
-    pub fn unsupported_schemes(&self) -> Vec<(String, String)> {
-        self.entries
-            .iter()
-            .filter(|e| !e.password.is_supported())
-            .map(|e| (e.name.clone(), e.password.scheme.clone()))
-            .collect()
+    /// The password hash of the file's most costly scheme (the first such entry):
+    /// [`crate::verify_unknown_user`] checks a failed login's password against it, so an
+    /// unknown user costs what a wrong password of that scheme costs (issue 15 #29).
+    pub fn timing_reference(&self) -> Option<&crate::PasswordHash> {
+        self.timing_reference.map(|i| &self.entries[i].password)
     }
 
     /// True if the file on disk is no longer the version loaded (edited, replaced

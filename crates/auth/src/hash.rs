@@ -90,30 +90,77 @@ impl PasswordHash {
     /// or cheaply salted digest (PLAIN, CLEAR, MD5, SHA*, SSHA*, DES/MD5 crypt, ...).
     /// The server warns about such entries at startup.
     pub fn is_weak(&self) -> bool {
-        let base = base_scheme(&self.scheme);
-        match base {
-            "ARGON2ID" | "ARGON2I" | "SHA512-CRYPT" | "SHA256-CRYPT" | "BLF-CRYPT" => false,
-            "CRYPT" => crypt_kind(&self.data).is_none(),
-            "PBKDF2" | "SCRAM-SHA-1" | "SCRAM-SHA-256" => false,
-            _ => true,
-        }
+        self.cost_rank() < 4
+    }
+
+    /// True for schemes that keep the password itself (PLAIN, CLEAR, CLEARTEXT).
+    pub fn is_clear(&self) -> bool {
+        matches!(self.scheme.as_str(), "PLAIN" | "CLEAR" | "CLEARTEXT")
     }
 
     /// True if [`verify`] can check this hash (the scheme is supported and, for
-    /// CRYPT, the data is one of the supported modular formats).
+    /// CRYPT, the data is one of the supported crypt(3) formats). An empty password
+    /// field is accepted: it never verifies.
     pub fn is_supported(&self) -> bool {
+        self.data.is_empty() || self.kind().is_some()
+    }
+
+    /// How costly a check of this hash is, by scheme: 0 for clear text, 1 for a digest,
+    /// 2 DES crypt, 3 MD5 crypt, 4 SHA-crypt, 5 bcrypt, 6 Argon2. Failed logins are made to
+    /// cost what the most costly hash of the users file costs (see
+    /// [`crate::UsersFile::timing_reference`]).
+    pub fn cost_rank(&self) -> u8 {
+        match self.kind() {
+            Some(Kind::Clear) | None => 0,
+            Some(Kind::Digest) => 1,
+            Some(Kind::Crypt(CryptKind::Des)) => 2,
+            Some(Kind::Crypt(CryptKind::Md5)) => 3,
+            Some(Kind::Crypt(CryptKind::Sha512 | CryptKind::Sha256)) => 4,
+            Some(Kind::Crypt(CryptKind::Bcrypt)) => 5,
+            Some(Kind::Crypt(CryptKind::Argon2)) => 6,
+        }
+    }
+
+    /// How this hash is checked; None for a scheme (or crypt data) we cannot check.
+    fn kind(&self) -> Option<Kind> {
+        let crypt = |want: CryptKind| {
+            // the data must be the format the scheme names ({SHA512-CRYPT}$2y$... is not)
+            (crypt_kind(&self.data) == Some(want)).then_some(Kind::Crypt(want))
+        };
         match self.scheme.as_str() {
-            "ARGON2ID" | "ARGON2I" | "SHA512-CRYPT" | "SHA256-CRYPT" | "BLF-CRYPT" => true,
-            "PLAIN" | "CLEAR" | "CLEARTEXT" => true,
-            "CRYPT" => crypt_kind(&self.data).is_some(),
-            _ => false,
+            "PLAIN" | "CLEAR" | "CLEARTEXT" => Some(Kind::Clear),
+            "ARGON2ID" | "ARGON2I" => crypt(CryptKind::Argon2),
+            "SHA512-CRYPT" => crypt(CryptKind::Sha512),
+            "SHA256-CRYPT" => crypt(CryptKind::Sha256),
+            "BLF-CRYPT" => crypt(CryptKind::Bcrypt),
+            // Dovecot's MD5 is MD5-CRYPT
+            "MD5-CRYPT" | "MD5" => crypt(CryptKind::Md5),
+            "DES-CRYPT" => crypt(CryptKind::Des),
+            "CRYPT" => crypt_kind(&self.data).map(Kind::Crypt),
+            s if crate::digest::is_digest(s) => Some(Kind::Digest),
+            _ => None,
         }
     }
 }
 
-/// Scheme name without a Dovecot encoding suffix (`.b64`, `.base64`, `.hex`).
-fn base_scheme(scheme: &str) -> &str {
-    scheme.split('.').next().unwrap_or(scheme)
+/// The schemes whose data is one crypt(3) format.
+const NAMED_CRYPT: &[&str] = &[
+    "ARGON2ID",
+    "ARGON2I",
+    "SHA512-CRYPT",
+    "SHA256-CRYPT",
+    "BLF-CRYPT",
+    "MD5-CRYPT",
+    "MD5",
+    "DES-CRYPT",
+];
+
+/// How a supported hash is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Clear,
+    Digest,
+    Crypt(CryptKind),
 }
 
 /// The modular crypt formats we verify.
@@ -123,6 +170,10 @@ enum CryptKind {
     Sha256,
     Bcrypt,
     Argon2,
+    /// `$1$`: MD5-crypt (Poul-Henning Kamp's, as glibc and Dovecot's MD5-CRYPT).
+    Md5,
+    /// Traditional crypt(3): two salt characters and eleven of hash.
+    Des,
 }
 
 fn crypt_kind(data: &str) -> Option<CryptKind> {
@@ -134,6 +185,14 @@ fn crypt_kind(data: &str) -> Option<CryptKind> {
         Some(CryptKind::Bcrypt)
     } else if data.starts_with("$argon2id$") || data.starts_with("$argon2i$") {
         Some(CryptKind::Argon2)
+    } else if data.starts_with("$1$") {
+        Some(CryptKind::Md5)
+    } else if data.len() == 13
+        && data
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'/')
+    {
+        Some(CryptKind::Des)
     } else {
         None
     }
@@ -148,8 +207,10 @@ fn crypt_kind(data: &str) -> Option<CryptKind> {
 ///
 /// Supported: ARGON2ID and ARGON2I (PHC strings, either variant under either name,
 /// as libsodium's verifier in Dovecot accepts both), SHA512-CRYPT (`$6$`),
-/// SHA256-CRYPT (`$5$`), BLF-CRYPT (`$2y$`, `$2b$`, `$2a$`), CRYPT when the data is
-/// one of those formats, and PLAIN / CLEAR / CLEARTEXT (constant-time compare).
+/// SHA256-CRYPT (`$5$`), BLF-CRYPT (`$2y$`, `$2b$`, `$2a$`), MD5-CRYPT and MD5 (`$1$`),
+/// DES-CRYPT, CRYPT when the data is one of those formats, the digests SHA, SHA256,
+/// SHA512, SSHA, SSHA256, SSHA512, PLAIN-MD5, LDAP-MD5 and SMD5 (base64 or hex), and
+/// PLAIN / CLEAR / CLEARTEXT (constant-time compare): Dovecot's common schemes.
 ///
 /// The KDFs take tens of milliseconds by design: call this off the async reactor.
 pub fn verify(hash: &PasswordHash, password: &[u8]) -> Result<bool, AuthError> {
@@ -157,32 +218,21 @@ pub fn verify(hash: &PasswordHash, password: &[u8]) -> Result<bool, AuthError> {
         return Ok(false);
     }
     let scheme = hash.scheme.as_str();
-    let kind = match scheme {
-        "PLAIN" | "CLEAR" | "CLEARTEXT" => return Ok(ct_eq(hash.data.as_bytes(), password)),
-        "ARGON2ID" | "ARGON2I" => CryptKind::Argon2,
-        "SHA512-CRYPT" => CryptKind::Sha512,
-        "SHA256-CRYPT" => CryptKind::Sha256,
-        "BLF-CRYPT" => CryptKind::Bcrypt,
-        "CRYPT" => match crypt_kind(&hash.data) {
-            Some(kind) => kind,
-            None if hash.data.starts_with("$1$") => {
-                return Err(AuthError::UnsupportedScheme("CRYPT (MD5-CRYPT $1$)".into()))
-            }
-            None => {
-                return Err(AuthError::UnsupportedScheme(
-                    "CRYPT (only $6$, $5$, $2y$/$2b$/$2a$ and $argon2 data are supported)".into(),
-                ))
-            }
-        },
-        other => return Err(AuthError::UnsupportedScheme(other.to_owned())),
+    let kind = match hash.kind() {
+        Some(Kind::Clear) => return Ok(ct_eq(hash.data.as_bytes(), password)),
+        Some(Kind::Digest) => {
+            return crate::digest::verify(scheme, &hash.data, password)
+                .unwrap_or_else(|| Err(AuthError::UnsupportedScheme(scheme.to_owned())))
+        }
+        Some(Kind::Crypt(kind)) => kind,
+        None if scheme == "CRYPT" || NAMED_CRYPT.contains(&scheme) => {
+            return Err(malformed(
+                scheme,
+                "data is not in the crypt(3) format the scheme names",
+            ))
+        }
+        None => return Err(AuthError::UnsupportedScheme(scheme.to_owned())),
     };
-    // The data must be the format the scheme names ({SHA512-CRYPT}$2y$... is an error).
-    if crypt_kind(&hash.data) != Some(kind) {
-        return Err(malformed(
-            scheme,
-            "data does not have the scheme's $id$ prefix",
-        ));
-    }
     match kind {
         CryptKind::Argon2 => verify_argon2(scheme, &hash.data, password),
         CryptKind::Sha512 | CryptKind::Sha256 => verify_sha_crypt(scheme, &hash.data, password),
@@ -190,6 +240,9 @@ pub fn verify(hash: &PasswordHash, password: &[u8]) -> Result<bool, AuthError> {
             Ok(ok) => Ok(ok),
             Err(e) => Err(malformed(scheme, &e.to_string())),
         },
+        // pwhash answers false for malformed data too
+        CryptKind::Md5 => Ok(pwhash::md5_crypt::verify(password, &hash.data)),
+        CryptKind::Des => Ok(pwhash::unix_crypt::verify(password, &hash.data)),
     }
 }
 
@@ -257,7 +310,7 @@ fn verify_sha_crypt(scheme: &str, data: &str, password: &[u8]) -> Result<bool, A
 }
 
 /// Compares two byte strings in time that depends only on their lengths.
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -269,15 +322,24 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 /// checking against it is thrown away, so the password does not matter).
 const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$uelhdeqBpYGXOMZn7CK3Bg$Rzi1lhBatRbZTypbONAr/9Yx5wxbEuNpCZvbsnmiIRc";
 
-/// Spends about the time of a [`verify`] against a freshly hashed password, and
-/// returns false. Call it when the login names no user, so the answer time does
-/// not tell an attacker which user names exist.
-pub fn verify_unknown_user(password: &[u8]) -> bool {
-    let hash = PasswordHash {
-        scheme: "ARGON2ID".to_owned(),
-        data: DUMMY_HASH.to_owned(),
+/// Spends about the time of a [`verify`] against `reference` (the users file's most
+/// costly hash, [`crate::UsersFile::timing_reference`]; without one, a hash of
+/// [`hash_password`]'s parameters), and returns false. Call it when the login names no
+/// user, and after a wrong password checked against a cheaper hash than `reference`, so
+/// the answer time does not tell an attacker which user names exist.
+pub fn verify_unknown_user(reference: Option<&PasswordHash>, password: &[u8]) -> bool {
+    let dummy;
+    let hash = match reference {
+        Some(h) => h,
+        None => {
+            dummy = PasswordHash {
+                scheme: "ARGON2ID".to_owned(),
+                data: DUMMY_HASH.to_owned(),
+            };
+            &dummy
+        }
     };
-    let _ = std::hint::black_box(verify(&hash, password));
+    let _ = std::hint::black_box(verify(hash, password));
     false
 }
 
@@ -357,14 +419,16 @@ mod tests {
         for (field, weak, supported) in [
             ("{PLAIN}x", true, true),
             ("{CLEAR}x", true, true),
-            ("{SSHA512}x", true, false),
-            ("{PLAIN-MD5}x", true, false),
-            ("{MD5-CRYPT}$1$x", true, false),
-            ("{CRYPT}abDES12345678", true, false),
+            ("{SSHA512}x", true, true),
+            ("{PLAIN-MD5}x", true, true),
+            ("{MD5-CRYPT}$1$x", true, true),
+            ("{CRYPT}abDES12345678", true, true),
+            ("{CRYPT}$7$x", true, false),
+            ("{MD5-CRYPT}$6$x", true, false),
             ("{CRYPT}$6$a$b", false, true),
             ("{ARGON2ID}$argon2id$x", false, true),
             ("{BLF-CRYPT}$2y$x", false, true),
-            ("{PBKDF2}x", false, false),
+            ("{PBKDF2}x", true, false),
         ] {
             let h = PasswordHash::parse(field);
             assert_eq!(h.is_weak(), weak, "{field} weak");

@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+mod digest;
 mod edit;
 mod error;
 mod file;

@@ -204,10 +204,32 @@ fn weak_schemes_lists_plain_entries() {
     let f = parse("a:{SSHA}x\nb:{BLF-CRYPT}$2y$x\nc:{CLEAR}x\n").unwrap();
     let weak: Vec<_> = f.weak_schemes().into_iter().map(|(u, _)| u).collect();
     assert_eq!(weak, ["a", "c"]);
-    assert_eq!(
-        f.unsupported_schemes(),
-        [("a".to_owned(), "SSHA".to_owned())]
+}
+
+#[test]
+fn unknown_schemes_are_refused_naming_the_line() {
+    let err = parse("a:{PLAIN}x\n\nb:{PBKDF2}$1$abc\n").unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, AuthError::Parse { line: 3, .. }), "{text}");
+    assert!(
+        text.contains("PBKDF2") && text.contains("not supported"),
+        "{text}"
     );
+    assert!(!text.contains("clear"), "{text}");
+    let err = parse("a:{CRYPT}$7$x$y\n").unwrap_err();
+    assert!(err.to_string().contains("crypt formats"), "{err}");
+    // no password at all is no scheme problem (it never verifies)
+    assert!(parse("a\nb:\n").is_ok());
+}
+
+#[test]
+fn the_timing_reference_is_the_most_costly_hash() {
+    let f =
+        parse("a:{PLAIN}x\nb:{SSHA}x\nc:{SHA512-CRYPT}$6$s$h\nd:{SHA256-CRYPT}$5$s$h\n").unwrap();
+    assert_eq!(f.timing_reference().unwrap().scheme, "SHA512-CRYPT");
+    let f = parse("a:{PLAIN}x\nb:{PLAIN}y\n").unwrap();
+    assert_eq!(f.timing_reference().unwrap().data, "x");
+    assert!(parse("a\n").unwrap().timing_reference().is_none());
 }
 
 #[test]

@@ -102,6 +102,15 @@ fn start_up_sync(config: &maildex_config::Config, users: &maildex_auth::UsersFil
     }
 }
 
+/// What a start-up warning says about a weak scheme.
+pub(crate) fn weak_text(scheme: &str) -> &'static str {
+    if matches!(scheme, "PLAIN" | "CLEAR" | "CLEARTEXT") {
+        "password stored in clear"
+    } else {
+        "password hashed with a fast scheme (rehash with `maildex user passwd`)"
+    }
+}
+
 pub fn run(a: &ServeArgs) -> Result<ExitCode> {
     let config_path = if a.dev {
         prepare_dev(&a.data)?
@@ -111,7 +120,7 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
     let config = load_config(&config_path)?;
     let users = maildex_auth::UsersFile::load(&config.auth.users_file)?;
     for (user, scheme) in users.weak_schemes() {
-        tracing::warn!(user = %user, scheme = %scheme, "password stored in clear");
+        tracing::warn!(user = %user, scheme = %scheme, "{}", weak_text(&scheme));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

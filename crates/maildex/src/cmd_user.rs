@@ -83,7 +83,8 @@ pub fn list(a: &ConfigArg) -> Result<ExitCode> {
         println!("{}\t{}", e.name, e.password.scheme);
     }
     for (user, scheme) in file.weak_schemes() {
-        eprintln!("warning: {user} has a {scheme} password (stored in clear)");
+        let why = crate::cmd_serve::weak_text(&scheme);
+        eprintln!("warning: {user} has a {scheme} password: {why}");
     }
     Ok(ExitCode::SUCCESS)
 }

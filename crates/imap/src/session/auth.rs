@@ -180,7 +180,7 @@ impl Session {
             .map_err(|e| CmdError::server(format!("KDF semaphore: {e}")))?;
         let accounts = Arc::clone(&self.shared.accounts);
         let who = login.clone();
-        let verdict = blocking(move || accounts.verify_login(&who, &password)).await?;
+        let verdict = blocking(move || accounts.verify_login(&who, &password, ip)).await?;
         drop(permit);
         let user = match verdict {
             Ok(Some(user)) => user,
