@@ -13,6 +13,7 @@ mod imap_support;
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use hostile_support::tcp_from;
@@ -34,6 +35,9 @@ fn server_with_users(users: &str) -> Server {
         ..Opts::default()
     })
 }
+
+/// `pw` hashed by `doveadm pw -s SHA512-CRYPT -p pw`.
+const CAROL_SHA512: &str = "{SHA512-CRYPT}$6$5yhPmwwpgiyghTho$vYXP2lcmkiDKxTKmEwWM.eBHL2AYqXeuhG.KC7z/Y/3OGr5yTj9MaZFrj2G1W9R7dm8zXO.KA6QO7RgtvBtPF0";
 
 #[test]
 fn authenticate_plain_without_sasl_ir_sends_an_empty_challenge() {
@@ -120,6 +124,76 @@ fn allow_nets_limits_where_a_user_logs_in_from() {
     refused(Ipv4Addr::new(127, 0, 3, 2), "dave");
     connect_from(&s, Ipv4Addr::new(127, 0, 0, 9)).ok("LOGIN carol pw");
     connect_from(&s, Ipv4Addr::new(127, 0, 3, 3)).ok("LOGIN alice pw");
+}
+
+/// The tagged answer without its tag.
+fn answer(c: &mut Client, command: &str) -> String {
+    let r = c.cmd(command);
+    let text = r.done.text();
+    text.split_once(' ')
+        .map(|(_, rest)| rest.to_owned())
+        .unwrap_or(text)
+}
+
+#[test]
+fn failed_logins_answer_alike_and_take_alike_whatever_failed() {
+    // erin's hash is broken: a scheme problem is a failed login like any other
+    let users =
+        format!("alice:{{PLAIN}}pw\ncarol:{CAROL_SHA512}\nerin:{{SHA512-CRYPT}}$6$broken\n");
+    let s = server_with_users(&users);
+    let mut answers = Vec::new();
+    for (i, cmd) in [
+        "LOGIN carol wrong",
+        "LOGIN nobody wrong",
+        "LOGIN erin wrong",
+        &format!("AUTHENTICATE PLAIN {}", b64(b"\0nobody\0wrong")),
+        &format!("AUTHENTICATE PLAIN {}", b64(b"\0carol\0wrong")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut c = connect_from(&s, Ipv4Addr::new(127, 0, 4, i as u8 + 1));
+        answers.push((cmd.to_owned(), answer(&mut c, cmd)));
+    }
+    for (cmd, a) in &answers {
+        assert_eq!(
+            a, "NO [AUTHENTICATIONFAILED] Authentication failed.\r\n",
+            "{cmd}: {answers:?}"
+        );
+    }
+    // the broken hash earned a penalty like a wrong password: the next try waits
+    let mut c = connect_from(&s, Ipv4Addr::new(127, 0, 4, 3));
+    let begun = Instant::now();
+    assert!(answer(&mut c, "LOGIN erin wrong").starts_with("NO [AUTHENTICATIONFAILED]"));
+    assert!(
+        begun.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        begun.elapsed()
+    );
+
+    // timing: an unknown user costs what a wrong SHA512-CRYPT password costs (each try
+    // from a fresh address, so no penalty is in the figures)
+    let time = |user: &str, base: u8| {
+        let mut all: Vec<Duration> = (0..7u8)
+            .map(|i| {
+                let mut c = connect_from(&s, Ipv4Addr::new(127, 0, base, i + 1));
+                let begun = Instant::now();
+                let a = answer(&mut c, &format!("LOGIN {user} wrong"));
+                assert!(a.starts_with("NO [AUTHENTICATIONFAILED]"), "{a}");
+                begun.elapsed()
+            })
+            .collect();
+        all.sort();
+        all[all.len() / 2]
+    };
+    let (unknown, wrong) = (time("nobody", 5), time("carol", 6));
+    eprintln!("median failed login: unknown user {unknown:?}, wrong password {wrong:?}");
+    // the same order of magnitude, a generous bound (other tests share the cores)
+    let (lo, hi) = (unknown.min(wrong), unknown.max(wrong));
+    assert!(
+        hi < lo * 10 + Duration::from_millis(20),
+        "unknown user {unknown:?} against wrong password {wrong:?}"
+    );
 }
 
 /// Every log line written, shared with the subscriber (set once for this test binary).

@@ -299,31 +299,44 @@ impl Accounts {
     }
 
     /// Checks a login from `peer`: the user if the password matches and the user may
-    /// log in from there (`allow_nets`). BLOCKING (runs the KDF): async callers use
-    /// `spawn_blocking`. An unknown user costs the same time as a known one
-    /// ([`maildex_auth::verify_unknown_user`]), so timing does not reveal who exists.
+    /// log in from there (`allow_nets`), `None` otherwise. BLOCKING (runs the KDF):
+    /// async callers use `spawn_blocking`.
+    ///
+    /// Every failure takes at least the time of a check against the users file's most
+    /// costly hash ([`maildex_auth::UsersFile::timing_reference`]), so the time of a
+    /// failed login does not tell an unknown user from a wrong password (issue 15 #29).
+    /// A hash the server cannot check fails like a wrong password (logged at debug; the
+    /// start-up refuses unknown schemes).
     pub fn verify_login(
         &self,
         login: &str,
         password: &[u8],
         peer: std::net::IpAddr,
-    ) -> Result<Option<User>, AccountsError> {
+    ) -> Option<User> {
         let dir = self.dir();
+        let reference = dir.users.timing_reference();
         let Some(entry) = dir.users.lookup(login) else {
-            maildex_auth::verify_unknown_user(None, password);
-            return Ok(None);
+            maildex_auth::verify_unknown_user(reference, password);
+            return None;
         };
-        if !maildex_auth::verify(&entry.password, password)? {
-            return Ok(None);
+        let matched = maildex_auth::verify(&entry.password, password).unwrap_or_else(|e| {
+            tracing::debug!(user = %entry.name, error = %e, "password hash cannot be checked");
+            false
+        });
+        if !matched {
+            if reference.is_some_and(|r| r.cost_rank() > entry.password.cost_rank()) {
+                maildex_auth::verify_unknown_user(reference, password);
+            }
+            return None;
         }
         let folded = entry.name.to_ascii_lowercase();
         if let Some(nets) = dir.allow_nets.get(&folded) {
             if !nets.allows(peer) {
                 tracing::info!(user = %entry.name, %peer, "login refused: not in allow_nets");
-                return Ok(None);
+                return None;
             }
         }
-        Ok(Some(Self::user_of(&dir, entry)))
+        Some(Self::user_of(&dir, entry))
     }
 
     /// Where mail for `address` (`local@domain`, or a bare local part) goes.

@@ -60,12 +60,8 @@ impl Session {
                 "Plaintext authentication disallowed on non-secure connections.",
             ));
         }
-        let Ok(login) = String::from_utf8(username) else {
-            return Err(CmdError::no(
-                ResponseCode::AuthenticationFailed,
-                "Authentication failed.",
-            ));
-        };
+        // a name that is not UTF-8 names no user: it fails like any unknown one
+        let login = String::from_utf8_lossy(&username).into_owned();
         self.check_password(login, password).await
     }
 
@@ -92,12 +88,7 @@ impl Session {
         } else {
             self.sasl_plain(initial).await?
         };
-        let Ok(login) = String::from_utf8(login) else {
-            return Err(CmdError::no(
-                ResponseCode::AuthenticationFailed,
-                "Authentication failed.",
-            ));
-        };
+        let login = String::from_utf8_lossy(&login).into_owned();
         self.check_password(login, password).await
     }
 
@@ -166,6 +157,9 @@ impl Session {
         }
     }
 
+    /// Checks a login. Every failure answers alike and costs the address a penalty,
+    /// whatever failed: no such user, a wrong password, a user not allowed from this
+    /// address, a hash the server cannot check (issue 15 #29).
     async fn check_password(&mut self, login: String, password: Vec<u8>) -> Result<Done, CmdError> {
         let ip = self.peer.ip();
         let delay = self.shared.penalties.delay(ip);
@@ -182,17 +176,13 @@ impl Session {
         let who = login.clone();
         let verdict = blocking(move || accounts.verify_login(&who, &password, ip)).await?;
         drop(permit);
-        let user = match verdict {
-            Ok(Some(user)) => user,
-            Ok(None) => {
-                self.shared.penalties.failed(ip);
-                tracing::info!(login = %LogName::new(&login), "login failed");
-                return Err(CmdError::no(
-                    ResponseCode::AuthenticationFailed,
-                    "Authentication failed.",
-                ));
-            }
-            Err(e) => return Err(CmdError::server(e)),
+        let Some(user) = verdict else {
+            self.shared.penalties.failed(ip);
+            tracing::info!(login = %LogName::new(&login), "login failed");
+            return Err(CmdError::no(
+                ResponseCode::AuthenticationFailed,
+                "Authentication failed.",
+            ));
         };
         self.shared.penalties.succeeded(ip);
         let accounts = Arc::clone(&self.shared.accounts);
