@@ -196,6 +196,32 @@ fn failed_logins_answer_alike_and_take_alike_whatever_failed() {
     );
 }
 
+#[test]
+fn a_success_clears_the_penalty_of_that_user_only() {
+    let s = Server::start();
+    let from = Ipv4Addr::new(127, 0, 7, 1);
+    let mut attacker = connect_from(&s, from);
+    // two guesses against bob, then the attacker logs in to its own account (alice)
+    for i in 0..2 {
+        assert!(answer(&mut attacker, &format!("LOGIN bob guess{i}")).starts_with("NO"));
+    }
+    let mut own = connect_from(&s, from);
+    own.ok("LOGIN alice pw");
+    // the guesses still count: the next one waits 500 ms, not 0
+    let begun = Instant::now();
+    assert!(answer(&mut attacker, "LOGIN bob guess2").starts_with("NO"));
+    let took = begun.elapsed();
+    assert!(took >= Duration::from_millis(500), "waited {took:?}");
+    // bob's own success clears bob's failures at this address
+    let mut c = connect_from(&s, from);
+    c.ok("LOGIN bob pw");
+    let begun = Instant::now();
+    let mut c = connect_from(&s, from);
+    c.ok("LOGIN bob pw");
+    let took = begun.elapsed();
+    assert!(took < Duration::from_millis(250), "waited {took:?}");
+}
+
 /// Every log line written, shared with the subscriber (set once for this test binary).
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);

@@ -154,68 +154,124 @@ impl Drop for Slot {
 
 /// Failed logins per IP address and the delay they earn: 0 after none, then 250 ms
 /// doubling per failure up to 15 s (Dovecot's auth_failure_delay is a flat 2 s; a growing
-/// delay slows a brute force from one address more while a typo costs little). A success
-/// clears the address; entries are forgotten after 10 quiet minutes.
+/// delay slows a brute force from one address more while a typo costs little). Entries are
+/// forgotten after 10 quiet minutes.
+///
+/// Failures are counted per address and, within it, per login name they were for; the
+/// delay follows all failures of the address. A success clears only the failures for that
+/// user at that address: an attacker who owns one account cannot wipe its guesses against
+/// another by logging in to its own between them (issue 15 #31). An address keeps at most
+/// [`PENALTY_NAMES`] names (a keyed hash each); failures for further names count for the
+/// address and are cleared by no success.
 ///
 /// An IPv6 client is counted by its /64 (one host usually owns a whole /64, so counting
 /// single addresses would give it 2^64 fresh starts), an IPv4-mapped IPv6 address as the
 /// IPv4 address. The table holds at most [`PENALTY_TABLE_MAX`] entries: when a guesser
 /// spread over more addresses than that fills it with recent failures, the older half is
-/// dropped, so its memory stays bounded (about 5 MB) whatever the number of addresses.
+/// dropped, so its memory stays bounded (about 25 MB) whatever the number of addresses.
 #[derive(Default)]
 pub struct Penalties {
-    table: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    table: Mutex<HashMap<IpAddr, AddressFailures>>,
+    /// Keys the login-name hashes (random per process, so names cannot be picked to
+    /// collide with a victim's).
+    names: std::collections::hash_map::RandomState,
+}
+
+/// The failed logins of one address (see [`Penalties`]).
+struct AddressFailures {
+    /// (hash of the folded login name, failures).
+    by_name: Vec<(u64, u32)>,
+    /// Failures for names past [`PENALTY_NAMES`].
+    unnamed: u32,
+    /// The last failure.
+    at: Instant,
+}
+
+impl AddressFailures {
+    fn total(&self) -> u32 {
+        self.by_name
+            .iter()
+            .fold(self.unnamed, |n, &(_, k)| n.saturating_add(k))
+    }
 }
 
 const PENALTY_MAX: Duration = Duration::from_secs(15);
 const PENALTY_FORGET: Duration = Duration::from_secs(600);
 const PENALTY_TABLE_MAX: usize = 100_000;
+const PENALTY_NAMES: usize = 16;
 
 impl Penalties {
     /// The delay a login from `ip` waits before its password is checked.
     pub fn delay(&self, ip: IpAddr) -> Duration {
         let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         match table.get(&penalty_key(ip)) {
-            Some(&(n, at)) if n > 0 && at.elapsed() < PENALTY_FORGET => {
-                let ms = 250u64.saturating_mul(1 << (n - 1).min(10));
+            Some(e) if e.at.elapsed() < PENALTY_FORGET && e.total() > 0 => {
+                let ms = 250u64.saturating_mul(1 << (e.total() - 1).min(10));
                 Duration::from_millis(ms).min(PENALTY_MAX)
             }
             _ => Duration::ZERO,
         }
     }
 
-    /// Records a failed login.
-    pub fn failed(&self, ip: IpAddr) {
+    fn name_key(&self, login: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.names.hash_one(login.to_ascii_lowercase())
+    }
+
+    /// Records a failed login from `ip` for the name `login`.
+    pub fn failed(&self, ip: IpAddr, login: &str) {
+        let name = self.name_key(login);
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         if table.len() >= PENALTY_TABLE_MAX {
-            table.retain(|_, (_, at)| at.elapsed() < PENALTY_FORGET);
+            table.retain(|_, e| e.at.elapsed() < PENALTY_FORGET);
         }
         if table.len() >= PENALTY_TABLE_MAX {
             // all recent: keep the newer half (the median time splits them)
-            let mut times: Vec<Instant> = table.values().map(|&(_, at)| at).collect();
+            let mut times: Vec<Instant> = table.values().map(|e| e.at).collect();
             let mid = times.len() / 2;
             let (_, &mut cut, _) = times.select_nth_unstable(mid);
-            table.retain(|_, (_, at)| *at > cut);
+            table.retain(|_, e| e.at > cut);
         }
-        let e = table.entry(penalty_key(ip)).or_insert((0, Instant::now()));
-        if e.1.elapsed() >= PENALTY_FORGET {
-            e.0 = 0;
+        let e = table
+            .entry(penalty_key(ip))
+            .or_insert_with(|| AddressFailures {
+                by_name: Vec::new(),
+                unnamed: 0,
+                at: Instant::now(),
+            });
+        if e.at.elapsed() >= PENALTY_FORGET {
+            e.by_name.clear();
+            e.unnamed = 0;
         }
-        e.0 = e.0.saturating_add(1);
-        e.1 = Instant::now();
+        if let Some((_, n)) = e.by_name.iter_mut().find(|(k, _)| *k == name) {
+            *n = n.saturating_add(1);
+        } else if e.by_name.len() < PENALTY_NAMES {
+            e.by_name.push((name, 1));
+        } else {
+            e.unnamed = e.unnamed.saturating_add(1);
+        }
+        e.at = Instant::now();
     }
 
-    /// Records a successful login.
-    pub fn succeeded(&self, ip: IpAddr) {
-        self.table
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&penalty_key(ip));
+    /// Records a successful login from `ip` by the names in `logins` (the name the
+    /// client gave and the user it resolved to): clears the failures for those names
+    /// at that address, and nothing else.
+    pub fn succeeded(&self, ip: IpAddr, logins: &[&str]) {
+        let names: Vec<u64> = logins.iter().map(|l| self.name_key(l)).collect();
+        let key = penalty_key(ip);
+        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = table.get_mut(&key) {
+            e.by_name.retain(|(k, _)| !names.contains(k));
+            if e.total() == 0 {
+                table.remove(&key);
+            }
+        }
     }
 }
 
-/// What a failed login is counted against: the IPv4 address, or the /64 of an IPv6 one.
-fn penalty_key(ip: IpAddr) -> IpAddr {
+/// What a failed login is counted against: the IPv4 address, or the /64 of an IPv6 one
+/// (an IPv4-mapped IPv6 address as the IPv4 address).
+pub fn penalty_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -238,18 +294,19 @@ mod tests {
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "192.0.2.2".parse().unwrap();
         assert_eq!(p.delay(a), Duration::ZERO);
-        p.failed(a);
+        p.failed(a, "alice");
         assert_eq!(p.delay(a), Duration::from_millis(250));
-        p.failed(a);
-        p.failed(a);
+        p.failed(a, "alice");
+        p.failed(a, "Alice");
         assert_eq!(p.delay(a), Duration::from_millis(1000));
         for _ in 0..20 {
-            p.failed(a);
+            p.failed(a, "alice");
         }
         assert_eq!(p.delay(a), PENALTY_MAX);
         assert_eq!(p.delay(b), Duration::ZERO);
-        p.succeeded(a);
+        p.succeeded(a, &["ALICE"]);
         assert_eq!(p.delay(a), Duration::ZERO);
+        assert!(p.table.lock().unwrap().is_empty());
     }
 
     #[test]
@@ -258,13 +315,13 @@ mod tests {
         let one: IpAddr = "2001:db8:1:2::1".parse().unwrap();
         let same64: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
         let other64: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        p.failed(one);
-        p.failed(same64);
+        p.failed(one, "x");
+        p.failed(same64, "x");
         assert_eq!(p.delay(one), Duration::from_millis(500));
         assert_eq!(p.delay(other64), Duration::ZERO);
         let v4: IpAddr = "192.0.2.7".parse().unwrap();
         let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
-        p.failed(mapped);
+        p.failed(mapped, "x");
         assert_eq!(p.delay(v4), Duration::from_millis(250));
     }
 
@@ -273,12 +330,40 @@ mod tests {
         let p = Penalties::default();
         let n = PENALTY_TABLE_MAX as u32 * 5 / 2;
         for i in 0..n {
-            p.failed(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i)));
+            p.failed(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i)), "x");
         }
         let len = p.table.lock().unwrap().len();
         assert!(len <= PENALTY_TABLE_MAX, "{len}");
         // the newest guesser is still slowed
         let last = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + n - 1));
         assert_eq!(p.delay(last), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn a_success_clears_only_that_users_failures_at_that_address() {
+        let p = Penalties::default();
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        // guesses against bob, the attacker's own login as alice in between
+        p.failed(a, "bob");
+        p.failed(a, "bob");
+        p.succeeded(a, &["alice", "alice@example.org"]);
+        assert_eq!(p.delay(a), Duration::from_millis(500));
+        // bob's success elsewhere clears nothing here
+        p.succeeded(b, &["bob"]);
+        assert_eq!(p.delay(a), Duration::from_millis(500));
+        // failures for another name count for the address, bob's success clears bob's
+        p.failed(a, "carol");
+        assert_eq!(p.delay(a), Duration::from_millis(1000));
+        p.succeeded(a, &["bob"]);
+        assert_eq!(p.delay(a), Duration::from_millis(250));
+        // names past the per-address bound count, and no success clears them
+        for i in 0..PENALTY_NAMES + 3 {
+            p.failed(b, &format!("user{i}"));
+        }
+        for i in 0..PENALTY_NAMES + 3 {
+            p.succeeded(b, &[&format!("user{i}")]);
+        }
+        assert_eq!(p.delay(b), Duration::from_millis(1000));
     }
 }

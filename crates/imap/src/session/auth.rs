@@ -177,14 +177,16 @@ impl Session {
         let verdict = blocking(move || accounts.verify_login(&who, &password, ip)).await?;
         drop(permit);
         let Some(user) = verdict else {
-            self.shared.penalties.failed(ip);
+            self.shared.penalties.failed(ip, &login);
             tracing::info!(login = %LogName::new(&login), "login failed");
             return Err(CmdError::no(
                 ResponseCode::AuthenticationFailed,
                 "Authentication failed.",
             ));
         };
-        self.shared.penalties.succeeded(ip);
+        self.shared
+            .penalties
+            .succeeded(ip, &[login.as_str(), user.name.as_str()]);
         let accounts = Arc::clone(&self.shared.accounts);
         let u = user.clone();
         let store = blocking(move || accounts.store(&u)).await?.map_err(|e| {
