@@ -610,7 +610,7 @@ fn authenticate_with_garbage_is_refused_and_the_session_goes_on() {
         ("no NUL inside", b64(b"alicepw")),
         ("one NUL only", b64(b"alice\0pw")),
         ("not UTF-8 user", b64(b"\0\xff\xfe\0pw")),
-        // (a known user: an unknown one costs an Argon2id check, 19 MiB, by design)
+        // (a known user)
         ("2,000 NULs after the user", {
             let mut v = b"\0alice\0".to_vec();
             v.extend_from_slice(&[0u8; 2_000]);
@@ -665,4 +665,78 @@ fn authenticate_with_garbage_is_refused_and_the_session_goes_on() {
     assert!(long.closed_within(PATIENCE));
     d.connect().ok("NOOP");
     mem.finish();
+}
+
+/// Issue 15 #23: SHA-crypt's cost grows with the password's length (a 65,000-byte
+/// password cost 10.7 s of CPU), and every login shares the hashing slots. Six such
+/// LOGINs from one address, and then twelve of 1,000 bytes (under the cap, so hashed)
+/// at once, while a client from another address logs in: the long ones are refused
+/// without hashing, with the answer a wrong password gets, one address holds at most
+/// its share of the hashing slots, and the other client's login is answered meanwhile.
+#[test]
+fn long_passwords_and_one_address_cannot_take_every_hashing_slot() {
+    let _serial = serial();
+    // carol's password is "pw", hashed by `doveadm pw -s SHA512-CRYPT`
+    let users = format!(
+        "{USERS}carol:{{SHA512-CRYPT}}$6$5yhPmwwpgiyghTho$vYXP2lcmkiDKxTKmEwWM.eBHL2AYqXeuhG.\
+         KC7z/Y/3OGr5yTj9MaZFrj2G1W9R7dm8zXO.KA6QO7RgtvBtPF0\n",
+        USERS = imap_support::USERS
+    );
+    let d = Daemon::start_with_users("", &users);
+    d.login("alice").ok("LOGOUT");
+    // a fresh attacking address per round: the first round's failures would otherwise
+    // hold the second's logins in the penalty delay, before any hashing
+    for (len, count, from) in [
+        (65_000usize, 6usize, ATTACKER),
+        (1_000, 12, Ipv4Addr::new(127, 0, 0, 3)),
+    ] {
+        let password = "p".repeat(len);
+        let mem = Mem::start(if len > 1024 {
+            "6 LOGINs with 65,000-byte passwords"
+        } else {
+            "12 LOGINs with 1,000-byte passwords at once"
+        });
+        let (sent_tx, sent) = std::sync::mpsc::channel();
+        let attackers: Vec<_> = (0..count)
+            .map(|_| {
+                let imap = d.imap;
+                let password = password.clone();
+                let sent_tx = sent_tx.clone();
+                std::thread::spawn(move || {
+                    let mut c = Client::wrap(imap_support::Stream::Plain(tcp_from(from, imap)));
+                    c.read_greeting();
+                    let t = c.tag();
+                    c.send(format!("{t} LOGIN carol {{{len}+}}\r\n{password}\r\n"));
+                    sent_tx.send(()).unwrap();
+                    let r = c.until(&t);
+                    assert_status(&r, "NO", Some("AUTHENTICATIONFAILED"), "long password");
+                    r.done.text()
+                })
+            })
+            .collect();
+        // every attacking LOGIN is on the wire before the other client starts
+        for _ in 0..count {
+            sent.recv_timeout(PATIENCE).unwrap();
+        }
+        let begun = Instant::now();
+        let mut other = d.connect_from(OTHER);
+        other.ok("LOGIN carol pw");
+        let other_done = begun.elapsed();
+        let answers: Vec<String> = attackers.into_iter().map(|t| t.join().unwrap()).collect();
+        let attack_done = begun.elapsed();
+        eprintln!(
+            "{count} logins with {len}-byte passwords: another address logged in after \
+             {other_done:?}; the attack was answered after {attack_done:?}"
+        );
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.ends_with(" NO [AUTHENTICATIONFAILED] Authentication failed.\r\n")),
+            "{answers:?}"
+        );
+        // bounded, far from the 31.7 s the issue measured (never a statement of speed:
+        // the bound is ten times what this takes on a loaded two-core machine)
+        assert!(other_done < Duration::from_secs(10), "{other_done:?}");
+        mem.finish();
+    }
 }

@@ -34,9 +34,14 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the daemon with `imap_keys` added to `[imap]`.
     pub fn start(imap_keys: &str) -> Daemon {
+        Self::start_with_users(imap_keys, USERS)
+    }
+
+    /// [`Daemon::start`] with `users` as the users file.
+    pub fn start_with_users(imap_keys: &str, users: &str) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        std::fs::write(root.join("users"), USERS).unwrap();
+        std::fs::write(root.join("users"), users).unwrap();
         let (cert, key) = (root.join("cert.pem"), root.join("key.pem"));
         maildex_imap::tls::write_self_signed(&["localhost"], &cert, &key).unwrap();
         let r = root.display();

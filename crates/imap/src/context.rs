@@ -62,8 +62,8 @@ pub struct Shared {
     pub tls: Option<Arc<TlsSource>>,
     /// Settings.
     pub settings: Settings,
-    /// Bounds concurrent KDF work.
-    pub kdf: Semaphore,
+    /// Bounds concurrent KDF work, in all and per address.
+    pub kdf: KdfSlots,
     /// Failed-login penalties per IP.
     pub penalties: Penalties,
     /// Fires on shutdown (sessions say `* BYE`).
@@ -85,7 +85,7 @@ impl Shared {
         shutdown: CancellationToken,
     ) -> Arc<Shared> {
         Arc::new(Shared {
-            kdf: Semaphore::new(settings.kdf_permits.max(1)),
+            kdf: KdfSlots::new(settings.kdf_permits),
             watcher: if settings.inotify {
                 DirWatcher::start()
             } else {
@@ -269,8 +269,92 @@ impl Penalties {
     }
 }
 
-/// What a failed login is counted against: the IPv4 address, or the /64 of an IPv6 one
-/// (an IPv4-mapped IPv6 address as the IPv4 address).
+/// At most half the password-check slots for one address (one at least): many logins
+/// from one address (an IPv6 /64) wait for each other, not for every login of everyone
+/// (issue 15 #23: six SHA-crypt checks of long passwords from one address held both
+/// slots, and a login from elsewhere waited 31.7 s).
+pub struct KdfSlots {
+    all: Semaphore,
+    per_address: usize,
+    busy: Mutex<HashMap<IpAddr, Arc<Semaphore>>>,
+}
+
+/// A password-check slot, given back on drop.
+pub struct KdfPermit<'a> {
+    _all: tokio::sync::SemaphorePermit<'a>,
+    _address: AddressSlot<'a>,
+}
+
+/// The per-address semaphore a check holds or waits on. Its table entry goes when the
+/// last holder or waiter drops (a session dropped while waiting too).
+struct AddressSlot<'a> {
+    slots: &'a KdfSlots,
+    key: IpAddr,
+    sem: Arc<Semaphore>,
+    holds: bool,
+}
+
+impl Drop for AddressSlot<'_> {
+    fn drop(&mut self) {
+        if self.holds {
+            self.sem.add_permits(1);
+        }
+        let mut busy = self.slots.busy.lock().unwrap_or_else(|p| p.into_inner());
+        // the table's reference and ours: nobody else holds or waits
+        if busy
+            .get(&self.key)
+            .is_some_and(|s| Arc::strong_count(s) == 2)
+        {
+            busy.remove(&self.key);
+        }
+    }
+}
+
+impl KdfSlots {
+    /// `total` checks at once, at most half of them (one at least) from one address.
+    pub fn new(total: usize) -> KdfSlots {
+        let total = total.max(1);
+        KdfSlots {
+            all: Semaphore::new(total),
+            per_address: (total / 2).max(1),
+            busy: Mutex::default(),
+        }
+    }
+
+    /// Waits for a slot of `ip`'s address, then for one of all.
+    pub async fn acquire(&self, ip: IpAddr) -> Result<KdfPermit<'_>, tokio::sync::AcquireError> {
+        let key = penalty_key(ip);
+        let sem = {
+            let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(
+                busy.entry(key)
+                    .or_insert_with(|| Arc::new(Semaphore::new(self.per_address))),
+            )
+        };
+        let mut address = AddressSlot {
+            slots: self,
+            key,
+            sem,
+            holds: false,
+        };
+        address.sem.acquire().await?.forget();
+        address.holds = true;
+        let all = self.all.acquire().await?;
+        Ok(KdfPermit {
+            _all: all,
+            _address: address,
+        })
+    }
+
+    /// Addresses with a check running or waiting (for tests).
+    pub fn addresses(&self) -> usize {
+        self.busy.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+/// What a failed login is counted against, and what one client's share of the password
+/// checks is: the IPv4 address, or the /64 of an IPv6 one (an IPv4-mapped IPv6 address
+/// as the IPv4 address).
 pub fn penalty_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
@@ -365,5 +449,52 @@ mod tests {
             p.succeeded(b, &[&format!("user{i}")]);
         }
         assert_eq!(p.delay(b), Duration::from_millis(1000));
+    }
+
+    #[tokio::test]
+    async fn one_address_gets_at_most_half_the_password_checks() {
+        let slots = KdfSlots::new(4);
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let same64: IpAddr = "2001:db8:1:2::99".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let first = slots.acquire(a).await.unwrap();
+        let second = slots.acquire(same64).await.unwrap();
+        // a third from that /64 waits, though two of the four slots are free
+        let third = slots.acquire(a);
+        tokio::pin!(third);
+        assert!(futures_poll_once(third.as_mut()).await.is_none());
+        // another address is served at once
+        let other = slots.acquire(b).await.unwrap();
+        drop(first);
+        let third = third.await.unwrap();
+        drop((second, third, other));
+        assert_eq!(
+            slots.addresses(),
+            0,
+            "entries of idle addresses are dropped"
+        );
+        // a waiter that gives up leaves nothing behind either
+        let held = [
+            slots.acquire(a).await.unwrap(),
+            slots.acquire(a).await.unwrap(),
+        ];
+        let mut waiting = Box::pin(slots.acquire(a));
+        assert!(futures_poll_once(waiting.as_mut()).await.is_none());
+        drop(held);
+        assert_eq!(slots.addresses(), 1);
+        drop(waiting);
+        assert_eq!(slots.addresses(), 0);
+    }
+
+    /// Polls a future once: `Some` if it is ready.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(f: F) -> Option<F::Output> {
+        let mut f = f;
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match std::pin::Pin::new(&mut f).poll(cx) {
+                std::task::Poll::Ready(v) => Some(v),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
     }
 }
