@@ -29,6 +29,22 @@ fn subject_of(path: &Path) -> String {
         .to_string()
 }
 
+/// A server where alice has `messages` messages "inbox N" in INBOX and one "archived"
+/// in Archive, and alice's session.
+fn account_to_sync(messages: u32) -> (Server, imap_support::Client) {
+    let s = Server::start();
+    for i in 1..=messages {
+        s.deliver(
+            "alice",
+            &simple(&format!("inbox {i}"), &format!("body {i}")),
+        );
+    }
+    let mut c = s.login("alice");
+    c.ok("CREATE Archive");
+    c.ok("APPEND Archive (\\Seen) {24}\r\nSubject: archived\r\n\r\nold\r\n");
+    (s, c)
+}
+
 fn mbsync(conf: &Path) {
     let out = Command::new("mbsync")
         .arg("-c")
@@ -49,16 +65,7 @@ fn mbsync_syncs_both_ways() {
     if !have_tool("mbsync") {
         return;
     }
-    let s = Server::start();
-    for i in 1..=3 {
-        s.deliver(
-            "alice",
-            &simple(&format!("inbox {i}"), &format!("body {i}")),
-        );
-    }
-    let mut c = s.login("alice");
-    c.ok("CREATE Archive");
-    c.ok("APPEND Archive (\\Seen) {24}\r\nSubject: archived\r\n\r\nold\r\n");
+    let (s, mut c) = account_to_sync(3);
     c.ok("SELECT INBOX");
     c.ok("STORE 2 +FLAGS (\\Seen)");
     let local = s.dir.path().join("local");
@@ -153,16 +160,7 @@ fn offlineimap_syncs_both_ways() {
     if !have_tool("offlineimap") {
         return;
     }
-    let s = Server::start();
-    for i in 1..=2 {
-        s.deliver(
-            "alice",
-            &simple(&format!("inbox {i}"), &format!("body {i}")),
-        );
-    }
-    let mut c = s.login("alice");
-    c.ok("CREATE Archive");
-    c.ok("APPEND Archive (\\Seen) {24}\r\nSubject: archived\r\n\r\nold\r\n");
+    let (s, mut c) = account_to_sync(2);
     let root = s.dir.path();
     let local = root.join("offline");
     let conf = root.join("offlineimaprc");

@@ -2,12 +2,13 @@
 //! the daemon runs in-process with a subscriber that keeps every line it writes, while
 //! clients log in with wrong and right passwords (LOGIN, a LOGIN literal, AUTHENTICATE
 //! PLAIN with an initial response and as a continuation), deliver over LMTP, APPEND and
-//! fetch messages, and send broken commands that carry the same secrets.
+//! fetch messages, and send broken commands that carry the same secrets. Login names a
+//! client sends are logged escaped and cut (issue 15 #32).
 
 mod imap_support;
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use base64::Engine;
 use imap_support::{simple, Server};
@@ -53,15 +54,25 @@ fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
+/// The capture of every log line of this test binary (the subscriber is global, so
+/// it is set once; each test's checks hold for the other's lines too).
+fn logs() -> &'static Captured {
+    static LOGS: OnceLock<Captured> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(logs.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        logs
+    })
+}
+
 #[test]
 fn no_password_or_message_text_is_logged_at_the_default_level() {
-    let logs = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(logs.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let logs = logs();
 
     let s = Server::start();
     // wrong passwords, every way a password can arrive
@@ -116,4 +127,41 @@ fn no_password_or_message_text_is_logged_at_the_default_level() {
             "{secret:?} reached the logs:\n{text}"
         );
     }
+}
+
+#[test]
+fn login_names_in_log_lines_are_escaped_and_cut() {
+    let logs = logs();
+    let s = Server::start();
+    let mut c = s.connect();
+    // a name that would forge a line, and one of 60 KB
+    let forged = "x\r\n2026-11-26T00:00:00Z  INFO logged in user=admin\x1b[2J";
+    c.send(format!(
+        "A1 LOGIN {{{}+}}\r\n{forged} wrong\r\n",
+        forged.len()
+    ));
+    assert_eq!(c.until("A1").status(), "NO");
+    let long = format!("L{}", "o".repeat(60_000));
+    c.send(format!("A2 LOGIN {{{}+}}\r\n{long} wrong\r\n", long.len()));
+    assert_eq!(c.until("A2").status(), "NO");
+    let ir = b64(&format!("\0{forged}\0wrong"));
+    assert_eq!(c.cmd(&format!("AUTHENTICATE PLAIN {ir}")).status(), "NO");
+    drop(c);
+    let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    for line in text.lines() {
+        assert!(
+            !line.contains('\x1b'),
+            "escape code in a log line: {line:?}"
+        );
+        assert!(
+            !line.trim_start().starts_with("2026-11-26T00:00:00Z"),
+            "forged log line: {line:?}"
+        );
+        assert!(line.len() < 2048, "log line of {} bytes", line.len());
+    }
+    assert!(
+        text.contains("x\\r\\n2026-11-26T00:00:00Z  INFO logged in user=admin\\u{1b}[2J"),
+        "{text}"
+    );
+    assert!(text.contains("...(60001 bytes)"), "{text}");
 }
