@@ -85,7 +85,10 @@ fn deliver(a: &DeliverArgs) -> (u8, String) {
     let Some(user) = accounts.lookup(&a.user) else {
         // postfix bounces on 67 even though stdin was not read (checked with a real
         // postfix pipe transport: tests/lmtp_postfix.rs), so nothing needs draining
-        return (sysexits::NOUSER, format!("5.1.1 unknown user {}", a.user));
+        return (
+            sysexits::NOUSER,
+            format!("5.1.1 unknown user {}", maildex_auth::LogName::new(&a.user)),
+        );
     };
     // already at or over the quota: refused before reading the message (LMTP's RCPT check)
     match accounts.over_quota(&user, 0) {

@@ -213,6 +213,22 @@ fn deliver_as_an_lda_with_sysexits() {
     assert_eq!(o.status.code(), Some(67), "{}", text(&o));
     assert!(text(&o).contains("unknown user"), "{}", text(&o));
     assert!(!dir.path().join("mail/example.org/nobody").exists());
+    // a user name with a line break and an escape code is written escaped (issue 15 #32:
+    // postfix puts this line in its log and in bounces)
+    let o = maildex(
+        &config,
+        &[
+            "deliver",
+            "--user",
+            "x\nmaildex deliver: delivered\x1b[2J@example.org",
+        ],
+        Some(msg),
+    );
+    assert_eq!(o.status.code(), Some(67), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(!err.contains('\x1b'), "{err:?}");
+    assert!(err.contains("x\\nmaildex deliver"), "{err:?}");
 
     // delivered, with the envelope written as Dovecot's deliver writes it
     let o = maildex(
