@@ -1,10 +1,9 @@
-//! Logging in (issue 15, items 3, 7, 29, 31 and 32) against the real daemon over raw
-//! sockets, every response parsed by imap-codec (tests/imap_support): AUTHENTICATE PLAIN
-//! without SASL-IR and AUTHENTICATE LOGIN, the users file's `allow_nets`, failed logins
-//! that answer alike whatever failed, and penalties per address and user (log lines that
-//! carry a client's login name: tests/log_secrets.rs). Clients come from chosen loopback addresses
-//! (tests/hostile_support's `tcp_from`) where the penalties of one address must not leak
-//! into another test's.
+//! Logging in (issue 15, items 3, 7, 29 and 31) against the real daemon over raw sockets,
+//! every response parsed by imap-codec (tests/imap_support): AUTHENTICATE PLAIN without
+//! SASL-IR and AUTHENTICATE LOGIN, the users file's `allow_nets`, failed logins that answer
+//! alike whatever failed, and penalties per address and user (item 32, login names in log
+//! lines, is in tests/log_secrets.rs). Clients come from chosen loopback addresses
+//! (tests/hostile_support's `tcp_from`), so the penalties of one test do not reach another.
 
 #[allow(dead_code)]
 mod hostile_support;
