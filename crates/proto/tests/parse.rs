@@ -477,3 +477,42 @@ fn date_time_values() {
     assert!(DateTime::new(Date::new(2024, 2, 29).unwrap(), 24, 0, 0, 0).is_none());
     assert!(DateTime::new(Date::new(2024, 2, 29).unwrap(), 0, 0, 0, 24 * 60).is_none());
 }
+
+/// Issue 15 #14: `~` is an ATOM-CHAR (RFC 3501 §9); only `~{` starts a literal8 (RFC 3516).
+#[test]
+fn tilde_is_an_atom_char_and_only_tilde_brace_is_literal8() {
+    match ok("a SELECT ~x\r\n") {
+        Command::Select { mailbox, .. } => assert_eq!(mailbox.as_bytes(), b"~x"),
+        c => panic!("{c:?}"),
+    }
+    match ok("a LIST \"\" ~foo\r\n") {
+        Command::List(args) => assert_eq!(args.patterns, vec![b"~foo".to_vec()]),
+        c => panic!("{c:?}"),
+    }
+    match ok("a SEARCH SUBJECT ~tilde\r\n") {
+        Command::Search { args, .. } => {
+            assert_eq!(args.keys, vec![SearchKey::Subject(b"~tilde".to_vec())])
+        }
+        c => panic!("{c:?}"),
+    }
+    match ok("a FETCH 1 BODY.PEEK[HEADER.FIELDS (~x Subject)]\r\n") {
+        Command::Fetch { args, .. } => assert!(
+            matches!(
+                &args.items[..],
+                [FetchItem::BodySection { section, .. }]
+                    if section.text == Some(SectionText::HeaderFields(vec!["~x".into(), "Subject".into()]))
+            ),
+            "{args:?}"
+        ),
+        c => panic!("{c:?}"),
+    }
+    assert_eq!(bad("a SELECT ~{1}\r\nx\r\n"), "Literal8 not allowed here");
+    // LOGIN takes astrings: a `~` password is an atom
+    assert_eq!(
+        ok("a LOGIN joe ~pw\r\n"),
+        Command::Login {
+            username: b"joe".to_vec(),
+            password: b"~pw".to_vec()
+        }
+    );
+}

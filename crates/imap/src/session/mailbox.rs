@@ -16,10 +16,16 @@ pub(crate) fn imap_name(m: &Mailbox) -> Result<String, CmdError> {
     if m.is_inbox() {
         return Ok("INBOX".into());
     }
-    let raw = std::str::from_utf8(m.as_bytes())
-        .map_err(|_| CmdError::Bad("Mailbox name is not valid modified UTF-7".into()))?;
-    let name = mutf7::decode(raw)
-        .map_err(|e| CmdError::Bad(format!("Mailbox name is not valid modified UTF-7: {e}")))?;
+    // a well-formed astring naming no possible mailbox is a refusal, not a syntax error
+    // (Dovecot: `NO Mailbox name is not valid mUTF-7`)
+    let invalid = |detail: String| {
+        CmdError::No(
+            None,
+            format!("Mailbox name is not valid modified UTF-7{detail}"),
+        )
+    };
+    let raw = std::str::from_utf8(m.as_bytes()).map_err(|_| invalid(String::new()))?;
+    let name = mutf7::decode(raw).map_err(|e| invalid(format!(": {e}")))?;
     if name.is_empty() {
         return Err(CmdError::no(ResponseCode::Cannot, "Empty mailbox name."));
     }

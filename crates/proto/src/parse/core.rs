@@ -292,12 +292,21 @@ impl<'a> Parser<'a> {
         Ok(data)
     }
 
+    /// True when a literal starts here: `{`, or `~{` (RFC 3516 literal8). A `~` before
+    /// anything else is an ordinary ATOM-CHAR (RFC 3501 §9).
+    fn at_literal(&self) -> bool {
+        match self.peek() {
+            Some(b'{') => true,
+            Some(b'~') => self.peek2() == Some(b'{'),
+            _ => false,
+        }
+    }
+
     /// `string = quoted / literal` (RFC 3501 §9).
     pub(crate) fn string(&mut self) -> PResult<Vec<u8>> {
         match self.peek() {
             Some(b'"') => self.quoted(),
-            Some(b'{') => Ok(self.literal(false)?.to_vec()),
-            Some(b'~') => Ok(self.literal(false)?.to_vec()),
+            Some(_) if self.at_literal() => Ok(self.literal(false)?.to_vec()),
             None => fail("Missing argument"),
             Some(_) if self.at_end() => fail("Missing argument"),
             Some(_) => fail("Expected string"),
@@ -307,7 +316,8 @@ impl<'a> Parser<'a> {
     /// `astring = 1*ASTRING-CHAR / string` (RFC 3501 §9).
     pub(crate) fn astring(&mut self) -> PResult<Vec<u8>> {
         match self.peek() {
-            Some(b'"' | b'{' | b'~') => self.string(),
+            Some(b'"') => self.string(),
+            Some(_) if self.at_literal() => self.string(),
             _ => Ok(self.take_while(is_astring_char, "argument")?.to_vec()),
         }
     }
@@ -333,7 +343,8 @@ impl<'a> Parser<'a> {
     /// `list-mailbox = 1*list-char / string` (RFC 3501 §9).
     pub(crate) fn list_mailbox(&mut self) -> PResult<Vec<u8>> {
         match self.peek() {
-            Some(b'"' | b'{' | b'~') => self.string(),
+            Some(b'"') => self.string(),
+            Some(_) if self.at_literal() => self.string(),
             _ => Ok(self.take_while(is_list_char, "mailbox pattern")?.to_vec()),
         }
     }
