@@ -51,3 +51,25 @@ fn invalid_modified_utf7_name_is_no() {
         assert!(r.done.text().contains("modified UTF-7"), "{}", r.all());
     }
 }
+
+/// Issue 15 #15, RFC 3501 §6.3.9: `a.b` subscribed and `a` not, `LSUB "" %` returns
+/// `a` with `\Noselect` (Dovecot 2.3: `* LSUB (\Noselect) "." a`, whether `a` exists or not).
+#[test]
+fn lsub_percent_reports_the_level_above_a_subscribed_child() {
+    let s = Server::start();
+    let mut c = s.login("alice");
+    c.ok("CREATE a.b");
+    c.ok("SUBSCRIBE a.b");
+    let r = c.ok("LSUB \"\" %");
+    assert_eq!(r.lines("* LSUB"), ["* LSUB (\\Noselect) \".\" a"]);
+    let r = c.ok("LSUB \"\" *");
+    assert_eq!(r.lines("* LSUB"), ["* LSUB () \".\" a.b"]);
+    let r = c.ok("LSUB \"\" a.%");
+    assert_eq!(r.lines("* LSUB"), ["* LSUB () \".\" a.b"]);
+    c.ok("CREATE a");
+    let r = c.ok("LSUB \"\" %");
+    assert_eq!(r.lines("* LSUB"), ["* LSUB (\\Noselect) \".\" a"]);
+    c.ok("SUBSCRIBE a");
+    let r = c.ok("LSUB \"\" %");
+    assert_eq!(r.lines("* LSUB"), ["* LSUB () \".\" a"]);
+}

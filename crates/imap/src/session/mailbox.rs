@@ -9,6 +9,7 @@ use maildex_maildir::mutf7;
 use maildex_proto::{encode, ListArgs, ListReturn, ListSelect, Mailbox, ResponseCode, StatusItem};
 use maildex_store::{MailboxInfo, UserStore};
 
+use super::subscriptions::unlisted_parents;
 use super::{blocking, CmdError, Done, Session, State};
 
 /// The store's UTF-8 name of a wire mailbox name (modified UTF-7, RFC 3501 §5.1.3).
@@ -344,8 +345,9 @@ impl Session {
             },
         )
         .await??;
+        let matches = |name: &str| list_match(&reference, &pattern, &wire(name));
         for name in &subscribed {
-            if !list_match(&reference, &pattern, &wire(name)) {
+            if !matches(name) {
                 continue;
             }
             let exists = infos.iter().any(|i| &i.name == name && i.selectable);
@@ -355,6 +357,13 @@ impl Session {
                 b"* LSUB (\\Noselect) \".\" "
             });
             write_name(&mut self.out, name);
+            self.out.extend_from_slice(b"\r\n");
+        }
+        // RFC 3501 §6.3.9: a level above subscribed names the pattern does not reach is
+        // listed `\Noselect` (`a.b` subscribed, `a` not: `LSUB "" %` returns `a`)
+        for parent in unlisted_parents(&subscribed, matches) {
+            self.out.extend_from_slice(b"* LSUB (\\Noselect) \".\" ");
+            write_name(&mut self.out, &parent);
             self.out.extend_from_slice(b"\r\n");
         }
         Ok(Done::ok("Lsub completed."))

@@ -15,6 +15,7 @@ mod messages;
 mod render;
 mod search_cmd;
 mod selected;
+mod subscriptions;
 mod update;
 
 use std::net::SocketAddr;
