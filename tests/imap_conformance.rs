@@ -4,7 +4,16 @@
 
 mod imap_support;
 
-use imap_support::Server;
+use imap_support::{Reply, Server};
+
+/// The `prefix` lines of a reply are `want`, in any order.
+fn assert_lines(r: &Reply, prefix: &str, want: &[&str]) {
+    let mut got = r.lines(prefix);
+    got.sort();
+    let mut want: Vec<String> = want.iter().map(|w| w.to_string()).collect();
+    want.sort();
+    assert_eq!(got, want, "{}", r.all());
+}
 
 /// Issue 15 #14: `~` is an ATOM-CHAR (RFC 3501 §9); only `~{` starts a literal8 (RFC 3516).
 #[test]
@@ -72,4 +81,47 @@ fn lsub_percent_reports_the_level_above_a_subscribed_child() {
     c.ok("SUBSCRIBE a");
     let r = c.ok("LSUB \"\" %");
     assert_eq!(r.lines("* LSUB"), ["* LSUB () \".\" a"]);
+}
+
+/// Issue 15 #18, RFC 5258 §3.5: a parent whose subscribed children are all listed
+/// themselves is not listed again with CHILDINFO; a listed subscribed mailbox with
+/// subscribed children carries CHILDINFO. The expected lines are Dovecot 2.3's.
+#[test]
+fn recursivematch_childinfo_only_where_children_are_not_listed() {
+    let s = Server::start();
+    let mut c = s.login("alice");
+    for name in ["x", "x.y", "p", "p.q", "p.q.r", "m.n"] {
+        c.ok(&format!("CREATE {name}"));
+    }
+    for name in ["x", "x.y", "p.q", "p.q.r", "m.n"] {
+        c.ok(&format!("SUBSCRIBE {name}"));
+    }
+    let r = c.ok("LIST (SUBSCRIBED RECURSIVEMATCH) \"\" *");
+    assert_lines(
+        &r,
+        "* LIST",
+        &[
+            "* LIST (\\Subscribed \\HasNoChildren) \".\" m.n",
+            "* LIST (\\Subscribed \\HasChildren) \".\" p.q (CHILDINFO (\"SUBSCRIBED\"))",
+            "* LIST (\\Subscribed \\HasNoChildren) \".\" p.q.r",
+            "* LIST (\\Subscribed \\HasChildren) \".\" x (CHILDINFO (\"SUBSCRIBED\"))",
+            "* LIST (\\Subscribed \\HasNoChildren) \".\" x.y",
+        ],
+    );
+    let r = c.ok("LIST (SUBSCRIBED RECURSIVEMATCH) \"\" %");
+    assert_lines(
+        &r,
+        "* LIST",
+        &[
+            "* LIST (\\HasChildren) \".\" p (CHILDINFO (\"SUBSCRIBED\"))",
+            "* LIST (\\NonExistent \\HasChildren) \".\" m (CHILDINFO (\"SUBSCRIBED\"))",
+            "* LIST (\\Subscribed \\HasChildren) \".\" x (CHILDINFO (\"SUBSCRIBED\"))",
+        ],
+    );
+    // without RECURSIVEMATCH, no CHILDINFO and no parents
+    let r = c.ok("LIST (SUBSCRIBED) \"\" %");
+    assert_eq!(
+        r.lines("* LIST"),
+        ["* LIST (\\Subscribed \\HasChildren) \".\" x"]
+    );
 }

@@ -479,7 +479,10 @@ pub fn parse(raw: Vec<u8>) -> Resp {
         check_esearch(&raw);
         return Resp { raw, parsed: None };
     }
-    if let Some(rest) = without_appendlimit(&raw).or_else(|| without_binary_origin(&raw)) {
+    if let Some(rest) = without_appendlimit(&raw)
+        .or_else(|| without_binary_origin(&raw))
+        .or_else(|| without_childinfo(&raw))
+    {
         let parsed = parse(rest).parsed;
         return Resp { raw, parsed };
     }
@@ -528,6 +531,19 @@ fn without_appendlimit(raw: &[u8]) -> Option<Vec<u8>> {
         out.pop();
     }
     out.extend_from_slice(tail);
+    Some(out)
+}
+
+/// A `* LIST` line without its `(CHILDINFO ("SUBSCRIBED"))` (RFC 5258 §6
+/// `mbox-list-extended`, which imap-codec 2.0.0-alpha does not know); the rest goes to
+/// imap-codec. None for any other line.
+fn without_childinfo(raw: &[u8]) -> Option<Vec<u8>> {
+    const ITEM: &[u8] = b" (CHILDINFO (\"SUBSCRIBED\"))\r\n";
+    if !raw.starts_with(b"* LIST ") || !raw.ends_with(ITEM) {
+        return None;
+    }
+    let mut out = raw[..raw.len() - ITEM.len()].to_vec();
+    out.extend_from_slice(b"\r\n");
     Some(out)
 }
 

@@ -9,7 +9,7 @@ use maildex_maildir::mutf7;
 use maildex_proto::{encode, ListArgs, ListReturn, ListSelect, Mailbox, ResponseCode, StatusItem};
 use maildex_store::{MailboxInfo, UserStore};
 
-use super::subscriptions::unlisted_parents;
+use super::subscriptions::{has_subscribed_child, unlisted_parents};
 use super::{blocking, CmdError, Done, Session, State};
 
 /// The store's UTF-8 name of a wire mailbox name (modified UTF-7, RFC 3501 §5.1.3).
@@ -248,7 +248,8 @@ impl Session {
         let mut rows: Vec<(String, Vec<&'static str>, bool, Option<&'static str>)> = Vec::new();
         if sel_subscribed {
             // RFC 5258 §3.1: subscribed names, existing or not; RECURSIVEMATCH adds
-            // parents of subscribed children with CHILDINFO
+            // CHILDINFO (§3.5) to those with subscribed children, and the levels above
+            // subscribed children that are not listed themselves
             for name in &subscribed {
                 let info = infos.iter().find(|i| &i.name == name);
                 if matches(name) {
@@ -261,16 +262,18 @@ impl Session {
                     if sel_special && special.is_none() {
                         continue;
                     }
-                    rows.push((name.clone(), attrs, false, special));
+                    let childinfo = recursive && has_subscribed_child(&subscribed, name);
+                    rows.push((name.clone(), attrs, childinfo, special));
                 }
             }
-            if recursive {
-                for i in &infos {
-                    let prefix = format!("{}.", i.name);
-                    let has_sub_child = subscribed.iter().any(|s| s.starts_with(&prefix));
-                    if has_sub_child && !subscribed.contains(&i.name) && matches(&i.name) {
-                        rows.push((i.name.clone(), vec![children_attr(i)], true, None));
-                    }
+            if recursive && !sel_special {
+                for parent in unlisted_parents(&subscribed, matches) {
+                    let attrs = match infos.iter().find(|i| i.name == parent) {
+                        Some(i) if i.selectable => vec![children_attr(i)],
+                        Some(i) => vec!["\\NonExistent", children_attr(i)],
+                        None => vec!["\\NonExistent"],
+                    };
+                    rows.push((parent, attrs, true, None));
                 }
             }
         } else {
@@ -316,7 +319,8 @@ impl Session {
             line.extend_from_slice(b") \".\" ");
             write_name(&mut line, name);
             if *childinfo {
-                line.extend_from_slice(b" (\"CHILDINFO\" (\"SUBSCRIBED\"))");
+                // the tag is an astring (RFC 5258 §6); as an atom, as Dovecot writes it
+                line.extend_from_slice(b" (CHILDINFO (\"SUBSCRIBED\"))");
             }
             line.extend_from_slice(b"\r\n");
             self.out.extend_from_slice(&line);

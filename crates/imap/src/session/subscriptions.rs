@@ -30,6 +30,14 @@ pub(crate) fn unlisted_parents(
     out
 }
 
+/// Whether some subscribed name lies below `name`: a listed subscribed mailbox then
+/// carries CHILDINFO too (RFC 5258 §5 example 9 A1; Dovecot also with `*`).
+pub(crate) fn has_subscribed_child(subscribed: &[String], name: &str) -> bool {
+    subscribed.iter().any(|s| {
+        s.len() > name.len() + 1 && s.starts_with(name) && s.as_bytes()[name.len()] == b'.'
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +68,13 @@ mod tests {
             unlisted_parents(&s, |n| n == "p" || n == "p.z"),
             ["p", "p.z"]
         );
+    }
+
+    #[test]
+    fn subscribed_children_are_found_by_whole_levels() {
+        let s = subs(&["ab.c", "a"]);
+        assert!(has_subscribed_child(&s, "ab"));
+        assert!(!has_subscribed_child(&s, "a"));
+        assert!(!has_subscribed_child(&s, "ab.c"));
     }
 }
