@@ -4,7 +4,7 @@
 
 mod imap_support;
 
-use imap_support::{Reply, Server};
+use imap_support::{simple, Reply, Server};
 
 /// The `prefix` lines of a reply are `want`, in any order.
 fn assert_lines(r: &Reply, prefix: &str, want: &[&str]) {
@@ -124,4 +124,45 @@ fn recursivematch_childinfo_only_where_children_are_not_listed() {
         r.lines("* LIST"),
         ["* LIST (\\Subscribed \\HasChildren) \".\" x"]
     );
+}
+
+/// Issue 15 #16, RFC 3501 §2.3.2: EXAMINE reports the real RECENT count and shows
+/// `\Recent` without claiming it; a later SELECT still gets the messages as recent.
+#[test]
+fn examine_shows_recent_without_claiming_it() {
+    let s = Server::start();
+    s.deliver("alice", &simple("one", "1"));
+    s.deliver("alice", &simple("two", "2"));
+    let mut e = s.login("alice");
+    let r = e.ok("EXAMINE INBOX");
+    assert!(r.all().contains("* 2 RECENT\r\n"), "{}", r.all());
+    let r = e.ok("FETCH 1:* FLAGS");
+    assert_eq!(r.fetches().len(), 2, "{}", r.all());
+    for (_, f) in r.fetches() {
+        assert!(f.text().contains("\\Recent"), "{}", r.all());
+    }
+    let r = e.ok("SEARCH RECENT");
+    assert_eq!(r.lines("* SEARCH"), ["* SEARCH 1 2"]);
+    let r = e.ok("STATUS INBOX (RECENT)");
+    assert!(r.all().contains("(RECENT 2)"), "{}", r.all());
+    // a message arriving meanwhile is recent too
+    s.deliver("alice", &simple("three", "3"));
+    let r = e.ok("NOOP");
+    assert!(
+        r.all().contains("* 3 EXISTS\r\n* 3 RECENT\r\n"),
+        "{}",
+        r.all()
+    );
+    // the first SELECT claims them
+    let mut c = s.login("alice");
+    let r = c.ok("SELECT INBOX");
+    assert!(r.all().contains("* 3 RECENT\r\n"), "{}", r.all());
+    let r = c.ok("FETCH 1 FLAGS");
+    assert!(r.all().contains("\\Recent"), "{}", r.all());
+    // ... and from then on nobody sees them as recent
+    let mut d = s.login("alice");
+    let r = d.ok("EXAMINE INBOX");
+    assert!(r.all().contains("* 0 RECENT\r\n"), "{}", r.all());
+    let r = d.ok("FETCH 1:* FLAGS");
+    assert!(!r.all().contains("\\Recent"), "{}", r.all());
 }

@@ -126,16 +126,15 @@ fn listings_answer_from_the_index_with_every_file_truncated() {
     let r = rw.ok("SELECT INBOX");
     assert!(r.all().contains(&format!("* {} EXISTS", msgs.len())));
     let r = rw.ok(THUNDERBIRD);
-    let mut raw: Vec<u8> = r.untagged.iter().flat_map(|u| u.raw.clone()).collect();
-    // the only difference a read-write session may show is \Recent in FLAGS
-    let text = String::from_utf8_lossy(&raw)
-        .replace(" \\Recent", "")
-        .replace("\\Recent", "");
-    raw = text.into_bytes();
-    assert_eq!(
-        String::from_utf8_lossy(&raw),
-        String::from_utf8_lossy(&before[0])
-    );
+    let raw: Vec<u8> = r.untagged.iter().flat_map(|u| u.raw.clone()).collect();
+    // the only difference may be \Recent in FLAGS: the EXAMINE sessions show it unclaimed
+    // (RFC 3501 §2.3.2), and this SELECT claims it after the new one's EXAMINE
+    let without_recent = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .replace(" \\Recent", "")
+            .replace("\\Recent", "")
+    };
+    assert_eq!(without_recent(&raw), without_recent(&before[0]));
 }
 
 #[test]

@@ -99,6 +99,9 @@ struct Snapshot {
     highest_modseq: u64,
     /// Messages no session has claimed as `\Recent` yet.
     unclaimed: bool,
+    /// The first UID no session has claimed as `\Recent` (the unclaimed are this up to
+    /// `uid_next`).
+    first_recent_uid: u32,
     keywords: Vec<String>,
     /// With `known`: the UIDs above the view's maximum, and every UID only when messages
     /// disappeared (`complete`); without it: every UID.
@@ -233,6 +236,7 @@ fn read_snapshot(
         uid_next: m.uid_next,
         highest_modseq: m.highest_modseq,
         unclaimed: m.first_recent_uid < m.uid_next,
+        first_recent_uid: m.first_recent_uid,
         keywords: m.keywords,
         uids,
         complete,
@@ -240,6 +244,12 @@ fn read_snapshot(
         first_unseen_uid,
         claimed: None,
     }))
+}
+
+/// The UIDs from `from` on that no session has claimed as `\Recent`, if any.
+fn unclaimed_from(snap: &Snapshot, from: u32) -> Option<Range<u32>> {
+    let range = snap.first_recent_uid.max(from)..snap.uid_next;
+    (!range.is_empty()).then_some(range)
 }
 
 fn flags_line(out: &mut Vec<u8>, keywords: &[String]) {
@@ -289,7 +299,13 @@ impl Session {
             uidvalidity: snap.uidvalidity,
             read_only,
             modseq_seen: snap.highest_modseq,
-            recent: snap.claimed.into_iter().collect(),
+            // RFC 3501 §2.3.2: a read-only session shows the unclaimed messages as
+            // \Recent without claiming them, so a later SELECT still gets them (Dovecot)
+            recent: if read_only {
+                unclaimed_from(&snap, 1).into_iter().collect()
+            } else {
+                snap.claimed.into_iter().collect()
+            },
             keywords_announced: snap.keywords.len(),
             keywords: snap.keywords,
             saved: None,
@@ -388,7 +404,7 @@ impl Session {
                 "Selected mailbox was deleted or renumbered, have to disconnect.".into(),
             ));
         };
-        if let Some(c) = snap.claimed.filter(|r| !r.is_empty()) {
+        if let Some(c) = snap.claimed.clone().filter(|r| !r.is_empty()) {
             sel.recent.push(c);
         }
         let out = &mut self.out;
@@ -430,6 +446,10 @@ impl Session {
             added |= sel.view.push(uid);
         }
         if added {
+            if sel.read_only {
+                sel.recent
+                    .extend(unclaimed_from(&snap, max.saturating_add(1)));
+            }
             out.extend_from_slice(format!("* {} EXISTS\r\n", sel.view.len()).as_bytes());
             out.extend_from_slice(format!("* {} RECENT\r\n", sel.recent_count()).as_bytes());
         }
