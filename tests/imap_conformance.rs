@@ -15,6 +15,14 @@ fn assert_lines(r: &Reply, prefix: &str, want: &[&str]) {
     assert_eq!(got, want, "{}", r.all());
 }
 
+/// Position of the first untagged response starting with `prefix`.
+fn position(r: &Reply, prefix: &str) -> usize {
+    r.untagged
+        .iter()
+        .position(|u| u.text().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix}: {}", r.all()))
+}
+
 /// Issue 15 #14: `~` is an ATOM-CHAR (RFC 3501 §9); only `~{` starts a literal8 (RFC 3516).
 #[test]
 fn tilde_is_an_atom_char() {
@@ -165,4 +173,35 @@ fn examine_shows_recent_without_claiming_it() {
     assert!(r.all().contains("* 0 RECENT\r\n"), "{}", r.all());
     let r = d.ok("FETCH 1:* FLAGS");
     assert!(!r.all().contains("\\Recent"), "{}", r.all());
+}
+
+/// Issue 15 #19, RFC 3501 §7.2.6: the session that stores a new keyword is told the new
+/// FLAGS and PERMANENTFLAGS before the FETCH that carries it.
+#[test]
+fn new_keyword_is_announced_before_the_fetch_that_uses_it() {
+    let s = Server::start();
+    s.deliver("alice", &simple("one", "1"));
+    s.deliver("alice", &simple("two", "2"));
+    let mut c = s.select("alice", "INBOX");
+    for (cmd, kw) in [
+        ("STORE 1 +FLAGS (Kw1)", "Kw1"),
+        ("UID STORE 2 +FLAGS (Kw2)", "Kw2"),
+    ] {
+        let r = c.ok(cmd);
+        let flags = position(&r, "* FLAGS");
+        let perm = position(&r, "* OK [PERMANENTFLAGS");
+        let fetch = r
+            .untagged
+            .iter()
+            .position(|u| u.fetch().is_some())
+            .unwrap_or_else(|| panic!("{cmd}: no FETCH: {}", r.all()));
+        assert!(flags < fetch && perm < fetch, "{cmd}: {}", r.all());
+        assert!(r.untagged[flags].text().contains(kw), "{}", r.all());
+        assert!(r.untagged[perm].text().contains(kw), "{}", r.all());
+        // announced once
+        assert_eq!(r.lines("* FLAGS").len(), 1, "{}", r.all());
+    }
+    // a keyword the mailbox knows already is not announced again
+    let r = c.ok("STORE 2 +FLAGS (Kw1)");
+    assert!(r.lines("* FLAGS").is_empty(), "{}", r.all());
 }

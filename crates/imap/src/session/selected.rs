@@ -246,6 +246,27 @@ fn read_snapshot(
     }))
 }
 
+/// New keywords: a new FLAGS list, and PERMANENTFLAGS unless read-only (RFC 3501 §7.2.6),
+/// when `keywords` (the mailbox's, in letter order) differ from what `sel` announced.
+pub(crate) fn announce_keywords(out: &mut Vec<u8>, sel: &mut Selected, keywords: &[String]) {
+    if keywords.len() == sel.keywords_announced && keywords == sel.keywords {
+        return;
+    }
+    flags_line(out, keywords);
+    if !sel.read_only {
+        let mut perm = String::from("\\Answered \\Flagged \\Deleted \\Seen \\Draft");
+        for k in keywords {
+            perm.push(' ');
+            perm.push_str(k);
+        }
+        out.extend_from_slice(
+            format!("* OK [PERMANENTFLAGS ({perm} \\*)] Flags permitted.\r\n").as_bytes(),
+        );
+    }
+    sel.keywords_announced = keywords.len();
+    sel.keywords = keywords.to_vec();
+}
+
 /// The UIDs from `from` on that no session has claimed as `\Recent`, if any.
 fn unclaimed_from(snap: &Snapshot, from: u32) -> Option<Range<u32>> {
     let range = snap.first_recent_uid.max(from)..snap.uid_next;
@@ -423,22 +444,7 @@ impl Session {
                 sel.own.remove(&uid);
             }
         }
-        // new keywords: a new FLAGS list (RFC 3501 §7.2.6)
-        if snap.keywords.len() != sel.keywords_announced || snap.keywords != sel.keywords {
-            flags_line(out, &snap.keywords);
-            if !sel.read_only {
-                let mut perm = String::from("\\Answered \\Flagged \\Deleted \\Seen \\Draft");
-                for k in &snap.keywords {
-                    perm.push(' ');
-                    perm.push_str(k);
-                }
-                out.extend_from_slice(
-                    format!("* OK [PERMANENTFLAGS ({perm} \\*)] Flags permitted.\r\n").as_bytes(),
-                );
-            }
-            sel.keywords_announced = snap.keywords.len();
-            sel.keywords = snap.keywords.clone();
-        }
+        announce_keywords(out, sel, &snap.keywords);
         // new messages: EXISTS (and RECENT)
         let max = sel.view.max_uid().unwrap_or(0);
         let mut added = false;

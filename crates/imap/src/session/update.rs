@@ -11,6 +11,7 @@ use maildex_store::{FlagOp, FlagState};
 use super::append::split_flags;
 use super::mailbox::imap_name;
 use super::messages::resolve;
+use super::selected::announce_keywords;
 use super::{blocking, CmdError, Done, Session, State};
 
 fn set_of(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
@@ -95,14 +96,31 @@ impl Session {
             StoreMode::Add => FlagOp::Add,
             StoreMode::Remove => FlagOp::Remove,
         };
-        let name = sel.name.clone();
+        let (name, id) = (sel.name.clone(), sel.id);
         let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
         let unchanged_since = args.unchanged_since;
-        let outcome =
-            blocking(move || store.set_flags(&name, &uids, op, flags, &keywords, unchanged_since))
-                .await??;
+        let known = sel.keywords.clone();
+        let (outcome, table) = blocking(move || -> Result<_, CmdError> {
+            let outcome = store.set_flags(&name, &uids, op, flags, &keywords, unchanged_since)?;
+            // a keyword new to the mailbox: its table, to announce before the FETCHes
+            let new = keywords
+                .iter()
+                .any(|k| !known.iter().any(|n| n.eq_ignore_ascii_case(k)));
+            let table = if new {
+                store.index().read(|r| r.mailbox(id))?.map(|m| m.keywords)
+            } else {
+                None
+            };
+            Ok((outcome, table))
+        })
+        .await??;
         let (_, sel) = self.selected_parts()?;
         let mut lines = Vec::new();
+        // RFC 3501 §7.2.6: FLAGS (and PERMANENTFLAGS) name a new keyword before a FETCH
+        // carries it, in this session as in the others
+        if let Some(table) = table {
+            announce_keywords(&mut lines, sel, &table);
+        }
         for m in &outcome.messages {
             if m.changed {
                 sel.own.insert(m.uid, m.modseq);
