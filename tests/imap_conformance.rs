@@ -205,3 +205,33 @@ fn new_keyword_is_announced_before_the_fetch_that_uses_it() {
     let r = c.ok("STORE 2 +FLAGS (Kw1)");
     assert!(r.lines("* FLAGS").is_empty(), "{}", r.all());
 }
+
+/// Issue 15 #20, RFC 3501 §6.4.8 and RFC 2180 §4.1.2: UID FETCH of a UID another session
+/// expunged answers the rest and OK; FETCH of an expunged sequence number keeps
+/// `NO [EXPUNGEISSUED]`, saying the message no longer exists.
+#[test]
+fn uid_fetch_of_an_expunged_uid_is_not_an_error() {
+    let s = Server::start();
+    for i in 1..=3 {
+        s.deliver("alice", &simple(&format!("m{i}"), "body"));
+    }
+    let mut a = s.select("alice", "INBOX");
+    let mut b = s.select("alice", "INBOX");
+    let mut e = s.select("alice", "INBOX");
+    e.ok("STORE 2 +FLAGS.SILENT (\\Deleted)");
+    e.ok("EXPUNGE");
+    let r = a.ok("UID FETCH 1:3 (FLAGS BODY.PEEK[HEADER.FIELDS (Subject)])");
+    let mut uids: Vec<String> = r.fetches().iter().map(|(_, f)| f.text()).collect();
+    uids.retain(|t| t.contains("Subject"));
+    assert_eq!(uids.len(), 2, "{}", r.all());
+    assert!(
+        uids[0].contains("UID 1 ") && uids[1].contains("UID 3 "),
+        "{}",
+        r.all()
+    );
+    assert!(!r.done.text().contains("EXPUNGEISSUED"), "{}", r.all());
+    let r = b.cmd("FETCH 2 FLAGS");
+    assert_eq!(r.status(), "NO", "{}", r.all());
+    assert!(r.done.text().contains("[EXPUNGEISSUED]"), "{}", r.all());
+    assert!(r.done.text().contains("no longer exist"), "{}", r.all());
+}

@@ -217,10 +217,13 @@ impl Session {
         }
         // RFC 3501 §7.4.1: no EXPUNGE during FETCH; UID FETCH may carry them
         self.refresh(uid_cmd).await?;
-        if expunged {
+        // RFC 3501 §6.4.8: a UID that no longer exists is ignored, not an error. A
+        // sequence number still names the message until EXPUNGE is sent: RFC 2180
+        // §4.1.2 lets that FETCH answer NO, which we do (RFC 5530 EXPUNGEISSUED).
+        if expunged && !uid_cmd {
             Ok(Done::NoCode(
                 ResponseCode::ExpungeIssued,
-                "Some messages were also expunged.".into(),
+                "Some of the requested messages no longer exist.".into(),
             ))
         } else {
             Ok(Done::ok("Fetch completed."))
