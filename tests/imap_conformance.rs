@@ -235,3 +235,34 @@ fn uid_fetch_of_an_expunged_uid_is_not_an_error() {
     assert!(r.done.text().contains("[EXPUNGEISSUED]"), "{}", r.all());
     assert!(r.done.text().contains("no longer exist"), "{}", r.all());
 }
+
+/// Issue 15 #34: `DOVECOT-TRASHED` is where DELETE puts a mailbox while removing it (and
+/// wipes whatever it finds there), so it cannot be created, renamed to or selected.
+#[test]
+fn reserved_maildir_names_are_refused() {
+    let s = Server::start();
+    let mut c = s.login("alice");
+    c.ok("CREATE Keep");
+    for cmd in [
+        "CREATE DOVECOT-TRASHED",
+        "RENAME Keep DOVECOT-TRASHED",
+        "SELECT DOVECOT-TRASHED",
+        "STATUS DOVECOT-TRASHED (MESSAGES)",
+    ] {
+        let r = c.cmd(cmd);
+        assert_eq!(r.status(), "NO", "{cmd}: {}", r.all());
+        assert!(r.done.text().contains("[CANNOT]"), "{cmd}: {}", r.all());
+    }
+    // a leftover trash folder on disk (an interrupted DELETE) is not a mailbox either
+    let trash = s.maildir("alice").join(".DOVECOT-TRASHED");
+    for sub in ["cur", "new", "tmp"] {
+        std::fs::create_dir_all(trash.join(sub)).unwrap();
+    }
+    let r = c.cmd("SELECT DOVECOT-TRASHED");
+    assert_eq!(r.status(), "NO", "{}", r.all());
+    // only the top level is Dovecot's: a child of that name is an ordinary mailbox
+    c.ok("CREATE Keep.DOVECOT-TRASHED");
+    c.ok("SELECT Keep.DOVECOT-TRASHED");
+    let r = c.ok("LIST \"\" *");
+    assert!(!r.all().contains("\" DOVECOT-TRASHED"), "{}", r.all());
+}

@@ -91,7 +91,7 @@ pub fn list_folders(root: &Path) -> Result<Vec<Folder>, MaildirError> {
 
 /// Checks an IMAP mailbox name (not INBOX) against the Maildir++ rules Dovecot applies
 /// (`maildir_is_valid_create_name`): no empty hierarchy level (so no leading,
-/// trailing or doubled `.`), no `/`, no NUL.
+/// trailing or doubled `.`), no `/`, no NUL; and not the reserved `DOVECOT-TRASHED`.
 fn validate_name(name: &str) -> Result<(), MaildirError> {
     let bad = |reason| MaildirError::BadMailboxName {
         name: name.to_string(),
@@ -111,6 +111,11 @@ fn validate_name(name: &str) -> Result<(), MaildirError> {
     }
     if name.split('.').any(str::is_empty) {
         return Err(bad("empty hierarchy level ('..')"));
+    }
+    // `.DOVECOT-TRASHED` is where DELETE (ours and Dovecot's) moves a folder to remove
+    // it, wiping whatever is there: never a mailbox
+    if name.eq_ignore_ascii_case(&DOVECOT_TRASHED[1..]) {
+        return Err(bad("reserved for DELETE (Dovecot's trash folder)"));
     }
     Ok(())
 }
@@ -203,10 +208,14 @@ mod tests {
             "../x",
             "a\0b",
             long.as_str(),
+            "DOVECOT-TRASHED",
+            "Dovecot-Trashed",
         ] {
             let e = folder_path(Path::new("/m"), bad).unwrap_err();
             assert!(matches!(e, MaildirError::BadMailboxName { .. }), "{bad:?}");
         }
+        // only the top level is reserved
+        assert!(folder_path(Path::new("/m"), "a.DOVECOT-TRASHED").is_ok());
         // 254 bytes plus the leading '.' is exactly the limit.
         assert!(folder_path(Path::new("/m"), &"x".repeat(254)).is_ok());
     }
