@@ -266,3 +266,29 @@ fn reserved_maildir_names_are_refused() {
     let r = c.ok("LIST \"\" *");
     assert!(!r.all().contains("\" DOVECOT-TRASHED"), "{}", r.all());
 }
+
+/// Issue 15 #20, the same rule for UID COPY (RFC 3501 §6.4.8): UIDs another session
+/// expunged are skipped, so a UID COPY naming only those copies nothing and answers OK,
+/// as UID COPY of a UID the view no longer has does. COPY of an expunged sequence number
+/// keeps `NO [EXPUNGEISSUED]` (RFC 2180 §4.4.1).
+#[test]
+fn uid_copy_of_only_expunged_uids_is_not_an_error() {
+    let s = Server::start();
+    for i in 1..=3 {
+        s.deliver("alice", &simple(&format!("m{i}"), "body"));
+    }
+    let mut a = s.login("alice");
+    a.ok("CREATE Dest");
+    a.ok("SELECT INBOX");
+    let mut b = s.select("alice", "INBOX");
+    let mut e = s.select("alice", "INBOX");
+    e.ok("STORE 2 +FLAGS.SILENT (\\Deleted)");
+    e.ok("EXPUNGE");
+    let r = a.ok("UID COPY 2 Dest");
+    assert!(!r.done.text().contains("COPYUID"), "{}", r.all());
+    let r = b.cmd("COPY 2 Dest");
+    assert_eq!(r.status(), "NO", "{}", r.all());
+    assert!(r.done.text().contains("[EXPUNGEISSUED]"), "{}", r.all());
+    let r = a.ok("STATUS Dest (MESSAGES)");
+    assert!(r.all().contains("(MESSAGES 0)"), "{}", r.all());
+}

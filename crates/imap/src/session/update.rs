@@ -285,6 +285,8 @@ impl Session {
             self.refresh(uid_cmd).await?;
             return Ok(match code {
                 Some(c) => Done::OkCode(c, "Copy completed.".into()),
+                // RFC 3501 §6.4.8: UIDs that no longer exist are skipped, not an error
+                None if uid_cmd => Done::ok("No messages found."),
                 None => Done::NoCode(
                     ResponseCode::ExpungeIssued,
                     "Some of the requested messages no longer exist.".into(),
