@@ -9,7 +9,7 @@ use maildex_maildir::mutf7;
 use maildex_proto::{encode, ListArgs, ListReturn, ListSelect, Mailbox, ResponseCode, StatusItem};
 use maildex_store::{MailboxInfo, UserStore};
 
-use super::subscriptions::{has_subscribed_child, unlisted_parents};
+use super::subscriptions::{subscribed_parents, unlisted_parents};
 use super::{blocking, CmdError, Done, Session, State};
 
 /// The store's UTF-8 name of a wire mailbox name (modified UTF-7, RFC 3501 §5.1.3).
@@ -250,6 +250,7 @@ impl Session {
             // RFC 5258 §3.1: subscribed names, existing or not; RECURSIVEMATCH adds
             // CHILDINFO (§3.5) to those with subscribed children, and the levels above
             // subscribed children that are not listed themselves
+            let parents = subscribed_parents(&subscribed);
             for name in &subscribed {
                 let info = infos.iter().find(|i| &i.name == name);
                 if matches(name) {
@@ -262,7 +263,7 @@ impl Session {
                     if sel_special && special.is_none() {
                         continue;
                     }
-                    let childinfo = recursive && has_subscribed_child(&subscribed, name);
+                    let childinfo = recursive && parents.contains(name.as_str());
                     rows.push((name.clone(), attrs, childinfo, special));
                 }
             }

@@ -30,12 +30,21 @@ pub(crate) fn unlisted_parents(
     out
 }
 
-/// Whether some subscribed name lies below `name`: a listed subscribed mailbox then
-/// carries CHILDINFO too (RFC 5258 §5 example 9 A1; Dovecot also with `*`).
-pub(crate) fn has_subscribed_child(subscribed: &[String], name: &str) -> bool {
-    subscribed.iter().any(|s| {
-        s.len() > name.len() + 1 && s.starts_with(name) && s.as_bytes()[name.len()] == b'.'
-    })
+/// Every level that has a subscribed name below it: a listed subscribed mailbox among
+/// them carries CHILDINFO too (RFC 5258 §5 example 9 A1; Dovecot also with `*`). One pass
+/// over the names, so a LIST costs no more than the subscriptions' length.
+pub(crate) fn subscribed_parents(subscribed: &[String]) -> HashSet<&str> {
+    let mut out = HashSet::new();
+    for name in subscribed {
+        let mut level = name.as_str();
+        while let Some((parent, _)) = level.rsplit_once('.') {
+            if !out.insert(parent) {
+                break; // its own parents are in already
+            }
+            level = parent;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -71,10 +80,10 @@ mod tests {
     }
 
     #[test]
-    fn subscribed_children_are_found_by_whole_levels() {
-        let s = subs(&["ab.c", "a"]);
-        assert!(has_subscribed_child(&s, "ab"));
-        assert!(!has_subscribed_child(&s, "a"));
-        assert!(!has_subscribed_child(&s, "ab.c"));
+    fn subscribed_parents_are_whole_levels() {
+        let s = subs(&["ab.c", "a", "x.y.z", "x.y"]);
+        let p = subscribed_parents(&s);
+        assert!(p.contains("ab") && p.contains("x") && p.contains("x.y"));
+        assert!(!p.contains("a") && !p.contains("ab.c") && !p.contains("x.y.z"));
     }
 }
