@@ -284,3 +284,35 @@ fn a_delivery_never_brings_back_a_message_expunged_meanwhile() {
         "records of messages expunged meanwhile came back: {differences:?}"
     );
 }
+
+/// Issue 15 #34 (same kind): every DELETE goes through the one `.DOVECOT-TRASHED` folder,
+/// and one that wiped or replaced another's trash made that DELETE fail (its folder
+/// renamed away under it, or a rename onto a non-empty trash) although the mailbox was
+/// being removed. Concurrent DELETEs of different mailboxes all succeed and leave no trash.
+#[test]
+fn concurrent_deletes_of_different_mailboxes_all_succeed() {
+    let s = Scratch::new();
+    let store = Arc::new(s.open());
+    for round in 0..4 {
+        let names: Vec<String> = (0..6).map(|i| format!("Del{round}x{i}")).collect();
+        for name in &names {
+            store.create_mailbox(name).unwrap();
+            let dir = store.mailbox_path(name).unwrap();
+            for j in 0..40 {
+                put_file(&dir, "cur", &format!("{j}.m{j}.host:2,S"), &message("x"));
+            }
+        }
+        let threads: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let (store, name) = (Arc::clone(&store), name.clone());
+                std::thread::spawn(move || store.delete_mailbox(&name).map_err(|e| e.to_string()))
+            })
+            .collect();
+        for (t, name) in threads.into_iter().zip(&names) {
+            assert_eq!(t.join().unwrap(), Ok(()), "DELETE {name}, round {round}");
+            assert!(!store.mailbox_path(name).unwrap().exists(), "{name}");
+        }
+        assert!(!s.folder(".DOVECOT-TRASHED").exists(), "round {round}");
+    }
+}

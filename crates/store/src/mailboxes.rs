@@ -140,7 +140,9 @@ impl UserStore {
         if !path.join("cur").is_dir() {
             return Err(OpError::NoMailbox(name));
         }
-        let serial = self.serial(&[&name]);
+        // one trash folder for every DELETE: they take turns, or one wipes (or cannot
+        // rename onto) another's trash. The key is no mailbox's, the name being refused.
+        let serial = self.serial(&[&name, &TRASH_DIR[1..]]);
         serial.hold(|| -> Result<(), OpError> {
             let trash = self.root.join(TRASH_DIR);
             if exists(&trash) {
