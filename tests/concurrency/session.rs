@@ -225,7 +225,9 @@ impl Session {
     /// NO is allowed only as `[EXPUNGEISSUED]` (RFC 5530 §3; RFC 2180 §4.1.2: a message
     /// another session expunged, which cannot be announced during FETCH, RFC 3501 §7.4.1),
     /// with at least one message left out, and every known one left out must then be
-    /// announced expunged. The data that did come is checked like any other.
+    /// announced expunged. UID FETCH skips UIDs expunged meanwhile and answers OK (RFC 3501
+    /// §6.4.8, issue 15 #20); those too must be announced expunged. The data that did come
+    /// is checked like any other.
     fn fetch_checked(&mut self, prefix: &str, set: &str, items: &str) -> Reply {
         let n = self.m.uids.len();
         let (asked, slots): (Vec<u32>, Vec<usize>) = if prefix.is_empty() {
@@ -254,8 +256,11 @@ impl Session {
             .collect();
         // no EXPUNGE during a FETCH by sequence numbers: the slots asked are where they were
         let unnamed = slots.iter().filter(|&&i| self.m.uids[i] == 0).count();
+        let uid_cmd = !prefix.is_empty();
         if r.status() == "OK" {
-            if let Some(u) = left_out.first() {
+            if uid_cmd {
+                self.settle(&cmd, &left_out);
+            } else if let Some(u) = left_out.first() {
                 self.fail(format!("{cmd}: OK without an answer for UID {u}"));
             }
             if unnamed > 0 {
@@ -264,7 +269,7 @@ impl Session {
             return r;
         }
         self.count("fetch EXPUNGEISSUED");
-        if !r.done.text().contains("[EXPUNGEISSUED]") {
+        if uid_cmd || !r.done.text().contains("[EXPUNGEISSUED]") {
             self.fail(format!("{cmd}: {}", r.done.text().trim_end()));
         }
         if left_out.is_empty() && unnamed == 0 {
@@ -507,8 +512,9 @@ impl Session {
 
     /// Checks a COPY/MOVE of `asked` from the selected mailbox to `dest` and links the
     /// COPYUID pairs. A message another session expunged meanwhile is not copied: RFC 4315
-    /// §3 has COPYUID name only the messages copied (none and NO [EXPUNGEISSUED] when
-    /// nothing was); each asked UID left out must be announced expunged.
+    /// §3 has COPYUID name only the messages copied (none when nothing was: NO
+    /// [EXPUNGEISSUED] for COPY, OK for UID COPY); each asked UID left out must be
+    /// announced expunged.
     fn copied(
         &mut self,
         cmd: &str,
