@@ -13,21 +13,37 @@ use crate::{ContentInfo, Param};
 /// Parses `type/subtype` (RFC 2045 §5.1). Returns the type, the subtype
 /// (None when the `/` or what follows it is missing) and whether the value
 /// parsed well enough to read parameters after it.
+///
+/// RFC 2045 §5.2 says to treat a syntactically invalid Content-Type as
+/// text/plain; charset=us-ascii. We give Dovecot 2.3.19's answers instead
+/// (the golden tests hold them; `type_no_subtype_variants`): a type alone
+/// (`text`, `application`, ending the value) is kept with an empty subtype
+/// and no parameters, while anything else that is not `type/subtype`
+/// followed by the end or `;` (`text; charset=x`, `text/`, `/plain`,
+/// `text/a/b`, `text/plain junk`) has an empty type and subtype and no parameters, so
+/// BODYSTRUCTURE reads `("" "" NIL ...)` and the part is not text. Clients
+/// see the same structure from us as from Dovecot, and an empty type is
+/// never mistaken for text/plain.
 fn parse_type(lx: &mut Lexer<'_>) -> (Vec<u8>, Option<Vec<u8>>, bool) {
     let mut ty = Vec::new();
     if lx.skip_lwsp().stop() {
         return (ty, None, false);
     }
-    if lx.mime_token(&mut ty).stop() || lx.cur() != b'/' {
-        return (ty, None, false);
+    match lx.mime_token(&mut ty) {
+        Lex::More if lx.cur() == b'/' && !ty.is_empty() => {}
+        Lex::More => return (Vec::new(), None, false),
+        Lex::End | Lex::Fail => return (ty, None, false),
     }
     lx.pos += 1;
     if lx.skip_lwsp().stop() {
-        return (ty, None, false);
+        return (Vec::new(), None, false);
     }
     let mut sub = Vec::new();
-    let ok = lx.mime_token(&mut sub) != Lex::Fail;
-    (ty, Some(sub), ok)
+    match lx.mime_token(&mut sub) {
+        _ if sub.is_empty() => (Vec::new(), None, false),
+        Lex::More if lx.cur() != b';' => (Vec::new(), None, false),
+        r => (ty, Some(sub), r != Lex::Fail),
+    }
 }
 
 /// Outcome of reading one parameter.

@@ -116,18 +116,18 @@ impl Builder<'_> {
             return None;
         }
         let after = ls + 2;
+        // The whole line is matched, trailing `--` included: a boundary may
+        // itself end in `--` (Mailman digests use `__--__--`), and then
+        // `--__--__--` is its delimiter, not the close delimiter of a shorter
+        // boundary `__--__` (RFC 2046 §5.1.1: "--" boundary, then "--" for
+        // the close delimiter). Dovecot 2.3.19 reads it the same way.
         let rest = match memchr::memchr(b'\n', &data[after..]) {
             Some(i) => {
                 let mut e = after + i;
                 if e > after && data[e - 1] == b'\r' {
                     e -= 1;
                 }
-                let r = &data[after..e];
-                if r.len() > 2 && r.ends_with(b"--") {
-                    &r[..r.len() - 2]
-                } else {
-                    r
-                }
+                &data[after..e]
             }
             None => {
                 let r = &data[after..];
