@@ -1,7 +1,8 @@
 //! MIME through the daemon, against Dovecot's answers: BODYSTRUCTURE, ENVELOPE and BODY[n]
 //! of Mailman-style digests and broken Content-Types (the golden messages of crates/mime,
 //! APPENDed and fetched over IMAP, compared with what Dovecot 2.3.19 answered for the same
-//! bytes). Every response is parsed by imap-codec (tests/imap_support).
+//! bytes), and BINARY of a `binary` part sent as a literal8 (RFC 3516). Every response is
+//! parsed by imap-codec (tests/imap_support).
 
 mod imap_support;
 
@@ -29,8 +30,13 @@ fn records(data: &[u8]) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-fn append_bytes(c: &mut Client, msg: &[u8]) {
-    let mut cmd = format!("APPEND INBOX {{{}}}\r\n", msg.len()).into_bytes();
+fn append_bytes(c: &mut Client, literal8: bool, msg: &[u8]) {
+    let mut cmd = format!(
+        "APPEND INBOX {}{{{}}}\r\n",
+        if literal8 { "~" } else { "" },
+        msg.len()
+    )
+    .into_bytes();
     cmd.extend_from_slice(msg);
     let r = c.cmd_bytes(&cmd);
     assert_eq!(r.status(), "OK", "{}", r.all());
@@ -56,7 +62,7 @@ fn digests_and_broken_content_types_answer_as_dovecot() {
     let s = Server::start();
     let mut c = s.login("alice");
     for name in NAMES {
-        append_bytes(&mut c, &golden(name, "eml"));
+        append_bytes(&mut c, false, &golden(name, "eml"));
     }
     c.ok("EXAMINE INBOX");
     let mut checked = 0;
@@ -94,4 +100,43 @@ fn digests_and_broken_content_types_answer_as_dovecot() {
         }
     }
     assert!(checked > 100, "only {checked} records");
+}
+
+/// Issue 15 #13: RFC 3516 §4.3 — the decoded content of a `binary` part is the stored
+/// octets, in a literal8 when they hold NUL; 7bit/8bit parts keep NUL too (literal8) and
+/// get CRLF line ends. Dovecot answers the same (it stores such a part as base64 and
+/// decodes it back).
+#[test]
+fn binary_part_appended_as_literal8_comes_back_as_stored() {
+    const PART: &[u8] = b"\x00\x2d\xe4\x0a\x0d\x0a\x0a";
+    let mut msg = b"From: a@example.org\r\nSubject: bin\r\nMIME-Version: 1.0\r\n\
+Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+        .to_vec();
+    msg.extend_from_slice(PART);
+    let s = Server::start();
+    let mut c = s.login("alice");
+    append_bytes(&mut c, true, &msg);
+    append_bytes(&mut c, true, b"Subject: nul\r\n\r\na\x00b\nc\n");
+    c.ok("EXAMINE INBOX");
+    // the file holds exactly what was appended
+    let files = s.files("alice", "INBOX");
+    assert_eq!(std::fs::read(&files[0]).unwrap(), msg);
+
+    let r = c.ok("FETCH 1 (BINARY.SIZE[1])");
+    assert!(r.all().contains("BINARY.SIZE[1] 7)"), "{}", r.all());
+    let r = c.ok("FETCH 1 (BINARY.PEEK[1])");
+    let mut want = b"BINARY[1] ~{7}\r\n".to_vec();
+    want.extend_from_slice(PART);
+    want.extend_from_slice(b")\r\n");
+    let raw = &r.fetches()[0].1.raw;
+    assert!(contains(raw, &want), "{:?}", String::from_utf8_lossy(raw));
+
+    let r = c.ok("FETCH 2 (BINARY.SIZE[1] BINARY.PEEK[1])");
+    let raw = &r.fetches()[0].1.raw;
+    let want = b"BINARY.SIZE[1] 8 BINARY[1] ~{8}\r\na\x00b\r\nc\r\n)";
+    assert!(contains(raw, want), "{:?}", String::from_utf8_lossy(raw));
+    // BODY[] is a plain literal, which cannot hold NUL (RFC 3501 §4.3): 0x80 as Dovecot
+    let r = c.ok("FETCH 2 (BODY.PEEK[TEXT])");
+    let got = r.fetches()[0].1.body_sections();
+    assert_eq!(got, vec![Some(b"a\x80b\r\nc\r\n".to_vec())]);
 }

@@ -46,16 +46,26 @@ pub fn crlf_len(bytes: &[u8]) -> u64 {
 /// It remembers whether the previous chunk ended with CR, so a CRLF split
 /// across two chunks is not doubled. It also turns NUL into 0x80: an IMAP
 /// literal may not hold NUL (RFC 3501 §4.3, CHAR8), and that is what Dovecot
-/// sends in place of it, so the byte count stays the same.
+/// sends in place of it, so the byte count stays the same. A writer made by
+/// [`CrlfWriter::keeping_nul`] keeps NUL, for a literal8 (RFC 3516 §4.3).
 #[derive(Debug, Clone, Default)]
 pub struct CrlfWriter {
     last_was_cr: bool,
+    keep_nul: bool,
 }
 
 impl CrlfWriter {
     /// A converter at the start of a section (no CR before it).
     pub fn new() -> Self {
-        Self { last_was_cr: false }
+        Self::default()
+    }
+
+    /// A converter that leaves NUL as it is (BINARY, sent as a literal8).
+    pub fn keeping_nul() -> Self {
+        Self {
+            last_was_cr: false,
+            keep_nul: true,
+        }
     }
 
     /// Converts one chunk, appending the result to `out`.
@@ -76,7 +86,7 @@ impl CrlfWriter {
                 out.push(b'\n');
                 self.last_was_cr = false;
             } else {
-                out.push(0x80);
+                out.push(if self.keep_nul { 0 } else { 0x80 });
                 self.last_was_cr = false;
             }
             rest = &rest[i + 1..];

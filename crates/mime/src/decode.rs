@@ -4,8 +4,12 @@
 /// Which decoder a part needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Encoding {
-    /// `7bit`, `8bit`, `binary` or no header: the bytes as they are (line ends as CRLF).
+    /// `7bit`, `8bit` or no header: the bytes as they are, bare LF as CRLF (these are
+    /// line-oriented, RFC 2045 §2.7/§2.8), NUL kept (BINARY sends it in a literal8).
     Identity,
+    /// `binary` (RFC 2045 §2.9, §6.2): the stored octets exactly; no line ends are
+    /// rewritten, since binary data has no lines (RFC 3516 §4.2 returns them as they are).
+    Binary,
     /// `base64` (RFC 2045 §6.8).
     Base64,
     /// `quoted-printable` (RFC 2045 §6.7).
@@ -22,8 +26,10 @@ impl Encoding {
         };
         let v = v.trim_ascii();
         let is = |name: &str| v.eq_ignore_ascii_case(name.as_bytes());
-        if v.is_empty() || is("7bit") || is("8bit") || is("binary") {
+        if v.is_empty() || is("7bit") || is("8bit") {
             Some(Encoding::Identity)
+        } else if is("binary") {
+            Some(Encoding::Binary)
         } else if is("base64") {
             Some(Encoding::Base64)
         } else if is("quoted-printable") {
@@ -39,6 +45,8 @@ impl Encoding {
 pub enum Decoder {
     /// LF -> CRLF, nothing else.
     Identity(crate::CrlfWriter),
+    /// The bytes unchanged.
+    Binary,
     /// base64.
     Base64(Base64Decoder),
     /// quoted-printable.
@@ -49,7 +57,8 @@ impl Decoder {
     /// A decoder for `enc`.
     pub fn new(enc: Encoding) -> Decoder {
         match enc {
-            Encoding::Identity => Decoder::Identity(crate::CrlfWriter::new()),
+            Encoding::Identity => Decoder::Identity(crate::CrlfWriter::keeping_nul()),
+            Encoding::Binary => Decoder::Binary,
             Encoding::Base64 => Decoder::Base64(Base64Decoder::default()),
             Encoding::QuotedPrintable => Decoder::QuotedPrintable(QpDecoder::default()),
         }
@@ -59,6 +68,7 @@ impl Decoder {
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
         match self {
             Decoder::Identity(w) => w.write(input, out),
+            Decoder::Binary => out.extend_from_slice(input),
             Decoder::Base64(d) => d.feed(input, out),
             Decoder::QuotedPrintable(d) => d.feed(input, out),
         }
@@ -242,7 +252,20 @@ mod tests {
 
     #[test]
     fn identity_converts_line_ends_only() {
-        assert_eq!(decode_all(Encoding::Identity, b"a\nb\r\n"), b"a\r\nb\r\n");
+        assert_eq!(
+            decode_all(Encoding::Identity, b"a\0\nb\r\n"),
+            b"a\0\r\nb\r\n"
+        );
+    }
+
+    #[test]
+    fn binary_is_the_bytes_as_stored() {
+        let stored = b"\x00\x2d\xe4\x0a\x0d\x0a\x0a";
+        assert_eq!(decode_all(Encoding::Binary, stored), stored);
+        assert_eq!(
+            Encoding::from_header(Some(b"Binary")),
+            Some(Encoding::Binary)
+        );
     }
 
     #[test]
@@ -290,7 +313,7 @@ mod tests {
         fn chunking_does_not_matter(body in proptest::collection::vec(
             prop_oneof![Just(b'='), Just(b'\n'), Just(b' '), Just(b'A'), Just(b'3'), Just(b'D'), Just(b'\r'), any::<u8>()], 0..400),
             cuts in proptest::collection::vec(0usize..400, 0..8),
-            enc in prop_oneof![Just(Encoding::Base64), Just(Encoding::QuotedPrintable), Just(Encoding::Identity)]) {
+            enc in prop_oneof![Just(Encoding::Base64), Just(Encoding::QuotedPrintable), Just(Encoding::Identity), Just(Encoding::Binary)]) {
             let whole = decode_all(enc, &body);
             let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(body.len())).collect();
             cuts.sort_unstable();
