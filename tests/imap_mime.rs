@@ -1,8 +1,9 @@
 //! MIME through the daemon, against Dovecot's answers: BODYSTRUCTURE, ENVELOPE and BODY[n]
 //! of Mailman-style digests and broken Content-Types (the golden messages of crates/mime,
 //! APPENDed and fetched over IMAP, compared with what Dovecot 2.3.19 answered for the same
-//! bytes), and BINARY of a `binary` part sent as a literal8 (RFC 3516). Every response is
-//! parsed by imap-codec (tests/imap_support).
+//! bytes), BINARY of a `binary` part sent as a literal8 (RFC 3516), and SEARCH FROM/TO/CC/BCC
+//! on the envelope address (RFC 3501 §6.4.4). Every response is parsed by imap-codec
+//! (tests/imap_support).
 
 mod imap_support;
 
@@ -139,4 +140,76 @@ Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: binary\r\n\
     let r = c.ok("FETCH 2 (BODY.PEEK[TEXT])");
     let got = r.fetches()[0].1.body_sections();
     assert_eq!(got, vec![Some(b"a\x80b\r\nc\r\n".to_vec())]);
+}
+
+/// Issue 15 #17: the headers and the answers are Dovecot 2.3.19's for the same messages
+/// and keys: addresses as ENVELOPE reads them, with display names, comments dropped,
+/// RFC 2047 names decoded, names and local parts quoted where they need it.
+#[test]
+fn search_address_keys_match_the_envelope_as_dovecot() {
+    const HEADERS: [&str; 14] = [
+        "From: <user-from (comment)@ (comment) domain.org>",
+        "From: =?UTF-8?Q?J=C3=B6rg_M=C3=BCller?= <joerg@example.org>",
+        "To: Team: ann@example.org, \"Bob B.\" <bob@example.org>;",
+        "From: \"quoted local\"@example.org",
+        "From: joe@example.org (Joe Bloggs)",
+        "Cc: \"Doe, Jane\" <jane@example.org>",
+        "Bcc: undisclosed-recipients:;",
+        "From: Ann <ann@EXAMPLE.org>",
+        "From: \"=?ISO-8859-1?Q?Ren=E9?=\" <rene@example.org>",
+        "From: broken@",
+        "From: bare@example.org",
+        "From: \"a\\\"b\" <ab@example.org>",
+        "From: <@route.example:routed@example.org>",
+        "To: a@example.org, b@example.org",
+    ];
+    const SEARCHES: [(&str, &str, &str); 24] = [
+        ("FROM", "user-from@domain.org", "1"),
+        ("FROM", "<user-from@domain.org>", "1"),
+        ("FROM", "comment", ""),
+        ("FROM", "Jörg Müller <joerg@", "2"),
+        ("FROM", "=?UTF-8?Q", ""),
+        (
+            "TO",
+            "Team: <ann@example.org>, \"Bob B.\" <bob@example.org>;",
+            "3",
+        ),
+        ("TO", "Bob B. <bob", ""),
+        ("TO", "a@example.org, b@", ""),
+        ("TO", "<a@example.org>, <b@", "14"),
+        ("FROM", "\"quoted local\"@example", "4"),
+        ("FROM", "quoted local@example.org", ""),
+        ("FROM", "\"Joe Bloggs\" <joe@", "5"),
+        ("FROM", "(Joe", ""),
+        ("CC", "\"Doe, Jane\" <jane", "6"),
+        ("CC", "Doe, Jane <jane", ""),
+        ("BCC", "undisclosed-recipients:;", "7"),
+        ("FROM", "ann@example.org", "8"),
+        ("FROM", "René", "9"),
+        ("FROM", "broken@MISSING_DOMAIN", "10"),
+        ("FROM", "\"a\\\"b\"", "12"),
+        ("FROM", "a\"b", ""),
+        ("FROM", "<@route.example:routed@example.org>", "13"),
+        ("FROM", "<bare@example.org>", "11"),
+        ("FROM", "@", "1 2 4 5 8 9 10 11 12 13"),
+    ];
+    let s = Server::start();
+    let mut c = s.login("alice");
+    for (i, h) in HEADERS.iter().enumerate() {
+        let msg = format!("{h}\r\nSubject: m{}\r\n\r\nbody\r\n", i + 1);
+        append_bytes(&mut c, false, msg.as_bytes());
+    }
+    c.ok("SELECT INBOX");
+    for (key, value, want) in SEARCHES {
+        let r = c.ok(&format!(
+            "SEARCH CHARSET UTF-8 {key} {{{}}}\r\n{value}",
+            value.len()
+        ));
+        let got = r.lines("* SEARCH").join("");
+        assert_eq!(
+            got.trim_end(),
+            format!("* SEARCH {want}").trim_end(),
+            "{key} {value}"
+        );
+    }
 }

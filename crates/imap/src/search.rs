@@ -219,10 +219,10 @@ impl Eval<'_, '_> {
             K::ModSeq(n) => st.modseq >= *n,
             K::Uid(set) => self.in_set(set, self.c.uid, self.ctx.max_uid),
             K::SequenceSet(set) => self.in_set(set, self.c.seq, self.ctx.max_seq),
-            K::From(s) => self.header(b"from", s),
-            K::To(s) => self.header(b"to", s),
-            K::Cc(s) => self.header(b"cc", s),
-            K::Bcc(s) => self.header(b"bcc", s),
+            K::From(s) => self.address(b"from", s),
+            K::To(s) => self.address(b"to", s),
+            K::Cc(s) => self.address(b"cc", s),
+            K::Bcc(s) => self.address(b"bcc", s),
             K::Subject(s) => self.header(b"subject", s),
             K::Header(name, s) => self.header(name, s),
             K::Body(s) => self.body_text(s, false),
@@ -278,10 +278,25 @@ impl Eval<'_, '_> {
         }
     }
 
-    /// FROM/TO/CC/BCC/SUBJECT/HEADER: a case-insensitive substring of some
-    /// occurrence of the field, unfolded and decoded; an empty string only
-    /// asks for the field to exist (Dovecot `search_header_arg`).
+    /// SUBJECT/HEADER: a case-insensitive substring of some occurrence of the
+    /// field, unfolded and decoded; an empty string only asks for the field
+    /// to exist (Dovecot `search_header_arg`).
     fn header(&self, name: &[u8], needle: &[u8]) -> bool {
+        self.field_matches(name, needle, |v| v.to_vec())
+    }
+
+    /// FROM/TO/CC/BCC (RFC 3501 §6.4.4): matched against the addresses as
+    /// ENVELOPE reads them, written out with their display names
+    /// ([`maildex_mime::address_search_text`]), as Dovecot does: comments and
+    /// folding inside an address do not hide it. From the hot header fields of
+    /// the index, never the message file.
+    fn address(&self, name: &[u8], needle: &[u8]) -> bool {
+        self.field_matches(name, needle, maildex_mime::address_search_text)
+    }
+
+    /// Whether some occurrence of field `name`, turned into text by `render`,
+    /// then RFC 2047-decoded and lower-cased, holds `needle`.
+    fn field_matches(&self, name: &[u8], needle: &[u8], render: impl Fn(&[u8]) -> Vec<u8>) -> bool {
         let block = if is_hot(name) {
             self.hot_block()
         } else {
@@ -297,7 +312,7 @@ impl Eval<'_, '_> {
         let needle = text::normalize(&String::from_utf8_lossy(needle));
         values
             .iter()
-            .any(|v| text::normalize(&text::decode_header(v)).contains(&needle))
+            .any(|v| text::normalize(&text::decode_header(&render(v))).contains(&needle))
     }
 
     /// BODY (text parts) or TEXT (text parts and every header block).

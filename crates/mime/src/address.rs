@@ -4,7 +4,7 @@
 //! Dovecot puts in ENVELOPE (`MISSING_MAILBOX`, `MISSING_DOMAIN`,
 //! `SYNTAX_ERROR`, `INVALID_ROUTE`) so clients see the same list.
 
-use crate::rfc822::{Lex, Lexer};
+use crate::rfc822::{is_atext, Lex, Lexer};
 use crate::Address;
 
 const MISSING_MAILBOX: &[u8] = b"MISSING_MAILBOX";
@@ -309,6 +309,103 @@ pub(crate) fn parse_address_list(value: &[u8]) -> Vec<Address> {
     p.out
 }
 
+/// An address field body written out the way Dovecot's SEARCH sees it
+/// (`message_address_write`): each address of the ENVELOPE list as
+/// `name <route:mailbox@domain>` (`<mailbox@domain>` without a name), a
+/// group as `name: member, member;`, names and local parts quoted (and
+/// `"`, `\` and `'` escaped) when they are not atoms. Comments are gone, so
+/// `<user (c)@ (c) example.org>` reads `<user@example.org>`. Encoded words
+/// are kept; the caller decodes them. RFC 3501 §6.4.4 FROM/TO/CC/BCC match
+/// a substring of this text, which holds the address as ENVELOPE reads it
+/// and the display name, as in Dovecot.
+pub fn address_search_text(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    let mut first = true;
+    let mut in_group = false;
+    for a in parse_address_list(value) {
+        if !first {
+            out.extend_from_slice(b", ");
+        }
+        first = false;
+        if a.host.is_none() {
+            if in_group {
+                // end of group: "a, b;" or "name:;"
+                if out.ends_with(b", ") {
+                    out.truncate(out.len() - 2);
+                } else if out.ends_with(b": ") {
+                    out.truncate(out.len() - 1);
+                }
+                out.push(b';');
+            } else {
+                match a.mailbox.as_deref() {
+                    Some(n) if !n.is_empty() => push_phrase(&mut out, n),
+                    _ => out.extend_from_slice(b"\"\""),
+                }
+                out.extend_from_slice(b": ");
+                first = true;
+            }
+            in_group = !in_group;
+            continue;
+        }
+        let name = a.name.as_deref().unwrap_or_default();
+        push_phrase(&mut out, name);
+        let mailbox = a.mailbox.as_deref().unwrap_or_default();
+        let host = a.host.as_deref().unwrap_or_default();
+        if a.route.is_none() && mailbox.is_empty() && host.is_empty() {
+            continue;
+        }
+        if !name.is_empty() {
+            out.push(b' ');
+        }
+        out.push(b'<');
+        if let Some(route) = &a.route {
+            out.extend_from_slice(route);
+            out.push(b':');
+        }
+        if mailbox.is_empty() {
+            out.extend_from_slice(b"\"\"");
+        } else {
+            push_maybe_quoted(&mut out, mailbox, false);
+        }
+        if !host.is_empty() {
+            out.push(b'@');
+            out.extend_from_slice(host);
+        }
+        out.push(b'>');
+    }
+    out
+}
+
+/// A display or group name: as it is when it holds an encoded word (RFC 2047
+/// §5 forbids them inside quotes), else quoted if needed.
+fn push_phrase(out: &mut Vec<u8>, name: &[u8]) {
+    if memchr::memmem::find(name, b"=?").is_some() {
+        out.extend_from_slice(name);
+    } else {
+        push_maybe_quoted(out, name, true);
+    }
+}
+
+/// `text` as an atom (dots allowed unless `quote_dot`), or else as a quoted
+/// string with `"`, `\` and `'` escaped (Dovecot's `str_append_maybe_escape`).
+fn push_maybe_quoted(out: &mut Vec<u8>, text: &[u8], quote_dot: bool) {
+    if text
+        .iter()
+        .all(|&c| is_atext(c) || (!quote_dot && c == b'.'))
+    {
+        out.extend_from_slice(text);
+        return;
+    }
+    out.push(b'"');
+    for &c in text {
+        if matches!(c, b'"' | b'\\' | b'\'') {
+            out.push(b'\\');
+        }
+        out.push(c);
+    }
+    out.push(b'"');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +460,34 @@ mod tests {
                 a(None, None, Some("MISSING_MAILBOX"), Some("MISSING_DOMAIN")),
                 a(Some("x"), None, Some("a"), Some("SYNTAX_ERROR")),
             ]
+        );
+    }
+
+    fn search_text(v: &str) -> String {
+        String::from_utf8_lossy(&address_search_text(v.as_bytes())).into_owned()
+    }
+
+    #[test]
+    fn search_text_is_the_envelope_address_written_out() {
+        assert_eq!(
+            search_text("<user-from (comment)@ (comment) domain.org>"),
+            "<user-from@domain.org>"
+        );
+        assert_eq!(
+            search_text("joe@example.org (Joe Bloggs), \"a\\\"b\" <ab@x.org>"),
+            "\"Joe Bloggs\" <joe@example.org>, \"a\\\"b\" <ab@x.org>"
+        );
+        assert_eq!(
+            search_text("Team: ann@x.org, Bob <bob@x.org>;, \"quoted local\"@x.org"),
+            "Team: <ann@x.org>, Bob <bob@x.org>;, <\"quoted local\"@x.org>"
+        );
+        assert_eq!(
+            search_text("undisclosed-recipients:;"),
+            "undisclosed-recipients:;"
+        );
+        assert_eq!(
+            search_text("=?UTF-8?Q?J=C3=B6rg?= <j@x.org>, <@r.example:m@x.org>, broken@"),
+            "=?UTF-8?Q?J=C3=B6rg?= <j@x.org>, <@r.example:m@x.org>, <broken@MISSING_DOMAIN>"
         );
     }
 

@@ -38,6 +38,7 @@ mod rfc822;
 mod section;
 mod structure;
 
+pub use address::address_search_text;
 pub use crlf::{crlf_len, to_crlf, CrlfWriter};
 pub use decode::{decode_all, Base64Decoder, Decoder, Encoding, QpDecoder};
 pub use render::{write_body_structure, write_envelope};

@@ -233,6 +233,27 @@ fn address_and_subject_keys_are_case_insensitive_substrings() {
 }
 
 #[test]
+fn address_keys_match_the_envelope_address_not_the_raw_header() {
+    // issue 15 #17: RFC 3501 §6.4.4 FROM matches the address ENVELOPE shows
+    let raw = b"From: <user-from (comment)@ (comment) domain.org>\n\
+To: joe@example.org (Joe Bloggs)\n\
+Cc: Team: \"Doe, Jane\" <jane@example.org>;\n\
+\n\
+x\n";
+    let m = Msg::new(raw, state(0));
+    assert!(one(K::From(s("user-from@domain.org")), &m));
+    assert!(one(K::From(s("<USER-FROM@domain.org>")), &m));
+    assert!(!one(K::From(s("comment")), &m), "comments are not searched");
+    assert!(one(K::To(s("\"joe bloggs\" <joe@")), &m), "display name");
+    assert!(!one(K::To(s("(joe")), &m));
+    assert!(one(K::Cc(s("team: \"doe, jane\" <jane@example.org>;")), &m));
+    assert!(
+        one(K::Header(s("from"), s("(comment)")), &m),
+        "HEADER still reads the raw field"
+    );
+}
+
+#[test]
 fn encoded_word_subject_found_by_utf8_search() {
     let raw = "From: =?ISO-8859-1?Q?J=F6rg_M=FCller?= <jm@example.de>\n\
 Subject: =?UTF-8?B?R3LDvMOfZSBhdXMg?=\n =?ISO-8859-1?Q?K=F6ln?= und Umgebung\n\
