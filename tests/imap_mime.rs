@@ -53,8 +53,9 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 /// what Dovecot answered for the same file.
 #[test]
 fn digests_and_broken_content_types_answer_as_dovecot() {
-    const NAMES: [&str; 5] = [
+    const NAMES: [&str; 6] = [
         "digest_boundary_dashes",
+        "boundary_dash_variants",
         "boundary_prefix_dashes_crlf",
         "digest_nested",
         "text_no_subtype_params",
