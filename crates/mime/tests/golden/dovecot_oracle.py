@@ -35,6 +35,7 @@ n.HEADER.FIELDS[.NOT].
 
 import imaplib
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -58,7 +59,19 @@ def free_port():
     return port
 
 
+def system_user(name):
+    """`name` if the system has it (Debian's dovecot-core creates dovenull and
+    dovecot), else nobody, which Dovecot accepts as well."""
+    try:
+        pwd.getpwnam(name)
+        return name
+    except KeyError:
+        return "nobody"
+
+
 def write_config(port):
+    login_user = system_user("dovenull")
+    internal_user = system_user("dovecot")
     conf = f"""
 base_dir = {SCRATCH}/run
 state_dir = {SCRATCH}/state
@@ -70,8 +83,8 @@ ssl = no
 disable_plaintext_auth = no
 auth_mechanisms = plain
 first_valid_uid = 1
-default_login_user = dovenull
-default_internal_user = dovecot
+default_login_user = {login_user}
+default_internal_user = {internal_user}
 mail_location = maildir:{SCRATCH}/home/%u/Maildir
 passdb {{
   driver = passwd-file
