@@ -16,14 +16,13 @@ use crate::{ContentInfo, Param};
 ///
 /// RFC 2045 §5.2 says to treat a syntactically invalid Content-Type as
 /// text/plain; charset=us-ascii. We give Dovecot 2.3.19's answers instead
-/// (the golden tests hold them; `type_no_subtype_variants`): a type alone
-/// (`text`, `application`, ending the value) is kept with an empty subtype
-/// and no parameters, while anything else that is not `type/subtype`
-/// followed by the end or `;` (`text; charset=x`, `text/`, `/plain`,
-/// `text/a/b`, `text/plain junk`) has an empty type and subtype and no parameters, so
-/// BODYSTRUCTURE reads `("" "" NIL ...)` and the part is not text. Clients
-/// see the same structure from us as from Dovecot, and an empty type is
-/// never mistaken for text/plain.
+/// (the golden tests hold them; `type_no_subtype_variants`), so clients see
+/// the same structure from us as from Dovecot: a type alone (`text`,
+/// `application`, ending the value) is kept with an empty subtype and no
+/// parameters (a lone `text` is still text); anything else that is not
+/// `type/subtype` followed by the end or `;` (`text; charset=x`, `text/`,
+/// `/plain`, `text/a/b`, `text/plain junk`) has an empty type and subtype
+/// and no parameters: BODYSTRUCTURE reads `("" "" NIL ...)`, not text.
 fn parse_type(lx: &mut Lexer<'_>) -> (Vec<u8>, Option<Vec<u8>>, bool) {
     let mut ty = Vec::new();
     if lx.skip_lwsp().stop() {
