@@ -310,9 +310,10 @@ impl Eval<'_, '_> {
             return !values.is_empty();
         }
         let needle = text::normalize(&String::from_utf8_lossy(needle));
-        values
-            .iter()
-            .any(|v| text::normalize(&text::decode_header(&render(v))).contains(&needle))
+        values.iter().any(|v| {
+            let decoded = text::decode_header(&render(v));
+            text::normalize(&decoded).contains(&needle)
+        })
     }
 
     /// BODY (text parts) or TEXT (text parts and every header block).
