@@ -196,7 +196,8 @@ mod tests {
     fn encodings_come_from_each_part_header() {
         let msg = b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\
 Content-Transfer-Encoding: quoted-printable\n\ncaf=C3=A9\n--b\nContent-Type: application/x\n\
-Content-Transfer-Encoding: BASE64\n\nAAEC\n--b\nContent-Transfer-Encoding: x-uue\n\nzz\n--b--\n";
+Content-Transfer-Encoding: BASE64\n\nAAEC\n--b\nContent-Transfer-Encoding: x-uue\n\nzz\n--b\n\
+Content-Transfer-Encoding: Binary\n\n\0\n--b--\n";
         let b = built(msg);
         let c = &b.record.cached;
         let enc = |p: &[u32]| match locate_binary(c, &b.headers, p) {
@@ -210,7 +211,9 @@ Content-Transfer-Encoding: BASE64\n\nAAEC\n--b\nContent-Transfer-Encoding: x-uue
             locate_binary(c, &b.headers, &[3]),
             Err(CmdError::No(Some(ResponseCode::UnknownCte), _))
         ));
-        assert_eq!(enc(&[4]), None);
+        // RFC 2045 §6.2: binary is decoded as the octets themselves, not as 7bit text
+        assert_eq!(enc(&[4]), Some(Encoding::Binary));
+        assert_eq!(enc(&[5]), None);
         assert_eq!(enc(&[]), Some(Encoding::Identity));
     }
 }
