@@ -141,6 +141,15 @@ Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: binary\r\n\
     let r = c.ok("FETCH 2 (BODY.PEEK[TEXT])");
     let got = r.fetches()[0].1.body_sections();
     assert_eq!(got, vec![Some(b"a\x80b\r\nc\r\n".to_vec())]);
+
+    // the same seven bytes as a whole message: its first line is a header, and Dovecot
+    // answers BINARY.SIZE[1] 2 and BINARY[] ~{9} (CRLF line ends, NUL kept)
+    append_bytes(&mut c, true, PART);
+    c.ok("NOOP");
+    let r = c.ok("FETCH 3 (BINARY.SIZE[1] BINARY.PEEK[])");
+    let raw = &r.fetches()[0].1.raw;
+    let want = b"BINARY.SIZE[1] 2 BINARY[] ~{9}\r\n\x00\x2d\xe4\r\n\r\n\r\n)";
+    assert!(contains(raw, want), "{:?}", String::from_utf8_lossy(raw));
 }
 
 /// Issue 15 #17: the headers and the answers are Dovecot 2.3.19's for the same messages
