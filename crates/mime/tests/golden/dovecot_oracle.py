@@ -115,15 +115,11 @@ service anvil {{
     return path
 
 
-def setup_maildir(names):
-    md = f"{SCRATCH}/home/{USER}/Maildir"
-    for sub in ("cur", "new", "tmp"):
-        os.makedirs(f"{md}/{sub}", exist_ok=True)
+def setup_maildir(md, names):
     for i, name in enumerate(names):
         src = os.path.join(HERE, name + ".eml")
         dst = f"{md}/cur/{1700000000 + i}.M{i}P1.oracle:2,"
         shutil.copyfile(src, dst)
-    subprocess.run(["chown", "-R", "nobody:nogroup", f"{SCRATCH}/home"], check=True)
 
 
 # --- a small IMAP response tokenizer -------------------------------------
@@ -262,29 +258,55 @@ def crlf(b):
     return re.sub(rb"(?<!\r)\n", b"\r\n", b)
 
 
-def main():
-    names = sys.argv[1:] or sorted(
-        f[:-4] for f in os.listdir(HERE) if f.endswith(".eml"))
-    all_names = sorted(f[:-4] for f in os.listdir(HERE) if f.endswith(".eml"))
+def start_dovecot(fill_maildir):
+    """Starts Dovecot on a fresh SCRATCH; `fill_maildir(path)` puts the
+    messages into the user's Maildir first. Returns a logged-in IMAP4."""
     if os.path.exists(SCRATCH):
         shutil.rmtree(SCRATCH)
     os.makedirs(f"{SCRATCH}/run")
     os.makedirs(f"{SCRATCH}/state")
     port = free_port()
     conf = write_config(port)
-    setup_maildir(all_names)
+    md = f"{SCRATCH}/home/{USER}/Maildir"
+    for sub in ("cur", "new", "tmp"):
+        os.makedirs(f"{md}/{sub}", exist_ok=True)
+    fill_maildir(md)
+    subprocess.run(["chown", "-R", "nobody:nogroup", f"{SCRATCH}/home"], check=True)
     subprocess.run(["/usr/sbin/dovecot", "-c", conf], check=True)
-    try:
+    for _ in range(50):
+        try:
+            conn = imaplib.IMAP4("127.0.0.1", port)
+            break
+        except OSError:
+            time.sleep(0.1)
+    version = subprocess.run(["/usr/sbin/dovecot", "--version"],
+                             capture_output=True, text=True).stdout.strip()
+    print("dovecot", version)
+    conn.login(USER, PASSWORD)
+    return conn
+
+
+def stop_dovecot():
+    pidfile = f"{SCRATCH}/run/master.pid"
+    if os.path.exists(pidfile):
+        with open(pidfile) as f:
+            pid = int(f.read().strip())
+        os.kill(pid, signal.SIGTERM)
         for _ in range(50):
             try:
-                conn = imaplib.IMAP4("127.0.0.1", port)
-                break
-            except OSError:
+                os.kill(pid, 0)
                 time.sleep(0.1)
-        version = subprocess.run(["/usr/sbin/dovecot", "--version"],
-                                 capture_output=True, text=True).stdout.strip()
-        print("dovecot", version)
-        conn.login(USER, PASSWORD)
+            except ProcessLookupError:
+                break
+        print("stopped dovecot", pid)
+
+
+def main():
+    names = sys.argv[1:] or sorted(
+        f[:-4] for f in os.listdir(HERE) if f.endswith(".eml"))
+    all_names = sorted(f[:-4] for f in os.listdir(HERE) if f.endswith(".eml"))
+    try:
+        conn = start_dovecot(lambda md: setup_maildir(md, all_names))
         typ, data = conn.select("INBOX", readonly=True)
         count = int(data[0])
         # Files were copied in sorted order with increasing names, and Dovecot
@@ -332,18 +354,7 @@ def main():
             print("wrote", name)
         conn.logout()
     finally:
-        pidfile = f"{SCRATCH}/run/master.pid"
-        if os.path.exists(pidfile):
-            with open(pidfile) as f:
-                pid = int(f.read().strip())
-            os.kill(pid, signal.SIGTERM)
-            for _ in range(50):
-                try:
-                    os.kill(pid, 0)
-                    time.sleep(0.1)
-                except ProcessLookupError:
-                    break
-            print("stopped dovecot", pid)
+        stop_dovecot()
 
 
 if __name__ == "__main__":
