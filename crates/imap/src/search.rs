@@ -223,7 +223,7 @@ impl Eval<'_, '_> {
             K::To(s) => self.address(b"to", s),
             K::Cc(s) => self.address(b"cc", s),
             K::Bcc(s) => self.address(b"bcc", s),
-            K::Subject(s) => self.header(b"subject", s),
+            K::Subject(s) => self.field_matches(b"subject", s, text::compress_lwsp),
             K::Header(name, s) => self.header(name, s),
             K::Body(s) => self.body_text(s, false),
             K::Text(s) => self.body_text(s, true),
@@ -278,9 +278,10 @@ impl Eval<'_, '_> {
         }
     }
 
-    /// SUBJECT/HEADER: a case-insensitive substring of some occurrence of the
-    /// field, unfolded and decoded; an empty string only asks for the field
-    /// to exist (Dovecot `search_header_arg`).
+    /// HEADER (and SUBJECT, with its white space compressed): a
+    /// case-insensitive substring of some occurrence of the field, unfolded
+    /// and decoded; an empty string only asks for the field to exist
+    /// (Dovecot `search_header_arg`).
     fn header(&self, name: &[u8], needle: &[u8]) -> bool {
         self.field_matches(name, needle, |v| v.to_vec())
     }

@@ -254,6 +254,22 @@ x\n";
 }
 
 #[test]
+fn subject_white_space_is_compressed_as_in_dovecot() {
+    let raw = b"Subject:   leading  and\tinner\n\tfolded   \nHeader-X: a\tb\n\nx\n";
+    let m = Msg::new(raw, state(0));
+    assert!(one(K::Subject(s("leading and inner folded ")), &m));
+    assert!(
+        !one(K::Subject(s("and\tinner")), &m),
+        "the key is not compressed"
+    );
+    assert!(one(K::Header(s("header-x"), s("a\tb")), &m));
+    assert!(
+        !one(K::Header(s("header-x"), s("a b")), &m),
+        "HEADER is not"
+    );
+}
+
+#[test]
 fn encoded_word_subject_found_by_utf8_search() {
     let raw = "From: =?ISO-8859-1?Q?J=F6rg_M=FCller?= <jm@example.de>\n\
 Subject: =?UTF-8?B?R3LDvMOfZSBhdXMg?=\n =?ISO-8859-1?Q?K=F6ln?= und Umgebung\n\

@@ -113,6 +113,27 @@ pub(crate) fn normalize(s: &str) -> String {
     }
 }
 
+/// A Subject value for SUBJECT: unfolded, leading white space dropped and
+/// every run of spaces and tabs made one space (Dovecot's `compress_lwsp`,
+/// which SUBJECT uses and HEADER does not), so `a b` finds `a\tb`.
+pub(crate) fn compress_lwsp(raw: &[u8]) -> Vec<u8> {
+    let v = maildex_mime::unfold(raw);
+    let mut out = Vec::with_capacity(v.len());
+    let mut prev_wsp = true;
+    for &c in &v {
+        if is_wsp(c) {
+            if !prev_wsp {
+                out.push(b' ');
+            }
+            prev_wsp = true;
+        } else {
+            out.push(c);
+            prev_wsp = false;
+        }
+    }
+    out
+}
+
 /// A header value as text: unfolded (RFC 5322 §2.2.3) and with RFC 2047
 /// encoded words decoded; white space between two adjacent encoded words
 /// is dropped (RFC 2047 §6.2). Like Dovecot, encoded words are recognised
@@ -251,10 +272,57 @@ fn latin9(b: u8) -> char {
     }
 }
 
+/// UTF-7 (RFC 2152): `+` starts base64 of UTF-16 code units, ended by any
+/// byte outside the base64 alphabet (a `-` there is dropped); `+-` is `+`.
+/// Broken sequences become U+FFFD.
+fn utf7(bytes: &[u8]) -> String {
+    fn b64(c: u8) -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    }
+    let mut out = String::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        i += 1;
+        if c != b'+' {
+            out.push(char::from(c));
+            continue;
+        }
+        if bytes.get(i) == Some(&b'-') {
+            out.push('+');
+            i += 1;
+            continue;
+        }
+        let (mut acc, mut bits, mut units) = (0u32, 0u32, Vec::new());
+        while let Some(v) = bytes.get(i).and_then(|&c| b64(c)) {
+            acc = (acc << 6) | v;
+            bits += 6;
+            if bits >= 16 {
+                bits -= 16;
+                units.push((acc >> bits) as u16);
+                acc &= (1 << bits) - 1;
+            }
+            i += 1;
+        }
+        if bytes.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        out.extend(char::decode_utf16(units).map(|r| r.unwrap_or('\u{FFFD}')));
+    }
+    out
+}
+
 /// Converts `bytes` in `charset` (MIME charset name, any case) to UTF-8.
 /// Known: UTF-8, US-ASCII, ISO-8859-1 (and its aliases), ISO-8859-15,
-/// Windows-1252. Anything else is read as UTF-8, invalid sequences replaced,
-/// so its ASCII text still matches.
+/// Windows-1252, UTF-7. Anything else is read as UTF-8, invalid sequences
+/// replaced, so its ASCII text still matches.
 pub(crate) fn to_utf8(bytes: &[u8], charset: &[u8]) -> String {
     let cs = String::from_utf8_lossy(charset).to_ascii_lowercase();
     match cs.as_str() {
@@ -271,6 +339,7 @@ pub(crate) fn to_utf8(bytes: &[u8], charset: &[u8]) -> String {
                 _ => char::from(b),
             })
             .collect(),
+        "utf-7" | "utf7" | "unicode-1-1-utf-7" => utf7(bytes),
         _ => String::from_utf8_lossy(bytes).into_owned(),
     }
 }
@@ -305,6 +374,11 @@ mod tests {
         assert_eq!(
             decode_header(b"=?windows-1252?Q?=80_price?="),
             "\u{20AC} price"
+        );
+        // UTF-7 (RFC 2152), as Dovecot decodes it: not searchable in its raw form
+        assert_eq!(
+            decode_header(b"=?utf-7?Q?Heinz_M+APw-ller?= +- =?UTF-7?B?KzJEM2VBQS0=?="),
+            "Heinz M\u{fc}ller +- \u{1F600}"
         );
     }
 
