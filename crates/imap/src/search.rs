@@ -11,10 +11,12 @@
 //!
 //! Text rules (RFC 3501: "case-insensitive substring"; like Dovecot, on
 //! decoded, normalised text): header values are unfolded, RFC 2047 encoded
-//! words decoded (UTF-8, US-ASCII, ISO-8859-1, ISO-8859-15, Windows-1252;
-//! other charsets are read as UTF-8 with invalid bytes replaced), then both
-//! sides are lower-cased with Unicode simple lowercase (`char::to_lowercase`)
-//! and compared as substrings. Bodies: see [`body`] (MIME walk, base64 and
+//! words decoded (UTF-8, US-ASCII, ISO-8859-1, ISO-8859-15, Windows-1252,
+//! UTF-7; other charsets are read as UTF-8 with invalid bytes replaced), then
+//! both sides are lower-cased with Unicode simple lowercase
+//! (`char::to_lowercase`) and compared as substrings. FROM/TO/CC/BCC see the
+//! addresses as ENVELOPE parses them, written out with display names;
+//! SUBJECT sees its white space compressed (both as Dovecot does). Bodies: see [`body`] (MIME walk, base64 and
 //! quoted-printable decoded, text parts only).
 //!
 //! Date rules: BEFORE/ON/SINCE compare the calendar day of INTERNALDATE as
