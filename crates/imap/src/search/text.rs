@@ -276,16 +276,7 @@ fn latin9(b: u8) -> char {
 /// byte outside the base64 alphabet (a `-` there is dropped); `+-` is `+`.
 /// Broken sequences become U+FFFD.
 fn utf7(bytes: &[u8]) -> String {
-    fn b64(c: u8) -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    }
+    let is_b64 = |c: &u8| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/';
     let mut out = String::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -295,26 +286,21 @@ fn utf7(bytes: &[u8]) -> String {
             out.push(char::from(c));
             continue;
         }
-        if bytes.get(i) == Some(&b'-') {
+        let run = bytes[i..].iter().take_while(|c| is_b64(c)).count();
+        if run == 0 && bytes.get(i) == Some(&b'-') {
             out.push('+');
             i += 1;
             continue;
         }
-        let (mut acc, mut bits, mut units) = (0u32, 0u32, Vec::new());
-        while let Some(v) = bytes.get(i).and_then(|&c| b64(c)) {
-            acc = (acc << 6) | v;
-            bits += 6;
-            if bits >= 16 {
-                bits -= 16;
-                units.push((acc >> bits) as u16);
-                acc &= (1 << bits) - 1;
-            }
-            i += 1;
-        }
+        let octets = maildex_mime::decode_all(maildex_mime::Encoding::Base64, &bytes[i..i + run]);
+        let units = octets
+            .chunks_exact(2)
+            .map(|p| u16::from_be_bytes([p[0], p[1]]));
+        out.extend(char::decode_utf16(units).map(|r| r.unwrap_or('\u{FFFD}')));
+        i += run;
         if bytes.get(i) == Some(&b'-') {
             i += 1;
         }
-        out.extend(char::decode_utf16(units).map(|r| r.unwrap_or('\u{FFFD}')));
     }
     out
 }
