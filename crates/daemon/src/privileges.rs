@@ -76,6 +76,12 @@ pub fn apply(config: &DaemonConfig) -> Result<Option<Identity>, PrivilegeError> 
     Ok(Some(id))
 }
 
+/// Whether the process runs with root's effective uid.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail and has no side effects.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Looks up `user` (and `group`, else the user's primary group). Names or numeric ids.
 pub fn resolve(user: &str, group: Option<&str>) -> Result<Identity, PrivilegeError> {
     let (uid, primary) = lookup_user(user)?;

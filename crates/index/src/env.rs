@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions as FsOpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex, OnceLock, RwLock, Weak};
@@ -683,8 +683,18 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
             .map_err(|e| IndexError::lmdb(&tmp, e))?;
         env.prepare_for_closing().wait();
     }
-    File::open(&tmp)
-        .and_then(|f| f.sync_all())
+    // LMDB's copy is created with the umask's mode (0644 as a rule): give the new file the
+    // old one's owner and mode (0600, docs/SECURITY.md) before it replaces it
+    let old = fs::metadata(&data).map_err(|e| IndexError::io(&data, e))?;
+    let copy = File::open(&tmp).map_err(|e| IndexError::io(&tmp, e))?;
+    copy.set_permissions(fs::Permissions::from_mode(old.mode() & 0o7777))
+        .and_then(|()| match copy.metadata() {
+            Ok(m) if (m.uid(), m.gid()) != (old.uid(), old.gid()) => {
+                std::os::unix::fs::fchown(&copy, Some(old.uid()), Some(old.gid()))
+            }
+            other => other.map(drop),
+        })
+        .and_then(|()| copy.sync_all())
         .map_err(|e| IndexError::io(&tmp, e))?;
     fs::rename(&tmp, &data).map_err(|e| IndexError::io(&data, e))?;
     File::open(dir)

@@ -17,7 +17,7 @@ use clap::Args;
 use maildex_accounts::{Accounts, User};
 use maildex_store::{DeliverOptions, PreparedMessage, StoreError, UserStore};
 
-use crate::common::load_config;
+use crate::common::{become_mail_owner, load_config};
 
 /// sysexits(3) codes.
 pub mod sysexits {
@@ -76,6 +76,10 @@ fn deliver(a: &DeliverArgs) -> (u8, String) {
         Ok(c) => c,
         Err(e) => return (sysexits::CONFIG, format!("{e:#}")),
     };
+    // run as root, write as the mail's owner (as the daemon does)
+    if let Err(e) = become_mail_owner(&config) {
+        return (sysexits::TEMPFAIL, format!("{e:#}"));
+    }
     let accounts = match Accounts::load(config) {
         Ok(a) => a,
         Err(e) => return (sysexits::TEMPFAIL, e.to_string()),

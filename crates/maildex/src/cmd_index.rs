@@ -9,7 +9,9 @@ use clap::Args;
 use maildex_index::dump;
 use maildex_store::UserStore;
 
-use crate::common::{load_config, open_store, store_options, users};
+use crate::common::{
+    become_mail_owner, existing_paths, load_config, open_store, store_options, users,
+};
 use crate::{ConfigArg, UsersArg};
 
 #[derive(Args, Debug)]
@@ -37,6 +39,10 @@ pub struct UsersCmdArgs {
 
 pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
+    become_mail_owner(&config)?;
+    if existing_paths(&config, &a.user)?.is_none() {
+        return Ok(ExitCode::SUCCESS);
+    }
     let store = open_store(&config, &a.user)?;
     let index = store.index();
     let out = index.read(|r| {
@@ -76,6 +82,7 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
 
 pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
+    become_mail_owner(&config)?;
     let tty = std::io::stderr().is_terminal();
     let (mut messages, mut mailboxes, mut unreadable) = (0, 0, 0);
     let started = std::time::Instant::now();
@@ -137,12 +144,23 @@ pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
     })
 }
 
+/// Reads only: a user without a Maildir or an index is reported and nothing is created.
+/// A folder never indexed yet is reported but is not a difference (exit 0): the daemon
+/// indexes it when it is first opened.
 pub fn check(a: &UsersCmdArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
+    become_mail_owner(&config)?;
     let mut total = 0;
     for user in users(&config, &a.users)? {
+        if existing_paths(&config, &user)?.is_none() {
+            continue;
+        }
         let store = open_store(&config, &user)?;
-        let first = store.check()?;
+        let (pending, first): (Vec<_>, Vec<_>) =
+            store.check()?.into_iter().partition(|d| !d.is_drift());
+        for d in &pending {
+            println!("{user}: {d}");
+        }
         // a delivery or sync in flight shows as a passing difference: report only what is
         // still there a moment later
         let diffs = if first.is_empty() {
@@ -150,7 +168,10 @@ pub fn check(a: &UsersCmdArgs) -> Result<ExitCode> {
         } else {
             std::thread::sleep(Duration::from_millis(1500));
             let second = store.check()?;
-            second.into_iter().filter(|d| first.contains(d)).collect()
+            second
+                .into_iter()
+                .filter(|d| d.is_drift() && first.contains(d))
+                .collect()
         };
         for d in &diffs {
             println!("{user}: {d}");
@@ -168,6 +189,7 @@ pub fn check(a: &UsersCmdArgs) -> Result<ExitCode> {
 
 pub fn compact(a: &UsersCmdArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
+    become_mail_owner(&config)?;
     let mut failed = 0;
     for user in users(&config, &a.users)? {
         let paths = config

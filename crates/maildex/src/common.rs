@@ -1,9 +1,11 @@
 //! What the subcommands share: logging, loading the config, resolving users to stores.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use maildex_config::Config;
+use maildex_config::{Config, UserPaths};
+use maildex_daemon::privileges::{self, Identity};
 use maildex_store::UserStore;
 
 use crate::UsersArg;
@@ -62,4 +64,57 @@ pub fn open_store_upgrading(config: &Config, user: &str) -> Result<UserStore> {
         .with_context(|| format!("user {user}"))?;
     UserStore::open_upgrading(&paths.maildir, &paths.index_dir, store_options(config))
         .with_context(|| format!("opening the mail of {user}"))
+}
+
+/// Started as root, an admin command that touches users' mail switches for good to the
+/// mail's owner first, as doveadm runs as the userdb's uid: the `[daemon] user` (and
+/// group) when one is configured, else the owner of the mail root (the nearest existing
+/// folder of `mail_location`'s fixed prefix). So every file it creates belongs to the user
+/// the daemon runs as, and a file that user cannot read is reported, not worked around.
+/// A mail root owned by root keeps root. Not root: nothing changes.
+pub fn become_mail_owner(config: &Config) -> Result<()> {
+    if !privileges::is_root() {
+        return Ok(());
+    }
+    let (name, id) = match &config.daemon.user {
+        Some(user) => (
+            user.clone(),
+            privileges::resolve(user, config.daemon.group.as_deref())?,
+        ),
+        None => {
+            let prefix = config.storage.mail_location.fixed_prefix();
+            let Some(md) = prefix.ancestors().find_map(|p| std::fs::metadata(p).ok()) else {
+                return Ok(());
+            };
+            let id = Identity {
+                uid: md.uid(),
+                gid: md.gid(),
+            };
+            (id.uid.to_string(), id)
+        }
+    };
+    if id.uid == 0 {
+        return Ok(());
+    }
+    privileges::switch_to(&name, id)?;
+    Ok(())
+}
+
+/// The paths of `user` when the user has an index already; None (and a line saying why)
+/// otherwise. Read-only commands use it so that they create nothing for a user who has no
+/// mail yet.
+pub fn existing_paths(config: &Config, user: &str) -> Result<Option<UserPaths>> {
+    let paths = config
+        .storage
+        .paths_for(user)
+        .with_context(|| format!("user {user}"))?;
+    if !paths.maildir.is_dir() {
+        println!("{user}: no Maildir yet (nothing delivered, never logged in)");
+        return Ok(None);
+    }
+    if !paths.index_dir.join(maildex_index::DATA_FILE).exists() {
+        println!("{user}: not indexed yet (indexed when the user first logs in)");
+        return Ok(None);
+    }
+    Ok(Some(paths))
 }

@@ -26,7 +26,8 @@ enum Command {
     /// Deliver one message from stdin (postfix mailbox_command or pipe transport); exit
     /// codes follow sysexits (75 retry, 67 unknown user).
     Deliver(cmd_deliver::DeliverArgs),
-    /// Inspect and maintain the per-user indexes.
+    /// Inspect and maintain the per-user indexes. Started as root, these switch to the
+    /// mail's owner first (`[daemon] user`, else the owner of the mail root).
     #[command(subcommand)]
     Index(IndexCommand),
     /// Manage the users file (Dovecot passwd-file format).
@@ -68,6 +69,7 @@ enum IndexCommand {
     /// reports differences. Safe while the daemon runs.
     Rebuild(cmd_index::UsersCmdArgs),
     /// Report every difference between index and Maildir; exit status 1 if there is any.
+    /// Reads only and creates nothing; a folder not indexed yet is listed, not a difference.
     Check(cmd_index::UsersCmdArgs),
     /// Rewrite the index compactly. Needs the user's index closed (no sessions).
     Compact(cmd_index::UsersCmdArgs),

@@ -87,7 +87,10 @@ impl fmt::Display for Difference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Difference::*;
         match self {
-            MailboxNotIndexed(m) => write!(f, "{m}: folder on disk is not in the index"),
+            MailboxNotIndexed(m) => write!(
+                f,
+                "{m}: not indexed yet (indexed when first opened; not a difference)"
+            ),
             MailboxNotOnDisk(m) => write!(f, "{m}: in the index but the folder is gone"),
             NoUidlist(m) => write!(f, "{m}: has messages but no dovecot-uidlist"),
             UidValidity {
@@ -168,6 +171,15 @@ impl fmt::Display for Difference {
                 )
             }
         }
+    }
+}
+
+impl Difference {
+    /// Whether this is drift between index and Maildir (something to rebuild). A folder
+    /// that was never indexed is not: the daemon indexes a folder when it is first opened,
+    /// so a user who logged in but never opened one has folders "not indexed yet".
+    pub fn is_drift(&self) -> bool {
+        !matches!(self, Difference::MailboxNotIndexed(_))
     }
 }
 

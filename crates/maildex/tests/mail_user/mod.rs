@@ -1,0 +1,133 @@
+//! What the tests of files, owners and modes share: the unprivileged mail user
+//! `maildex-test` (created here once, idempotently, with `useradd --system`), a data folder
+//! it owns, the `maildex` binary run as root, and a walk that checks the owner and mode of
+//! every file under a folder. These tests need root (CI runs as root); elsewhere they say
+//! why they skipped.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The mail user's name: the `[daemon] user` of these tests.
+pub const MAIL_USER: &str = "maildex-test";
+
+pub fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
+fn id(flag: &str) -> Option<u32> {
+    let o = Command::new("id").args([flag, MAIL_USER]).output().ok()?;
+    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+}
+
+/// The uid and gid of [`MAIL_USER`], creating the user if it does not exist (tests run in
+/// parallel: a `useradd` that lost the race to another test is fine).
+pub fn mail_user() -> (u32, u32) {
+    if id("-u").is_none() {
+        let _ = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+            ])
+            .arg(MAIL_USER)
+            .status();
+    }
+    (
+        id("-u").expect("useradd maildex-test"),
+        id("-g").expect("group of maildex-test"),
+    )
+}
+
+/// A data folder: `root` (0755, root's) holding `mail/`, owned by the mail user with mode
+/// 0700, as the README has the admin prepare `/var/vmail`.
+pub fn data_folder() -> tempfile::TempDir {
+    let (uid, gid) = mail_user();
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let mail = dir.path().join("mail");
+    fs::create_dir(&mail).unwrap();
+    fs::set_permissions(&mail, fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&mail, Some(uid), Some(gid)).unwrap();
+    dir
+}
+
+/// The binary under test: `$MAILDEX_BIN` (to run these tests against another build),
+/// else the one cargo built for this test.
+pub fn maildex_bin() -> PathBuf {
+    std::env::var_os("MAILDEX_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_maildex")))
+}
+
+/// `maildex ARGS --config CONFIG` with `stdin`, as the current (root) user.
+pub fn maildex(config: &Path, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(maildex_bin())
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run maildex");
+    // a command may exit without reading its input
+    let _ = child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes());
+    child.wait_with_output().expect("maildex output")
+}
+
+/// stdout and stderr of `o`.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Every file and folder under `dir` (itself included): path, owner uid, mode bits, folder.
+pub fn walk(dir: &Path) -> Vec<(PathBuf, u32, u32, bool)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let m = fs::symlink_metadata(&p).unwrap();
+        out.push((p.clone(), m.uid(), m.mode() & 0o7777, m.is_dir()));
+        if m.is_dir() {
+            stack.extend(fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    out
+}
+
+/// Every file under `dir` belongs to the mail user, folders 0700, files 0600 (what
+/// docs/SECURITY.md promises); the panic names `after` (the command just run).
+pub fn assert_mail_files(dir: &Path, after: &str) {
+    let (uid, _) = mail_user();
+    for (path, owner, mode, is_dir) in walk(dir) {
+        assert_eq!(
+            owner,
+            uid,
+            "after {after}: {} belongs to uid {owner}, not to {MAIL_USER}",
+            path.display()
+        );
+        let want = if is_dir { 0o700 } else { 0o600 };
+        assert_eq!(
+            mode,
+            want,
+            "after {after}: {} has mode {mode:o}",
+            path.display()
+        );
+    }
+}
