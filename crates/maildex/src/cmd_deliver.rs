@@ -105,7 +105,7 @@ fn deliver(a: &DeliverArgs) -> (u8, String) {
         Err(e) => return (sysexits::TEMPFAIL, e.to_string()),
     };
     let mailbox = match store.mailbox_path(&a.mailbox) {
-        Ok(p) if p.join("cur").is_dir() => a.mailbox.as_str(),
+        Ok(p) if maildex_maildir::folder::is_mailbox_dir(&p) => a.mailbox.as_str(),
         Ok(_) => "INBOX",
         Err(e) => return (sysexits::USAGE, e.to_string()),
     };

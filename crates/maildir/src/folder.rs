@@ -29,10 +29,21 @@ pub struct Folder {
     pub path: PathBuf,
 }
 
+/// Whether `path` is a mailbox folder maildex may use: its `cur/` is a directory, and
+/// neither `cur/` nor the folder itself (a `.Folder`; the Maildir root may be a link the
+/// admin made) is a symbolic link.
+pub fn is_mailbox_dir(path: &Path) -> bool {
+    let real_dir = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let folder = path
+        .file_name()
+        .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
+    (!folder || real_dir(path)) && real_dir(&path.join("cur"))
+}
+
 /// Lists INBOX (always, first) and every folder under `root`, the rest sorted by name.
 ///
-/// Skips `.` and `..`, entries that are not directories (symlinks are followed, as
-/// Dovecot does), directories without `cur/`, Dovecot's `.DOVECOT-TRASHED`, and
+/// Skips `.` and `..`, entries that are not directories, symbolic links (Dovecot follows
+/// them; we do not, so no folder leads out of the Maildir), directories without `cur/`, Dovecot's `.DOVECOT-TRASHED`, and
 /// names that are not valid mailbox names or not valid modified UTF-7 (with a
 /// warning naming the directory).
 pub fn list_folders(root: &Path) -> Result<Vec<Folder>, MaildirError> {
@@ -52,12 +63,13 @@ pub fn list_folders(root: &Path) -> Result<Vec<Folder>, MaildirError> {
             continue;
         }
         let path = entry.path();
-        // fs::metadata follows symlinks; a dangling link or a file is skipped.
-        match fs::metadata(&path) {
-            Ok(m) if m.is_dir() => {}
-            _ => continue,
+        // a folder that is a symbolic link (or whose cur/ is) is never followed: it could
+        // lead out of the user's Maildir (issue 15 #2)
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            tracing::warn!(dir = %path.display(), "skipping folder: a symbolic link is not followed");
+            continue;
         }
-        if !path.join("cur").is_dir() {
+        if !is_mailbox_dir(&path) {
             continue;
         }
         let name = match mutf7::decode(encoded) {
@@ -242,18 +254,17 @@ mod tests {
         fs::create_dir_all(root.join(".bad..name/cur")).unwrap();
         fs::create_dir_all(root.join(".DOVECOT-TRASHED/cur")).unwrap();
         fs::create_dir_all(root.join("plain/cur")).unwrap();
-        // A symlink to a folder is followed.
+        // A symlink to a folder, or a folder whose cur/ is one, is not followed (issue 15 #2).
         std::os::unix::fs::symlink(root.join(".Sent"), root.join(".Linked")).unwrap();
+        fs::create_dir(root.join(".LinkedCur")).unwrap();
+        std::os::unix::fs::symlink(root.join(".Sent/cur"), root.join(".LinkedCur/cur")).unwrap();
 
         let got: Vec<String> = list_folders(root)
             .unwrap()
             .into_iter()
             .map(|f| f.name)
             .collect();
-        assert_eq!(
-            got,
-            vec!["INBOX", "Archive.2024", "Entwürfe", "Linked", "Sent"]
-        );
+        assert_eq!(got, vec!["INBOX", "Archive.2024", "Entwürfe", "Sent"]);
         let all = list_folders(root).unwrap();
         assert_eq!(all[0].path, root);
         assert_eq!(all[2].path, root.join(".Entw&APw-rfe"));

@@ -13,6 +13,7 @@ pub mod courier;
 pub mod deliver;
 mod error;
 pub mod filename;
+pub mod files;
 pub mod flags;
 pub mod folder;
 /// Invariant checks run by the fuzz targets and `tests/fuzz_corpus.rs`.
@@ -29,6 +30,7 @@ mod util;
 pub use deliver::{Delivered, RenameOutcome, TmpFile};
 pub use error::MaildirError;
 pub use filename::MaildirName;
+pub use files::{ensure_regular, open_message};
 pub use flags::{Flags, Keywords};
 pub use folder::Folder;
 pub use keywords::KeywordMap;

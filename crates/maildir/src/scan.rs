@@ -96,13 +96,33 @@ impl DirStamp {
     }
 }
 
-/// The stamps of `new/` and `cur/`, by `stat` only (no readdir).
+/// The stamps of `new/` and `cur/`, by `stat` only (no readdir). A `.Folder`, `new/` or
+/// `cur/` that is a symbolic link is not followed: it is reported as not found, so the
+/// mailbox is treated as absent (issue 15 #2).
 pub fn stamps(mailbox: &Path) -> Result<(DirStamp, DirStamp), MaildirError> {
+    let link = |p: &Path| {
+        MaildirError::io(
+            "stat",
+            p,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "is a symbolic link; maildex does not follow links in a Maildir",
+            ),
+        )
+    };
+    let is_folder = mailbox
+        .file_name()
+        .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
+    if is_folder && fs::symlink_metadata(mailbox).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(link(mailbox));
+    }
     let stat = |sub: Sub| {
         let p = sub.path(mailbox);
-        fs::metadata(&p)
-            .map(|m| DirStamp::of(&m))
-            .map_err(|e| MaildirError::io("stat", &p, e))
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => Err(link(&p)),
+            Ok(m) => Ok(DirStamp::of(&m)),
+            Err(e) => Err(MaildirError::io("stat", &p, e)),
+        }
     };
     Ok((stat(Sub::New)?, stat(Sub::Cur)?))
 }
@@ -143,10 +163,15 @@ pub fn scan(mailbox: &Path) -> Result<Scan, MaildirError> {
                 continue;
             }
             // d_type when the filesystem gives it, lstat otherwise. A file that
-            // vanished since readdir is simply skipped.
+            // vanished since readdir is simply skipped; so is anything but a regular file:
+            // a symbolic link is never followed (issue 15 #2).
             match de.file_type() {
                 Ok(t) if t.is_dir() => continue,
-                Ok(_) => {}
+                Ok(t) if t.is_file() => {}
+                Ok(_) => {
+                    tracing::warn!(file = %de.path().display(), "skipping a message that is not a regular file (a symbolic link is not followed)");
+                    continue;
+                }
                 Err(_) => continue,
             }
             let Some(file_name) = os_name.to_str() else {

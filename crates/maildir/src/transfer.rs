@@ -8,7 +8,7 @@
 //! the source. A move is one `rename(2)` that never replaces an existing file: atomic per
 //! file, so a crash leaves each message in exactly one mailbox.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -57,7 +57,7 @@ pub fn link_unsupported(e: &io::Error) -> bool {
 /// Copies the bytes of `src` into a new file `tmp` (O_EXCL) with the source's mtime,
 /// fsynced when `durable`. None when `src` is gone.
 fn copy_bytes(src: &Path, tmp: &Path, durable: bool) -> Result<Option<()>, MaildirError> {
-    let mut input = match File::open(src) {
+    let mut input = match crate::files::open_message(src) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(MaildirError::io("open", src, e)),
@@ -104,6 +104,12 @@ pub fn copy_file(
         return Err(MaildirError::FlagsInNew {
             path: dst.to_path_buf(),
         });
+    }
+    // link(2) would copy a symbolic link itself: refuse anything but a regular file
+    match crate::files::ensure_regular(src) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(MaildirError::io("copy", src, e)),
     }
     let (size, vsize) = sizes;
     let tmp_dir = dst.join("tmp");
@@ -289,7 +295,7 @@ mod tests {
         let src = a.join("new/2.M1P1.h");
         fs::write(&src, b"x\n").unwrap();
         let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
-        File::options()
+        fs::File::options()
             .write(true)
             .open(&src)
             .unwrap()

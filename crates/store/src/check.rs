@@ -317,7 +317,7 @@ impl UserStore {
                 });
             }
             let file = e.sub.path(path).join(&e.file_name);
-            if let Ok(md) = std::fs::metadata(&file) {
+            if let Ok(md) = std::fs::symlink_metadata(&file) {
                 if md.len() != h.size {
                     out.push(Difference::Size {
                         mailbox: mb.clone(),

@@ -1,7 +1,6 @@
 //! Small conversions between the Maildir layer's types and the index's, and reading one
 //! message file into an index record.
 
-use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -79,7 +78,8 @@ const READ_LIMIT: u64 = 256 * 1024;
 /// Reads a message file and builds its index record. INTERNALDATE is the file's mtime, as
 /// Dovecot keeps it for Maildir.
 pub(crate) fn index_file(path: &Path, mut state: MessageState) -> Result<Built, StoreError> {
-    let mut file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    // O_NOFOLLOW, regular files only: a link planted in cur/ is not indexed (issue 15 #2)
+    let mut file = maildex_maildir::open_message(path).map_err(|e| StoreError::io(path, e))?;
     let md = file.metadata().map_err(|e| StoreError::io(path, e))?;
     state.internal_date = md.mtime();
     if md.len() <= READ_LIMIT {

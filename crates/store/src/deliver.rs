@@ -308,7 +308,7 @@ impl UserStore {
     fn delivery_target<'n>(&self, mailbox: &'n str) -> Result<(&'n str, PathBuf), StoreError> {
         let name = Self::canonical(mailbox);
         let path = self.mailbox_path(name)?;
-        if !path.join("cur").is_dir() {
+        if !maildex_maildir::folder::is_mailbox_dir(&path) {
             return Err(StoreError::NoMailbox(name.to_string()));
         }
         if self.indexed_mailbox(name)?.is_none() {
@@ -425,7 +425,8 @@ impl UserStore {
         flags: Flags,
         keywords: Keywords,
     ) -> Result<(Delivered, LinkOrCopy), StoreError> {
-        let mut src = std::fs::File::open(&msg.path).map_err(|e| StoreError::io(&msg.path, e))?;
+        let mut src =
+            maildex_maildir::open_message(&msg.path).map_err(|e| StoreError::io(&msg.path, e))?;
         let mut tmp = self.tmp_in(path)?;
         std::io::copy(&mut src, &mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
         tmp.set_mtime(msg.mtime);

@@ -137,7 +137,7 @@ impl UserStore {
             });
         }
         let path = self.mailbox_path(&name)?;
-        if !path.join("cur").is_dir() {
+        if !folder::is_mailbox_dir(&path) {
             return Err(OpError::NoMailbox(name));
         }
         // one trash folder for every DELETE: they take turns, or one wipes (or cannot
@@ -188,7 +188,7 @@ impl UserStore {
             return Ok(());
         }
         let old_path = self.mailbox_path(&old)?;
-        if !old_path.join("cur").is_dir() {
+        if !folder::is_mailbox_dir(&old_path) {
             return Err(OpError::NoMailbox(old));
         }
         let prefix = format!("{old}.");

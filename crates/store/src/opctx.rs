@@ -75,7 +75,7 @@ impl UserStore {
     pub(crate) fn target(&self, name: &str) -> Result<Target, OpError> {
         let name = Self::canonical(name).to_string();
         let path = self.mailbox_path(&name)?;
-        if !path.join("cur").is_dir() {
+        if !maildex_maildir::folder::is_mailbox_dir(&path) {
             return Err(OpError::NoMailbox(name));
         }
         let found = match self.indexed_mailbox(&name)? {

@@ -106,7 +106,7 @@ impl UserStore {
             let _serial = lock.hold();
             if self
                 .mailbox_path(&name)
-                .is_ok_and(|p| p.join("cur").is_dir())
+                .is_ok_and(|p| maildex_maildir::folder::is_mailbox_dir(&p))
             {
                 continue;
             }

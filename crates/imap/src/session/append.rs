@@ -130,7 +130,7 @@ impl Session {
         let (s, n) = (Arc::clone(&store), name.clone());
         let exists = blocking(move || {
             s.mailbox_path(&n)
-                .map(|p| p.join("cur").is_dir())
+                .map(|p| maildex_maildir::folder::is_mailbox_dir(&p))
                 .unwrap_or(false)
         })
         .await?;

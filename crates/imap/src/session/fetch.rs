@@ -241,7 +241,7 @@ impl Session {
         st: &MessageState,
     ) -> Result<Option<(tokio::fs::File, PathBuf)>, CmdError> {
         let path = message_path(dir, st);
-        match tokio::fs::File::open(&path).await {
+        match open_file(&path).await {
             Ok(f) => return Ok(Some((f, path))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(CmdError::server(format!("{}: {e}", path.display()))),
@@ -258,7 +258,7 @@ impl Session {
         .await??;
         let Some(st) = again else { return Ok(None) };
         let path = message_path(dir, &st);
-        match tokio::fs::File::open(&path).await {
+        match open_file(&path).await {
             Ok(f) => Ok(Some((f, path))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(CmdError::server(format!("{}: {e}", path.display()))),
@@ -368,6 +368,16 @@ enum Batch {
     Rendered(Vec<u8>, bool),
     /// The messages, for items that read the file.
     Loaded(Vec<(u32, u32)>, Vec<Option<Loaded>>),
+}
+
+/// Opens a message file off the reactor with `O_NOFOLLOW`, regular files only: a link
+/// planted in `cur/` is refused, not served (issue 15 #2).
+async fn open_file(path: &Path) -> std::io::Result<tokio::fs::File> {
+    let p = path.to_path_buf();
+    match tokio::task::spawn_blocking(move || maildex_maildir::open_message(&p)).await {
+        Ok(f) => f.map(tokio::fs::File::from_std),
+        Err(e) => Err(std::io::Error::other(e)),
+    }
 }
 
 #[cfg(test)]

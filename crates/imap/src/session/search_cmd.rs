@@ -87,7 +87,14 @@ impl Session {
                             recent: rc.iter().any(|x| x.contains(&uid)),
                         };
                         // BODY/TEXT: the file, read only when such a key is reached
-                        let mut body = || std::fs::read(message_path(&d, &msg.state)).ok();
+                        let mut body = || {
+                            let mut f =
+                                maildex_maildir::open_message(&message_path(&d, &msg.state))
+                                    .ok()?;
+                            let mut bytes = Vec::new();
+                            std::io::Read::read_to_end(&mut f, &mut bytes).ok()?;
+                            Some(bytes)
+                        };
                         if search::matches(&k, &c, &ctx, &mut body) {
                             out.push((seq, uid));
                         }

@@ -231,7 +231,7 @@ impl Session {
         let (s, d) = (Arc::clone(&store), dst.clone());
         let exists = blocking(move || {
             s.mailbox_path(&d)
-                .map(|p| p.join("cur").is_dir())
+                .map(|p| maildex_maildir::folder::is_mailbox_dir(&p))
                 .unwrap_or(false)
         })
         .await?;

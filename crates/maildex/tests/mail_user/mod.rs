@@ -131,3 +131,125 @@ pub fn assert_mail_files(dir: &Path, after: &str) {
         );
     }
 }
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `maildex serve` process, killed when dropped; its stderr goes to `log`.
+pub struct Server {
+    pub child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl Server {
+    /// Starts `maildex serve --config CONFIG` and waits (bounded) until IMAP on `port`
+    /// greets.
+    pub fn start(config: &Path, port: u16) -> Server {
+        let log = config.with_extension("log");
+        let out = fs::File::create(&log).unwrap();
+        let child = Command::new(maildex_bin())
+            .args(["serve", "--config"])
+            .arg(config)
+            .env("MAILDEX_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        let mut server = Server { child, log };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(st) = server.child.try_wait().unwrap() {
+                panic!("maildex serve exited with {st}: {}", server.log_text());
+            }
+            if let Ok(mut c) = Imap::connect(port) {
+                c.cmd("LOGOUT");
+                return server;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "maildex serve does not listen: {}",
+                server.log_text()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends `signal` (`-HUP`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let st = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain IMAP connection on 127.0.0.1 that sends tagged commands and returns everything
+/// up to and including the tagged answer.
+pub struct Imap {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    tag: u32,
+}
+
+impl Imap {
+    /// Connects and reads the greeting.
+    pub fn connect(port: u16) -> std::io::Result<Imap> {
+        use std::io::BufRead;
+        let s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+        let mut reader = std::io::BufReader::new(s);
+        let mut greeting = String::new();
+        reader.read_line(&mut greeting)?;
+        if !greeting.starts_with("* OK") {
+            return Err(std::io::Error::other(greeting));
+        }
+        Ok(Imap { reader, tag: 0 })
+    }
+
+    /// Sends `command` with a fresh tag; the untagged lines and the tagged line.
+    pub fn cmd(&mut self, command: &str) -> String {
+        use std::io::BufRead;
+        self.tag += 1;
+        let tag = format!("t{}", self.tag);
+        let line = format!("{tag} {command}\r\n");
+        self.reader.get_mut().write_all(line.as_bytes()).unwrap();
+        let mut all = String::new();
+        loop {
+            let mut l = String::new();
+            if self.reader.read_line(&mut l).unwrap_or(0) == 0 {
+                return all;
+            }
+            all.push_str(&l);
+            if l.starts_with(&format!("{tag} ")) {
+                return all;
+            }
+        }
+    }
+
+    /// The status word (`OK`, `NO`, `BAD`) of the tagged answer in `response`.
+    pub fn status(response: &str) -> &str {
+        response
+            .lines()
+            .last()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or("")
+    }
+}
