@@ -72,6 +72,25 @@ pub enum AccountsError {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// Two users whose `mail_location` (or `index_root`) expand to the same folder: one
+    /// would read the other's mail.
+    #[error(
+        "{} line {line}: users {first} and {second} both map to {}; give `mail_location` \
+         and `index_root` a %u (or %d and %n) so that every user has a folder of their own",
+        path.display(), folder.display()
+    )]
+    SharedFolder {
+        /// The users file.
+        path: PathBuf,
+        /// 1-based line of the second user.
+        line: usize,
+        /// The user listed first.
+        first: String,
+        /// The user whose folder is already taken.
+        second: String,
+        /// The folder both expand to.
+        folder: PathBuf,
+    },
     /// The user's paths could not be derived from the config.
     #[error("user {user}: {source}")]
     Paths {
@@ -235,6 +254,7 @@ fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
             }
         }
     }
+    refuse_shared_folders(config, &users)?;
     for (source, target) in aliases.all_targets() {
         if users.lookup(target).is_none() {
             tracing::warn!(
@@ -250,6 +270,33 @@ fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
         quotas,
         allow_nets,
     })
+}
+
+/// Refuses a users file in which two users' Maildirs or index folders are one folder
+/// (`mail_location = "/var/vmail/%n"` with `mia@example.org` and `mia@other.org`). A name
+/// that expands to no path at all is left to the lookup that would use it.
+fn refuse_shared_folders(config: &Config, users: &UsersFile) -> Result<(), AccountsError> {
+    let mut seen: HashMap<PathBuf, &str> = HashMap::new();
+    for e in users.list() {
+        let Ok(paths) = config.storage.paths_for(&e.name) else {
+            continue;
+        };
+        for folder in [paths.maildir, paths.index_dir] {
+            if let Some(first) = seen.get(&folder) {
+                if *first != e.name.as_str() {
+                    return Err(AccountsError::SharedFolder {
+                        path: config.auth.users_file.clone(),
+                        line: e.line,
+                        first: (*first).to_owned(),
+                        second: e.name.clone(),
+                        folder,
+                    });
+                }
+            }
+            seen.insert(folder, &e.name);
+        }
+    }
+    Ok(())
 }
 
 impl Accounts {
@@ -462,7 +509,7 @@ impl Accounts {
             .map_err(|e| e.to_string())?;
         // a name that cannot be a folder simply is not one: INBOX
         match maildex_maildir::folder::folder_path(&paths.maildir, detail) {
-            Ok(p) if p.join("cur").is_dir() => Ok(detail.to_owned()),
+            Ok(p) if maildex_maildir::folder::is_mailbox_dir(&p) => Ok(detail.to_owned()),
             _ => Ok("INBOX".to_owned()),
         }
     }
