@@ -4,10 +4,21 @@
 //!
 //! Certificates come from PEM files named in the config; [`TlsSource::reload`] re-reads
 //! them (SIGHUP) and new connections use the new pair while open ones keep theirs.
+//!
+//! The files are opened once at start, while the daemon may still be root, and the
+//! descriptors are kept, as Dovecot's master keeps what it read as root: a reload after
+//! the switch to `[daemon] user` re-reads a file by its path when that user may, else
+//! through the kept descriptor from offset 0 (`pread`). So a root-only key (`0600 root`,
+//! certbot's) rewritten in place reloads; a key *replaced* by a new file (certbot's
+//! renewal links a new one) cannot be read by the daemon's user, which the reload error
+//! says: restart maildex after the renewal, or make the key readable by the daemon's group
+//! (docs/SECURITY.md).
 //! [`write_self_signed`] makes the pair `maildex serve --dev` uses.
 
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
@@ -49,18 +60,87 @@ pub enum TlsError {
 
 /// The certificate pair in use, reloadable.
 pub struct TlsSource {
-    cert: PathBuf,
-    key: PathBuf,
+    cert: PemFile,
+    key: PemFile,
     current: RwLock<Arc<ServerConfig>>,
 }
 
+/// A PEM file by its path, with the descriptor it was last read through.
+struct PemFile {
+    path: PathBuf,
+    held: Mutex<File>,
+}
+
+impl PemFile {
+    fn open(path: &Path) -> Result<(PemFile, Vec<u8>), TlsError> {
+        let file = File::open(path).map_err(|e| pem_err(path, e.to_string()))?;
+        let bytes = read_all_at(&file).map_err(|e| pem_err(path, e.to_string()))?;
+        let held = Mutex::new(file);
+        let path = path.to_path_buf();
+        Ok((PemFile { path, held }, bytes))
+    }
+
+    /// The file's bytes now: by its path (keeping the new descriptor), else, when this
+    /// user may not open it, through the descriptor kept since it last could.
+    fn read(&self) -> Result<Vec<u8>, TlsError> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        match File::open(&self.path) {
+            Ok(file) => {
+                let bytes = read_all_at(&file).map_err(|e| pem_err(&self.path, e.to_string()))?;
+                *held = file;
+                Ok(bytes)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                let replaced = match (std::fs::symlink_metadata(&self.path), held.metadata()) {
+                    (Ok(_), Ok(h)) => std::fs::metadata(&self.path)
+                        .map_or(true, |now| (now.dev(), now.ino()) != (h.dev(), h.ino())),
+                    _ => false,
+                };
+                let bytes = read_all_at(&held).map_err(|e| pem_err(&self.path, e.to_string()))?;
+                if replaced {
+                    tracing::warn!(
+                        file = %self.path.display(),
+                        "this file was replaced by a new one that maildex's user may not \
+                         read; the copy read at start is used: restart maildex to load the \
+                         new one, or make it readable by maildex's group"
+                    );
+                }
+                Ok(bytes)
+            }
+            Err(e) => Err(pem_err(&self.path, e.to_string())),
+        }
+    }
+}
+
+/// The whole file from offset 0, whatever was read through the descriptor before.
+fn read_all_at(file: &File) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = file.read_at(&mut buf, out.len() as u64)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+fn pem_err(path: &Path, reason: String) -> TlsError {
+    TlsError::Pem {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
 impl TlsSource {
-    /// Loads the pair and builds the rustls config.
+    /// Opens the pair (keeping both descriptors for reloads) and builds the rustls config.
     pub fn load(cert: &Path, key: &Path) -> Result<TlsSource, TlsError> {
-        let config = build(cert, key)?;
+        let (cert, cert_pem) = PemFile::open(cert)?;
+        let (key, key_pem) = PemFile::open(key)?;
+        let config = build((&cert.path, &cert_pem), (&key.path, &key_pem))?;
         Ok(TlsSource {
-            cert: cert.to_path_buf(),
-            key: key.to_path_buf(),
+            cert,
+            key,
             current: RwLock::new(config),
         })
     }
@@ -75,7 +155,8 @@ impl TlsSource {
 
     /// Re-reads the files; on error the old pair stays in use.
     pub fn reload(&self) -> Result<(), TlsError> {
-        let config = build(&self.cert, &self.key)?;
+        let (cert, key) = (self.cert.read()?, self.key.read()?);
+        let config = build((&self.cert.path, &cert), (&self.key.path, &key))?;
         match self.current.write() {
             Ok(mut c) => *c = config,
             Err(poisoned) => *poisoned.into_inner() = config,
@@ -84,19 +165,19 @@ impl TlsSource {
     }
 }
 
-fn build(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
-    let pem_err = |path: &Path, reason: String| TlsError::Pem {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| pem_err(cert, e.to_string()))?
+/// The rustls config of a certificate chain and key: (file name, PEM bytes) each.
+fn build(
+    (cert, cert_pem): (&Path, &[u8]),
+    (key, key_pem): (&Path, &[u8]),
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| pem_err(cert, e.to_string()))?;
     if chain.is_empty() {
         return Err(pem_err(cert, "no CERTIFICATE block".into()));
     }
-    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| pem_err(key, e.to_string()))?;
+    let key_der =
+        PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| pem_err(key, e.to_string()))?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -149,6 +230,24 @@ mod tests {
         let src = TlsSource::load(&c, &k).unwrap();
         let first = src.config();
         write_self_signed(&["localhost"], &c, &k).unwrap();
+        src.reload().unwrap();
+        assert!(!Arc::ptr_eq(&first, &src.config()));
+    }
+
+    #[test]
+    fn a_key_rewritten_in_place_reloads_through_the_kept_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, k) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        write_self_signed(&["localhost"], &c, &k).unwrap();
+        let src = TlsSource::load(&c, &k).unwrap();
+        // what the kept descriptor reads from offset 0 is the pair written in place (the
+        // daemon's user reads it so when it may not open the path: tests/reload_files.rs)
+        write_self_signed(&["localhost"], &c, &k).unwrap();
+        let first = src.config();
+        let new_cert = std::fs::read(&c).unwrap();
+        let held = src.cert.held.lock().unwrap();
+        assert_eq!(read_all_at(&held).unwrap(), new_cert);
+        drop(held);
         src.reload().unwrap();
         assert!(!Arc::ptr_eq(&first, &src.config()));
     }

@@ -1,10 +1,12 @@
 //! `maildex user add|passwd|list` on the Dovecot passwd-file.
 
 use std::io::{BufRead, IsTerminal};
+use std::os::unix::fs::PermissionsExt;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use maildex_daemon::privileges;
 use rand::Rng;
 
 use crate::common::load_config;
@@ -50,17 +52,42 @@ fn password(a: &PasswordArgs) -> Result<(String, bool)> {
     Ok((generate_password(), true))
 }
 
+/// An edit keeps the users file's owner and mode (maildex-auth's `edit`); a file this
+/// command creates is made readable by the daemon's group.
 pub fn add(a: &PasswordArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
     let (pw, generated) = password(a)?;
     let hash = maildex_auth::hash_password(pw.as_bytes())?;
-    maildex_auth::add_user(&config.auth.users_file, &a.name, &hash)?;
+    let path = &config.auth.users_file;
+    let new_file = std::fs::symlink_metadata(path).is_err();
+    maildex_auth::add_user(path, &a.name, &hash)?;
+    if new_file {
+        share_with_daemon(&config)?;
+    }
     if generated {
         println!("{}: password {pw}", a.name);
     } else {
         println!("{}: added", a.name);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A new users file is created 0600 by whoever runs `user add`. Run as root with a
+/// `[daemon] user`, it becomes root's, group the daemon's group, mode 0640: the daemon
+/// reads it after dropping root (reloads), as does `maildex deliver` under postfix's pipe
+/// transport, and only root edits it. Otherwise it stays 0600, its creator's.
+fn share_with_daemon(config: &maildex_config::Config) -> Result<()> {
+    let Some(user) = &config.daemon.user else {
+        return Ok(());
+    };
+    if !privileges::is_root() {
+        return Ok(());
+    }
+    let id = privileges::resolve(user, config.daemon.group.as_deref())?;
+    let path = &config.auth.users_file;
+    std::os::unix::fs::chown(path, None, Some(id.gid))
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640)))
+        .with_context(|| format!("giving group {} read access to {}", id.gid, path.display()))
 }
 
 pub fn passwd(a: &PasswordArgs) -> Result<ExitCode> {
