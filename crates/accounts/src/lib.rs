@@ -15,7 +15,10 @@
 //! - [`Accounts::over_quota`]: a user's storage quota against the index's counts.
 //!
 //! [`Accounts::reload`] (SIGHUP) re-reads the users and aliases files and swaps them in
-//! at once; lookups in flight keep the version they started with.
+//! at once; lookups in flight keep the version they started with. A lookup also notices
+//! by itself when either file changed (a `stat` at most once a second, as Dovecot
+//! re-reads a passwd-file) and reloads, so a changed password or a removed user takes
+//! effect without a signal; a file that no longer loads keeps the old users, logged.
 
 #![warn(missing_docs)]
 
@@ -168,6 +171,40 @@ pub struct Accounts {
     config: Config,
     directory: RwLock<Arc<Directory>>,
     stores: Mutex<Stores>,
+    watch: Mutex<Watch>,
+}
+
+/// How often a lookup looks whether the users or aliases file changed.
+const RELOAD_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What the users and aliases files were when last loaded, and when that was looked at.
+struct Watch {
+    checked: std::time::Instant,
+    files: [Option<FileStamp>; 2],
+}
+
+/// Device, inode, size, mtime and ctime (ns): an edit in place or a replacing rename
+/// changes at least one.
+type FileStamp = (u64, u64, u64, i128, i128);
+
+fn file_stamp(path: &std::path::Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    Some((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        ns(m.mtime(), m.mtime_nsec()),
+        ns(m.ctime(), m.ctime_nsec()),
+    ))
+}
+
+fn files_stamp(config: &Config) -> [Option<FileStamp>; 2] {
+    [
+        file_stamp(&config.auth.users_file),
+        config.lmtp.aliases_file.as_deref().and_then(file_stamp),
+    ]
 }
 
 /// How long a store nobody holds stays open after its last use.
@@ -302,11 +339,17 @@ fn refuse_shared_folders(config: &Config, users: &UsersFile) -> Result<(), Accou
 impl Accounts {
     /// Loads the users file and the aliases file named by `config`.
     pub fn load(config: Config) -> Result<Arc<Accounts>, AccountsError> {
+        // stamped before reading: a change while the file is read is seen next time
+        let files = files_stamp(&config);
         let dir = load_directory(&config)?;
         Ok(Arc::new(Accounts {
             config,
             directory: RwLock::new(Arc::new(dir)),
             stores: Mutex::default(),
+            watch: Mutex::new(Watch {
+                checked: std::time::Instant::now(),
+                files,
+            }),
         }))
     }
 
@@ -318,12 +361,46 @@ impl Accounts {
     /// Re-reads the users file and the aliases file and swaps both in at once (SIGHUP).
     /// On error the old versions stay in force.
     pub fn reload(&self) -> Result<(), AccountsError> {
+        let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        watch.files = files_stamp(&self.config);
+        watch.checked = std::time::Instant::now();
         let dir = Arc::new(load_directory(&self.config)?);
         *self.directory.write().unwrap_or_else(|p| p.into_inner()) = dir;
         Ok(())
     }
 
+    /// Reloads when the users or aliases file changed since it was last loaded, looking at
+    /// most every [`RELOAD_POLL`] (one `stat` per file; a lookup that finds another one
+    /// looking does not wait). A file that no longer loads is logged once per change and
+    /// the old users stay.
+    fn reload_if_changed(&self) {
+        let Ok(mut watch) = self.watch.try_lock() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        if now.duration_since(watch.checked) < RELOAD_POLL {
+            return;
+        }
+        watch.checked = now;
+        let files = files_stamp(&self.config);
+        if files == watch.files {
+            return;
+        }
+        watch.files = files;
+        match load_directory(&self.config) {
+            Ok(dir) => {
+                *self.directory.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(dir);
+                tracing::info!(users_file = %self.config.auth.users_file.display(), "users or aliases file changed; reloaded");
+            }
+            Err(e) => tracing::error!(
+                error = %e,
+                "users or aliases file changed but does not load; keeping the previous users"
+            ),
+        }
+    }
+
     fn dir(&self) -> Arc<Directory> {
+        self.reload_if_changed();
         Arc::clone(&self.directory.read().unwrap_or_else(|p| p.into_inner()))
     }
 

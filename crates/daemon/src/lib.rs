@@ -117,13 +117,16 @@ impl Daemon {
         &self.accounts
     }
 
-    /// Re-reads certificates and the users and aliases files; on error the old ones stay.
+    /// Re-reads the users and aliases files, then the certificates, each whatever happens
+    /// to the other (a key the daemon cannot read must not keep a removed user valid); what
+    /// fails keeps its old version. The error is the first failure.
     pub fn reload(&self) -> Result<(), DaemonError> {
-        if let Some(tls) = &self.tls {
-            tls.reload()?;
-        }
-        self.accounts.reload()?;
-        Ok(())
+        let users = self.accounts.reload().map_err(DaemonError::from);
+        let tls = match &self.tls {
+            Some(tls) => tls.reload().map_err(DaemonError::from),
+            None => Ok(()),
+        };
+        users.and(tls)
     }
 
     /// Stops accepting, lets sessions end (IMAP: `* BYE`), and waits for both servers.
@@ -214,7 +217,7 @@ pub async fn serve_forever(bound: Bound) -> Result<(), DaemonError> {
             _ = int.recv() => break,
             _ = hup.recv() => match daemon.reload() {
                 Ok(()) => tracing::info!("reloaded certificates, users and aliases"),
-                Err(e) => tracing::error!(error = %e, "reload failed; keeping the old ones"),
+                Err(e) => tracing::error!(error = %e, "reload failed; what failed keeps its old version"),
             },
         }
     }

@@ -151,21 +151,10 @@ impl Server {
     /// Starts `maildex serve --config CONFIG` and waits (bounded) until IMAP on `port`
     /// greets.
     pub fn start(config: &Path, port: u16) -> Server {
-        let log = config.with_extension("log");
-        let out = fs::File::create(&log).unwrap();
-        let child = Command::new(maildex_bin())
-            .args(["serve", "--config"])
-            .arg(config)
-            .env("MAILDEX_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
-        let mut server = Server { child, log };
+        let mut server = Server::spawn(config);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
-            if let Some(st) = server.child.try_wait().unwrap() {
+            if let Some(st) = server.try_wait() {
                 panic!("maildex serve exited with {st}: {}", server.log_text());
             }
             if let Ok(mut c) = Imap::connect(port) {
@@ -179,6 +168,27 @@ impl Server {
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    /// Starts `maildex serve --config CONFIG` without waiting for it.
+    pub fn spawn(config: &Path) -> Server {
+        let log = config.with_extension("log");
+        let out = fs::File::create(&log).unwrap();
+        let child = Command::new(maildex_bin())
+            .args(["serve", "--config"])
+            .arg(config)
+            .env("MAILDEX_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Server { child, log }
+    }
+
+    /// The exit status, once the process has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
     }
 
     pub fn log_text(&self) -> String {
