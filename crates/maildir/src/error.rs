@@ -84,12 +84,14 @@ pub enum MaildirError {
 }
 
 impl MaildirError {
-    /// Builds an [`MaildirError::Io`].
+    /// Builds an [`MaildirError::Io`]; a permission error names who lacks what
+    /// ([`crate::files::explain_denied`]).
     pub(crate) fn io(op: &'static str, path: impl AsRef<Path>, source: io::Error) -> Self {
+        let path = path.as_ref().to_path_buf();
         MaildirError::Io {
             op,
-            path: path.as_ref().to_path_buf(),
-            source,
+            source: crate::files::explain_denied(&path, source),
+            path,
         }
     }
 

@@ -55,7 +55,7 @@ pub enum StoreError {
     Maildir(#[from] MaildirError),
     /// The index failed.
     #[error(transparent)]
-    Index(#[from] IndexError),
+    Index(IndexError),
     /// A file operation outside the Maildir layer failed.
     #[error("{path}: {source}")]
     Io {
@@ -81,10 +81,26 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A file error; a permission error names who lacks what (issue 15 #9).
     pub(crate) fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        let path = path.as_ref().to_path_buf();
         StoreError::Io {
-            path: path.as_ref().to_path_buf(),
-            source,
+            source: maildex_maildir::explain_denied(&path, source),
+            path,
+        }
+    }
+}
+
+/// An index error; a permission error on an index file (an index left by root) names
+/// who lacks what, as a Maildir error does.
+impl From<IndexError> for StoreError {
+    fn from(e: IndexError) -> Self {
+        match e {
+            IndexError::Io { path, source } => StoreError::Index(IndexError::Io {
+                source: maildex_maildir::explain_denied(&path, source),
+                path,
+            }),
+            e => StoreError::Index(e),
         }
     }
 }
