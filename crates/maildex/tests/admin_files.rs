@@ -9,22 +9,15 @@ mod mail_user;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use mail_user::{assert_mail_files, data_folder, is_root, maildex, text, MAIL_USER};
+use mail_user::{
+    assert_mail_files, daemon_section, data_folder, is_root, maildex, text, write_config,
+};
 
-fn write_config(root: &Path, daemon: &str) -> PathBuf {
-    let r = root.display();
-    let config = root.join("maildex.toml");
-    fs::write(
-        &config,
-        format!(
-            "{daemon}[storage]\nmail_location = \"{r}/mail/%n/Maildir\"\n\
-             fsync = false\nindex_map_size = \"4MiB\"\n\
-             [auth]\nusers_file = \"{r}/users\"\n"
-        ),
-    )
-    .unwrap();
+/// The config of these tests (IMAP on a port nobody listens to: no daemon runs), with
+/// users alice and bob.
+fn config(root: &Path, daemon: &str) -> PathBuf {
     fs::write(root.join("users"), "alice:{PLAIN}pw\nbob:{PLAIN}pw\n").unwrap();
-    config
+    write_config(root, daemon, 1, "%n/Maildir", false)
 }
 
 const MESSAGE: &str = "From: a@example.org\nSubject: hi\n\nhello\n";
@@ -42,8 +35,7 @@ fn admin_commands_run_as_root_leave_only_files_of_the_mail_user() {
         return;
     }
     let dir = data_folder();
-    let daemon = format!("[daemon]\nuser = \"{MAIL_USER}\"\n");
-    let config = write_config(dir.path(), &daemon);
+    let config = config(dir.path(), &daemon_section());
     let mail = dir.path().join("mail");
 
     ok(&config, &["deliver", "-u", "alice"], MESSAGE);
@@ -76,7 +68,7 @@ fn without_a_daemon_user_admin_commands_run_as_the_owner_of_the_mail_root() {
         return;
     }
     let dir = data_folder();
-    let config = write_config(dir.path(), "");
+    let config = config(dir.path(), "");
     let mail = dir.path().join("mail");
     ok(&config, &["index", "rebuild", "-u", "alice"], "");
     ok(&config, &["deliver", "-u", "alice"], MESSAGE);
@@ -86,7 +78,7 @@ fn without_a_daemon_user_admin_commands_run_as_the_owner_of_the_mail_root() {
 #[test]
 fn a_folder_never_indexed_is_reported_but_is_not_drift() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "");
+    let config = config(dir.path(), "");
     ok(&config, &["deliver", "-u", "alice"], MESSAGE);
     // a folder made by another tool (or never opened since it was made) is not in the index
     let folder = dir.path().join("mail/alice/Maildir/.Later");
@@ -116,7 +108,7 @@ fn a_folder_never_indexed_is_reported_but_is_not_drift() {
 fn index_compact_keeps_the_index_file_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "");
+    let config = config(dir.path(), "");
     ok(&config, &["deliver", "-u", "alice"], MESSAGE);
     let data = dir.path().join("mail/alice/Maildir/maildex-index/data.mdb");
     let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;

@@ -9,26 +9,11 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use mail_user::{data_folder, free_port, is_root, maildex, text, Imap, Server, MAIL_USER};
+use mail_user::{
+    daemon_section, data_folder, free_port, is_root, maildex, text, write_config, Imap, Server,
+};
 
 const PASSWD: &str = "root:x:0:0";
-
-fn write_config(root: &Path, port: u16, daemon: &str) -> PathBuf {
-    let r = root.display();
-    let config = root.join("maildex.toml");
-    fs::write(
-        &config,
-        format!(
-            "{daemon}[imap]\nlisten = [\"127.0.0.1:{port}\"]\n[lmtp]\nlisten = []\n\
-             [storage]\nmail_location = \"{r}/mail/%n/Maildir\"\n\
-             fsync = false\nindex_map_size = \"4MiB\"\n\
-             [auth]\nusers_file = \"{r}/users\"\n"
-        ),
-    )
-    .unwrap();
-    fs::write(root.join("users"), "alice:{PLAIN}pw\n").unwrap();
-    config
-}
 
 /// The regular message files of a mailbox folder.
 fn message_files(mailbox: &Path) -> Vec<PathBuf> {
@@ -43,7 +28,8 @@ fn message_files(mailbox: &Path) -> Vec<PathBuf> {
 fn links_are_not_followed(daemon: &str) {
     let dir = data_folder();
     let port = free_port();
-    let config = write_config(dir.path(), port, daemon);
+    let config = write_config(dir.path(), daemon, port, "%n/Maildir", false);
+    fs::write(dir.path().join("users"), "alice:{PLAIN}pw\n").unwrap();
     let o = maildex(
         &config,
         &["deliver", "-u", "alice"],
@@ -127,5 +113,5 @@ fn links_in_a_maildir_are_not_followed_by_a_daemon_running_as_the_mail_user() {
         eprintln!("skipped: needs root to switch users (CI runs as root)");
         return;
     }
-    links_are_not_followed(&format!("[daemon]\nuser = \"{MAIL_USER}\"\n"));
+    links_are_not_followed(&daemon_section());
 }

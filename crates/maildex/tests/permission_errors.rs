@@ -8,27 +8,11 @@ mod mail_user;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 
-use mail_user::{data_folder, free_port, is_root, maildex, text, Imap, Server, MAIL_USER};
-
-fn write_config(root: &Path, port: u16) -> std::path::PathBuf {
-    let r = root.display();
-    let config = root.join("maildex.toml");
-    fs::write(
-        &config,
-        format!(
-            "[daemon]\nuser = \"{MAIL_USER}\"\n\
-             [imap]\nlisten = [\"127.0.0.1:{port}\"]\n[lmtp]\nlisten = []\n\
-             [storage]\nmail_location = \"{r}/mail/%n/Maildir\"\n\
-             fsync = false\nindex_map_size = \"4MiB\"\n\
-             [auth]\nusers_file = \"{r}/users\"\n"
-        ),
-    )
-    .unwrap();
-    fs::write(root.join("users"), "alice:{PLAIN}pw\n").unwrap();
-    config
-}
+use mail_user::{
+    daemon_section, data_folder, free_port, is_root, maildex, text, write_config, Imap, Server,
+    MAIL_USER,
+};
 
 #[test]
 fn a_root_owned_uidlist_is_named_with_its_owner_mode_and_our_uid() {
@@ -38,7 +22,8 @@ fn a_root_owned_uidlist_is_named_with_its_owner_mode_and_our_uid() {
     }
     let dir = data_folder();
     let port = free_port();
-    let config = write_config(dir.path(), port);
+    let config = write_config(dir.path(), &daemon_section(), port, "%n/Maildir", false);
+    fs::write(dir.path().join("users"), "alice:{PLAIN}pw\n").unwrap();
     let o = maildex(&config, &["deliver", "-u", "alice"], "Subject: a\n\none\n");
     assert!(o.status.success(), "{}", text(&o));
     let uidlist = dir.path().join("mail/alice/Maildir/dovecot-uidlist");

@@ -9,34 +9,13 @@ mod mail_user;
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mail_user::{
-    data_folder, free_port, is_root, mail_user, maildex, text, Imap, Server, MAIL_USER,
+    daemon_section, data_folder, free_port, is_root, mail_user, maildex, text, write_config, Imap,
+    Server,
 };
-
-fn write_config(root: &Path, port: u16, tls: bool, location: &str) -> PathBuf {
-    let r = root.display();
-    let tls = if tls {
-        format!("[tls]\ncert = \"{r}/cert.pem\"\nkey = \"{r}/key.pem\"\n")
-    } else {
-        String::new()
-    };
-    let config = root.join("maildex.toml");
-    fs::write(
-        &config,
-        format!(
-            "[daemon]\nuser = \"{MAIL_USER}\"\n\
-             [imap]\nlisten = [\"127.0.0.1:{port}\"]\nlisten_tls = []\n[lmtp]\nlisten = []\n\
-             {tls}[storage]\nmail_location = \"{r}/mail/{location}\"\n\
-             fsync = false\nindex_map_size = \"4MiB\"\n\
-             [auth]\nusers_file = \"{r}/users\"\n"
-        ),
-    )
-    .unwrap();
-    config
-}
 
 fn login(port: u16, user: &str, pw: &str) -> String {
     let mut c = Imap::connect(port).unwrap();
@@ -77,7 +56,7 @@ fn users_file_edits_and_reloads_work_with_a_root_only_key() {
     let (_, gid) = mail_user();
     let dir = data_folder();
     let port = free_port();
-    let config = write_config(dir.path(), port, true, "%n/Maildir");
+    let config = write_config(dir.path(), &daemon_section(), port, "%n/Maildir", true);
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     maildex_imap::tls::write_self_signed(&["localhost"], &cert, &key).unwrap();
     assert_eq!(
@@ -153,7 +132,7 @@ fn two_users_sharing_one_maildir_are_refused_at_start_and_on_reload() {
     let dir = data_folder();
     let port = free_port();
     // %n only: mia@example.org and mia@other.org would share /mail/mia
-    let config = write_config(dir.path(), port, false, "%n");
+    let config = write_config(dir.path(), &daemon_section(), port, "%n", false);
     let users = dir.path().join("users");
     fs::write(
         &users,

@@ -68,6 +68,35 @@ pub fn maildex_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_maildex")))
 }
 
+/// Writes `root/maildex.toml`: `extra` first (a `[daemon]` section, say), IMAP on
+/// 127.0.0.1:`port`, no LMTP, mail at `root/mail/LOCATION` with the index inside, the users
+/// file `root/users` (written by each test) and, with `tls`, `root/cert.pem` and `key.pem`.
+pub fn write_config(root: &Path, extra: &str, port: u16, location: &str, tls: bool) -> PathBuf {
+    let r = root.display();
+    let tls = if tls {
+        format!("[tls]\ncert = \"{r}/cert.pem\"\nkey = \"{r}/key.pem\"\n")
+    } else {
+        String::new()
+    };
+    let config = root.join("maildex.toml");
+    fs::write(
+        &config,
+        format!(
+            "{extra}[imap]\nlisten = [\"127.0.0.1:{port}\"]\nlisten_tls = []\n[lmtp]\nlisten = []\n\
+             {tls}[storage]\nmail_location = \"{r}/mail/{location}\"\n\
+             fsync = false\nindex_map_size = \"4MiB\"\n\
+             [auth]\nusers_file = \"{r}/users\"\n"
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// `[daemon] user = "maildex-test"`, for [`write_config`].
+pub fn daemon_section() -> String {
+    format!("[daemon]\nuser = \"{MAIL_USER}\"\n")
+}
+
 /// `maildex ARGS --config CONFIG` with `stdin`, as the current (root) user.
 pub fn maildex(config: &Path, args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(maildex_bin())
