@@ -15,8 +15,10 @@ fn count(store: &maildex_store::UserStore, name: &str) -> usize {
         .unwrap()
 }
 
+/// Sets the mtime of `new/` and `cur/` to one fixed time in the past: a sync sees the same
+/// stamps however the folders changed in between.
 fn settle(dir: &std::path::Path) {
-    let past = SystemTime::now() - Duration::from_secs(60);
+    let past = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
     for sub in ["new", "cur"] {
         File::open(dir.join(sub))
             .unwrap()
@@ -26,17 +28,22 @@ fn settle(dir: &std::path::Path) {
 }
 
 /// A file unreadable at one sync is indexed by a later one once it can be read (the stamps
-/// of a sync that skipped a file are not kept).
+/// of a sync that skipped a file are not kept). Unreadable even as root: a FIFO, which is
+/// not a regular file; a symbolic link would not even be listed (issue 15 #2).
 #[test]
 fn an_unreadable_file_is_retried_by_the_next_sync() {
     let s = Scratch::new();
     let store = s.open();
-    let target = s.dir.path().join("later");
-    std::os::unix::fs::symlink(&target, s.maildir.join("cur/1700000000.M1P1Q1.h:2,S")).unwrap();
+    let name = s.maildir.join("cur/1700000000.M1P1Q1.h:2,S");
+    let made = std::process::Command::new("mkfifo").arg(&name).status();
+    assert!(made.unwrap().success(), "mkfifo");
     settle(&s.maildir);
     let r = store.sync_mailbox("INBOX").unwrap();
     assert_eq!(r.unreadable.len(), 1);
-    fs::write(&target, message("x")).unwrap();
+    let later = s.dir.path().join("later");
+    fs::write(&later, message("x")).unwrap();
+    fs::rename(&later, &name).unwrap();
+    settle(&s.maildir);
     store.sync_mailbox("INBOX").unwrap();
     assert_eq!(count(&store, "INBOX"), 1, "the message never got indexed");
 }

@@ -163,15 +163,16 @@ pub fn scan(mailbox: &Path) -> Result<Scan, MaildirError> {
                 continue;
             }
             // d_type when the filesystem gives it, lstat otherwise. A file that
-            // vanished since readdir is simply skipped; so is anything but a regular file:
-            // a symbolic link is never followed (issue 15 #2).
+            // vanished since readdir is simply skipped; so is a symbolic link, which is
+            // never followed (issue 15 #2). Other files that are not regular (a FIFO) are
+            // listed and refused when opened (`files::open_message`), as unreadable.
             match de.file_type() {
                 Ok(t) if t.is_dir() => continue,
-                Ok(t) if t.is_file() => {}
-                Ok(_) => {
-                    tracing::warn!(file = %de.path().display(), "skipping a message that is not a regular file (a symbolic link is not followed)");
+                Ok(t) if t.is_symlink() => {
+                    tracing::warn!(file = %de.path().display(), "skipping a message file that is a symbolic link (not followed)");
                     continue;
                 }
+                Ok(_) => {}
                 Err(_) => continue,
             }
             let Some(file_name) = os_name.to_str() else {
