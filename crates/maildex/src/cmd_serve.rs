@@ -111,6 +111,24 @@ pub(crate) fn weak_text(scheme: &str) -> &'static str {
     }
 }
 
+/// The users and aliases files are read again, as the daemon's user, when they change and
+/// on SIGHUP: one that user cannot read would keep the users of the start for good, so say
+/// so now, with the fix (issue 15 #4).
+fn warn_unreadable_after_switch(config: &maildex_config::Config) {
+    let files = std::iter::once(&config.auth.users_file).chain(config.lmtp.aliases_file.iter());
+    for path in files {
+        if let Err(e) = std::fs::File::open(path) {
+            tracing::warn!(
+                file = %path.display(),
+                error = %maildex_maildir::explain_denied(path, e),
+                "maildex cannot read this file after the switch to [daemon] user, so changes \
+                 and SIGHUP will not reload it: give it the daemon's group and mode 0640 \
+                 (chgrp GROUP FILE; chmod 0640 FILE)"
+            );
+        }
+    }
+}
+
 pub fn run(a: &ServeArgs) -> Result<ExitCode> {
     let config_path = if a.dev {
         prepare_dev(&a.data)?
@@ -137,6 +155,7 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         )
         .await?;
         maildex_daemon::privileges::apply(&config.daemon)?;
+        warn_unreadable_after_switch(&config);
         start_up_sync(&config, &users);
         println!("config: {}", config_path.display());
         if a.dev {

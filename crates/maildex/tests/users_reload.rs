@@ -124,6 +124,26 @@ fn users_file_edits_and_reloads_work_with_a_root_only_key() {
 }
 
 #[test]
+fn a_users_file_the_daemon_cannot_read_is_named_at_start() {
+    if !is_root() {
+        eprintln!("skipped: needs root to switch users (CI runs as root)");
+        return;
+    }
+    let dir = data_folder();
+    let port = free_port();
+    let config = write_config(dir.path(), &daemon_section(), port, "%n/Maildir", false);
+    let users = dir.path().join("users");
+    fs::write(&users, "alice:{PLAIN}pw\n").unwrap();
+    fs::set_permissions(&users, fs::Permissions::from_mode(0o600)).unwrap();
+    let server = Server::start(&config, port);
+    let log = server.log_text();
+    assert!(
+        log.contains("cannot read this file after the switch") && log.contains("chmod 0640"),
+        "{log}"
+    );
+}
+
+#[test]
 fn two_users_sharing_one_maildir_are_refused_at_start_and_on_reload() {
     if !is_root() {
         eprintln!("skipped: needs root to switch users (CI runs as root)");
