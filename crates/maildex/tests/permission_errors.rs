@@ -23,6 +23,12 @@ fn a_root_owned_uidlist_is_named_with_its_owner_mode_and_our_uid() {
     let dir = data_folder();
     let port = free_port();
     let config = write_config(dir.path(), &daemon_section(), port, "%n/Maildir", false);
+    let lmtp = free_port();
+    let with_lmtp = fs::read_to_string(&config).unwrap().replace(
+        "[lmtp]\nlisten = []",
+        &format!("[lmtp]\nlisten = [\"127.0.0.1:{lmtp}\"]"),
+    );
+    fs::write(&config, with_lmtp).unwrap();
     fs::write(dir.path().join("users"), "alice:{PLAIN}pw\n").unwrap();
     let o = maildex(&config, &["deliver", "-u", "alice"], "Subject: a\n\none\n");
     assert!(o.status.success(), "{}", text(&o));
@@ -52,4 +58,40 @@ fn a_root_owned_uidlist_is_named_with_its_owner_mode_and_our_uid() {
     c.cmd("LOGOUT");
     let log = server.log_text();
     assert!(log.contains(&want), "the daemon logs: {log}");
+
+    // LMTP: 451 for the recipient, and the log line says why
+    let before = log.matches(&want).count();
+    let reply = lmtp_deliver(lmtp, "alice@example.org");
+    assert!(reply.starts_with("451 "), "LMTP answered {reply}");
+    let log = server.log_text();
+    assert!(
+        log.matches(&want).count() > before,
+        "the daemon logs: {log}"
+    );
+}
+
+/// One LMTP transaction to `rcpt`; the reply to the end of DATA.
+fn lmtp_deliver(port: u16, rcpt: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut r = BufReader::new(s);
+    let mut reply = |send: &str| {
+        r.get_mut().write_all(send.as_bytes()).unwrap();
+        loop {
+            let mut l = String::new();
+            assert!(r.read_line(&mut l).unwrap() > 0, "LMTP closed");
+            // the last line of a reply has a space after the code
+            if l.as_bytes().get(3) != Some(&b'-') {
+                return l;
+            }
+        }
+    };
+    reply("");
+    reply("LHLO test\r\n");
+    reply("MAIL FROM:<a@example.org>\r\n");
+    reply(&format!("RCPT TO:<{rcpt}>\r\n"));
+    reply("DATA\r\n");
+    reply("Subject: d\r\n\r\nfour\r\n.\r\n")
 }
