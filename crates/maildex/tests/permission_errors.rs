@@ -9,20 +9,13 @@ mod mail_user;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use mail_user::{
-    daemon_section, data_folder, free_port, is_root, maildex, text, write_config, Imap, Server,
-    MAIL_USER,
-};
+use mail_user::{as_mail_user, free_port, maildex, text, Imap, Server, MAIL_USER};
 
 #[test]
 fn a_root_owned_uidlist_is_named_with_its_owner_mode_and_our_uid() {
-    if !is_root() {
-        eprintln!("skipped: needs root to switch users (CI runs as root)");
+    let Some((dir, port, config)) = as_mail_user() else {
         return;
-    }
-    let dir = data_folder();
-    let port = free_port();
-    let config = write_config(dir.path(), &daemon_section(), port, "%n/Maildir", false);
+    };
     let lmtp = free_port();
     let with_lmtp = fs::read_to_string(&config).unwrap().replace(
         "[lmtp]\nlisten = []",

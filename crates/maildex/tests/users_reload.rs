@@ -13,8 +13,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mail_user::{
-    daemon_section, data_folder, free_port, is_root, mail_user, maildex, text, write_config, Imap,
-    Server,
+    as_mail_user, daemon_section, data_folder, free_port, is_root, mail_user, maildex, text,
+    write_config, Imap, Server,
 };
 
 fn login(port: u16, user: &str, pw: &str) -> String {
@@ -125,13 +125,9 @@ fn users_file_edits_and_reloads_work_with_a_root_only_key() {
 
 #[test]
 fn a_users_file_the_daemon_cannot_read_is_named_at_start() {
-    if !is_root() {
-        eprintln!("skipped: needs root to switch users (CI runs as root)");
+    let Some((dir, port, config)) = as_mail_user() else {
         return;
-    }
-    let dir = data_folder();
-    let port = free_port();
-    let config = write_config(dir.path(), &daemon_section(), port, "%n/Maildir", false);
+    };
     let users = dir.path().join("users");
     fs::write(&users, "alice:{PLAIN}pw\n").unwrap();
     fs::set_permissions(&users, fs::Permissions::from_mode(0o600)).unwrap();

@@ -92,6 +92,20 @@ pub fn write_config(root: &Path, extra: &str, port: u16, location: &str, tls: bo
     config
 }
 
+/// The start of a test of the daemon as the mail user: None (saying why) when not root;
+/// else a [`data_folder`], a free IMAP port and a [`write_config`] with `[daemon] user` and
+/// mail at `%n/Maildir`.
+pub fn as_mail_user() -> Option<(tempfile::TempDir, u16, PathBuf)> {
+    if !is_root() {
+        eprintln!("skipped: needs root to switch users (CI runs as root)");
+        return None;
+    }
+    let dir = data_folder();
+    let port = free_port();
+    let config = write_config(dir.path(), &daemon_section(), port, "%n/Maildir", false);
+    Some((dir, port, config))
+}
+
 /// `[daemon] user = "maildex-test"`, for [`write_config`].
 pub fn daemon_section() -> String {
     format!("[daemon]\nuser = \"{MAIL_USER}\"\n")
