@@ -34,11 +34,29 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the daemon with `imap_keys` added to `[imap]`.
     pub fn start(imap_keys: &str) -> Daemon {
-        Self::start_with_users(imap_keys, USERS)
+        Self::start_full(imap_keys, "", USERS)
     }
 
     /// [`Daemon::start`] with `users` as the users file.
     pub fn start_with_users(imap_keys: &str, users: &str) -> Daemon {
+        Self::start_full(imap_keys, "", users)
+    }
+
+    /// Starts the daemon with `imap_keys` added to `[imap]` and `lmtp_keys` to `[lmtp]`;
+    /// a `listen =` line in either replaces that section's default listener.
+    pub fn start_with(imap_keys: &str, lmtp_keys: &str) -> Daemon {
+        Self::start_full(imap_keys, lmtp_keys, USERS)
+    }
+
+    fn start_full(imap_keys: &str, lmtp_keys: &str, users: &str) -> Daemon {
+        let default_listen = |keys: &str| {
+            if keys.lines().any(|l| l.starts_with("listen =")) {
+                ""
+            } else {
+                "listen = [\"127.0.0.1:0\"]\n"
+            }
+        };
+        let (imap_listen, lmtp_listen) = (default_listen(imap_keys), default_listen(lmtp_keys));
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::write(root.join("users"), users).unwrap();
@@ -46,8 +64,8 @@ impl Daemon {
         maildex_imap::tls::write_self_signed(&["localhost"], &cert, &key).unwrap();
         let r = root.display();
         let text = format!(
-            "[imap]\nlisten = [\"127.0.0.1:0\"]\nlisten_tls = [\"127.0.0.1:0\"]\n{imap_keys}\n\
-             [lmtp]\nlisten = [\"127.0.0.1:0\"]\nhostname = \"mx.test\"\n\
+            "[imap]\n{imap_listen}listen_tls = [\"127.0.0.1:0\"]\n{imap_keys}\n\
+             [lmtp]\n{lmtp_listen}hostname = \"mx.test\"\n{lmtp_keys}\n\
              [storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
              fsync = false\nindex_map_size = \"16MiB\"\n\
              [auth]\nusers_file = \"{r}/users\"\n\

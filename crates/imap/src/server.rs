@@ -55,13 +55,14 @@ impl ImapServer {
         implicit_tls: &[SocketAddr],
     ) -> Result<ImapServer, ServerError> {
         let mut listeners = Vec::new();
+        let all: Vec<SocketAddr> = plain.iter().chain(implicit_tls).copied().collect();
         for (addrs, tls) in [(plain, false), (implicit_tls, true)] {
             for &addr in addrs {
                 if tls && shared.tls.is_none() {
                     return Err(ServerError::NoTls(addr));
                 }
-                let socket = TcpListener::bind(addr)
-                    .await
+                let socket = maildex_net::bind_tcp(addr, &all)
+                    .and_then(TcpListener::from_std)
                     .map_err(|source| ServerError::Bind { addr, source })?;
                 listeners.push(Listener {
                     socket,
@@ -117,7 +118,7 @@ async fn accept_loop(
 ) {
     loop {
         let (tcp, peer) = match l.socket.accept().await {
-            Ok(x) => x,
+            Ok((tcp, peer)) => (tcp, maildex_net::canonical_peer(peer)),
             Err(e) => {
                 // EMFILE and friends: wait a little rather than spin
                 tracing::warn!(error = %e, "accept failed");

@@ -1,6 +1,7 @@
 //! Listeners: TCP and unix sockets, and the accept loop.
 
 use std::ffi::CString;
+use std::net::SocketAddr;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,9 +38,15 @@ fn err<'a>(l: &'a Listen, reason: &'static str) -> impl FnOnce(std::io::Error) -
 pub(crate) fn bind(l: &Listen, config: &LmtpConfig) -> Result<Bound, LmtpError> {
     match l {
         Listen::Tcp(addr) => {
-            let s = std::net::TcpListener::bind(addr).map_err(err(l, "bind"))?;
-            s.set_nonblocking(true)
-                .map_err(err(l, "set non-blocking"))?;
+            let all: Vec<SocketAddr> = config
+                .listen
+                .iter()
+                .filter_map(|l| match l {
+                    Listen::Tcp(a) => Some(*a),
+                    Listen::Unix(_) => None,
+                })
+                .collect();
+            let s = maildex_net::bind_tcp(*addr, &all).map_err(err(l, "bind"))?;
             Ok(Bound::Tcp(s))
         }
         Listen::Unix(path) => bind_unix(l, path, config),
@@ -246,11 +253,8 @@ async fn accept(
         Listener::Tcp(l) => {
             let (s, peer) = l.accept().await?;
             let _ = s.set_nodelay(true);
-            Ok((
-                Box::new(s),
-                peer.to_string(),
-                Some(peer.ip().to_canonical()),
-            ))
+            let peer = maildex_net::canonical_peer(peer);
+            Ok((Box::new(s), peer.to_string(), Some(peer.ip())))
         }
         Listener::Unix(l, path) => {
             let (s, _) = l.accept().await?;

@@ -1,0 +1,70 @@
+//! maildex-net: what the IMAP and LMTP servers share at the socket level: binding a TCP
+//! listener so that `0.0.0.0:143` and `[::]:143` can be configured together, and the one
+//! form of a client's address that connection limits, login penalties, the loopback
+//! check and the logs all use.
+
+#![warn(missing_docs)]
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Connections the kernel queues before they are accepted (tokio's own default).
+const BACKLOG: i32 = 1024;
+
+/// Binds a non-blocking TCP listener on `addr`, one of the listeners `all` of a server.
+///
+/// An IPv6 socket is made IPv6-only (`IPV6_V6ONLY`, RFC 3493 §5.3) when `all` also has
+/// an IPv4 address on its port, as Dovecot's `listen = *, ::` does: without it `[::]:143`
+/// takes the IPv4 port too (Linux's default `bindv6only = 0`) and
+/// `["0.0.0.0:143", "[::]:143"]` fails with "Address already in use". Alone, `[::]:143`
+/// keeps the system's dual-stack default, so a configuration that relied on it still
+/// serves IPv4 clients (as IPv4-mapped addresses, see [`canonical_ip`]). `SO_REUSEADDR`
+/// as the standard library sets it, so a restart does not wait for TIME_WAIT connections.
+pub fn bind_tcp(addr: SocketAddr, all: &[SocketAddr]) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if addr.is_ipv6() && all.iter().any(|a| a.is_ipv4() && a.port() == addr.port()) {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// A client's address as every check and log line uses it: an IPv4-mapped IPv6
+/// address (`::ffff:127.0.0.1`, what an IPv4 client looks like on a dual-stack socket,
+/// RFC 4291 §2.5.5.2) becomes the IPv4 address, so it is loopback when that is and
+/// counts against the same limits as the plain IPv4 address.
+pub fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
+    }
+}
+
+/// [`canonical_ip`] of a peer, port kept.
+pub fn canonical_peer(peer: SocketAddr) -> SocketAddr {
+    SocketAddr::new(canonical_ip(peer.ip()), peer.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mapped_address_is_its_ipv4_address() {
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:5000".parse().unwrap();
+        let peer = canonical_peer(mapped);
+        assert_eq!(peer, "127.0.0.1:5000".parse::<SocketAddr>().unwrap());
+        assert!(peer.ip().is_loopback());
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(canonical_ip(v6), v6);
+        assert_eq!(
+            canonical_ip("::1".parse().unwrap()),
+            "::1".parse::<IpAddr>().unwrap()
+        );
+    }
+}
