@@ -14,10 +14,10 @@ mod hostile_support;
 mod imap_support;
 
 use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use hostile_support::{serial, tcp_from, Daemon, Mem};
+use hostile_support::{serial, tcp6_from, tcp_from, Bystander, Daemon, LocalPrefix, Mem};
 use imap_support::{Client, Stream, PATIENCE};
 
 const ATTACKER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
@@ -187,3 +187,44 @@ fn senders_at_a_byte_a_second_are_served_and_others_are_not_held_up() {
     drop(slow);
     mem.finish();
 }
+
+#[test]
+fn a_flood_from_one_ipv6_64_stops_at_the_per_address_limit() {
+    let _serial = serial();
+    // one host's /64 (every address in it routed to lo) and a neighbour's
+    let (Some(_a), Some(_b)) = (
+        LocalPrefix::add("2001:db8:64:1::/64"),
+        LocalPrefix::add("2001:db8:64:2::/64"),
+    ) else {
+        return;
+    };
+    let d = Daemon::start("listen = [\"[::1]:0\"]\nmax_connections_per_ip = 5");
+    let bystander = Bystander::start("40 connections from one /64", d.imap, "bob");
+    let mem = Mem::start("flood: 40 connections from 40 addresses of one IPv6 /64, limit 5");
+    let (mut held, mut refused) = (Vec::new(), Vec::new());
+    for i in 1..=40u16 {
+        let src = Ipv6Addr::new(0x2001, 0xdb8, 0x64, 1, 0, 0, 0, i);
+        let mut tcp = tcp6_from(src, d.imap);
+        let line = first_line(&mut tcp);
+        if line.starts_with("* OK ") {
+            held.push(tcp);
+        } else {
+            assert!(line.contains("from your address"), "{line:?}");
+            refused.push(line);
+        }
+    }
+    assert_eq!(held.len(), 5, "the /64 counts as one address");
+    assert_eq!(refused.len(), 35);
+    // the neighbouring /64 is another address
+    let mut tcp = tcp6_from(Ipv6Addr::new(0x2001, 0xdb8, 0x64, 2, 0, 0, 0, 1), d.imap);
+    let line = first_line(&mut tcp);
+    assert!(line.starts_with("* OK "), "{line:?}");
+    let mut c = Client::wrap(Stream::Plain(tcp));
+    c.greeting = line;
+    // not loopback: no plaintext login, but a session
+    c.ok("CAPABILITY");
+    drop(held);
+    mem.finish();
+    bystander.finish();
+}
+

@@ -330,3 +330,119 @@ pub fn send_hello(mut tcp: TcpStream, hello: &[u8]) -> HelloAnswer {
         other => HelloAnswer::Other(other[..other.len().min(16)].to_vec()),
     }
 }
+
+/// Longest a bystander's command may take during an attack. Not a statement about
+/// speed (the machine is shared): the attacks this guards against stalled others for
+/// 15 to 30 s, a served command takes milliseconds.
+pub const LATENCY_BOUND: Duration = Duration::from_secs(5);
+
+/// Another client working during an attack: a thread that logs in as `user`, selects
+/// INBOX and runs NOOP and STATUS in turn (20 ms apart) until [`Bystander::finish`],
+/// timing each command.
+pub struct Bystander {
+    label: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<Duration>>>,
+}
+
+impl Bystander {
+    /// Starts the bystander on `addr` (logged in and selected before this returns).
+    pub fn start(label: &'static str, addr: SocketAddr, user: &str) -> Bystander {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (flag, user) = (std::sync::Arc::clone(&stop), user.to_owned());
+        let thread = std::thread::spawn(move || {
+            let mut c = Client::connect(addr);
+            c.ok(&format!("LOGIN {user} pw"));
+            c.ok("SELECT INBOX");
+            ready_tx.send(()).unwrap();
+            let mut times = Vec::new();
+            let commands = ["NOOP", "STATUS INBOX (MESSAGES UNSEEN)"];
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let begun = Instant::now();
+                c.ok(commands[times.len() % 2]);
+                times.push(begun.elapsed());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            times
+        });
+        ready_rx.recv_timeout(PATIENCE).expect("bystander logged in");
+        Bystander {
+            label,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops, prints the median and the slowest command and checks the slowest stays
+    /// under [`LATENCY_BOUND`]; returns the slowest.
+    pub fn finish(mut self) -> Duration {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut times = self.thread.take().unwrap().join().expect("bystander served");
+        times.sort();
+        let median = times.get(times.len() / 2).copied().unwrap_or_default();
+        let max = times.last().copied().unwrap_or_default();
+        eprintln!(
+            "LATENCY {}: {} commands of another client, median {:.1} ms, max {:.1} ms",
+            self.label,
+            times.len(),
+            median.as_secs_f64() * 1e3,
+            max.as_secs_f64() * 1e3
+        );
+        assert!(!times.is_empty(), "{}: the bystander ran no command", self.label);
+        assert!(
+            max < LATENCY_BOUND,
+            "{}: another client waited {max:?} for one command",
+            self.label
+        );
+        max
+    }
+}
+
+/// A local route for a whole IPv6 /64 on `lo`, so that connections can come from any of
+/// its addresses (with `IPV6_FREEBIND`); removed on drop. `None`, with a message, where
+/// the machine has no IPv6 or the route cannot be added (no CAP_NET_ADMIN).
+pub struct LocalPrefix(String);
+
+impl LocalPrefix {
+    pub fn add(prefix: &str) -> Option<LocalPrefix> {
+        let route = |verb: &str| {
+            std::process::Command::new("ip")
+                .args(["-6", "route", verb, "local", prefix, "dev", "lo"])
+                .output()
+        };
+        match route("add") {
+            Ok(o) if o.status.success() => Some(LocalPrefix(prefix.to_owned())),
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot route {prefix} to lo: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: no `ip` command ({e})");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for LocalPrefix {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["-6", "route", "del", "local", &self.0, "dev", "lo"])
+            .output();
+    }
+}
+
+/// A TCP connection to `dst` from `src`, an address of a [`LocalPrefix`].
+pub fn tcp6_from(src: std::net::Ipv6Addr, dst: SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None).unwrap();
+    s.set_freebind_v6(true).unwrap();
+    let from: SocketAddr = (src, 0).into();
+    s.bind(&from.into()).unwrap_or_else(|e| panic!("bind {src}: {e}"));
+    s.connect_timeout(&dst.into(), PATIENCE).unwrap();
+    s.into()
+}
+

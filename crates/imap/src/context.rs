@@ -107,12 +107,16 @@ impl Shared {
         self.next_session.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Takes a connection slot for `ip`, or says which limit is reached.
+    /// Takes a connection slot for `ip` (counted by [`penalty_key`]), or says which limit
+    /// is reached.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, &'static str> {
         let mut total = self.total.lock().unwrap_or_else(|p| p.into_inner());
         if *total >= self.settings.max_connections {
             return Err("Too many connections, try again later");
         }
+        // one key for the connection limit and the login penalties: an IPv6 host owns its
+        // /64, so counting single addresses would give it 2^64 slots
+        let ip = penalty_key(ip);
         let mut per_ip = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
         let n = per_ip.entry(ip).or_insert(0);
         if *n >= self.settings.max_per_ip {
@@ -352,9 +356,9 @@ impl KdfSlots {
     }
 }
 
-/// What a failed login is counted against, and what one client's share of the password
-/// checks is: the IPv4 address, or the /64 of an IPv6 one (an IPv4-mapped IPv6 address
-/// as the IPv4 address).
+/// What a failed login and a connection slot are counted against, and what one client's
+/// share of the password checks is: the IPv4 address, or the /64 of an IPv6 one (an
+/// IPv4-mapped IPv6 address as the IPv4 address).
 pub fn penalty_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
