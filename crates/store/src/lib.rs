@@ -27,7 +27,7 @@ mod uids;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use maildex_index::{Index, IndexError, OpenOptions};
@@ -126,14 +126,19 @@ impl Default for StoreOptions {
     }
 }
 
+/// Mailbox lock entries from which dead ones are swept (then at each power of two).
+const SWEEP_AT: usize = 64;
+
 /// One user's mail: a Maildir++ tree and its index.
 pub struct UserStore {
     root: PathBuf,
     index: Arc<Index>,
     opts: StoreOptions,
     /// One sync at a time per mailbox within this process (other processes are kept in step
-    /// by the dovecot-uidlist lock and LMDB transactions).
-    mailbox_locks: Mutex<HashMap<String, Arc<MailboxSerial>>>,
+    /// by the dovecot-uidlist lock and LMDB transactions). Weak: an entry lives while some
+    /// operation holds it, so names that never existed (STATUS on made-up names) do not
+    /// accumulate; dead entries are swept as the map grows ([`UserStore::mailbox_lock`]).
+    mailbox_locks: Mutex<HashMap<String, Weak<MailboxSerial>>>,
     /// This process's file that the user's dovecot-uidlist locks are links to, kept in
     /// the index folder (see [`LockTemplate`]).
     lock_template: Arc<LockTemplate>,
@@ -236,8 +241,51 @@ impl UserStore {
         )?)
     }
 
+    /// The in-process lock of mailbox `name`: the one other callers hold now, or a new one.
+    /// A lock nobody holds has no state worth keeping (its sync counters only matter to
+    /// callers waiting at the same time), so it is dropped with its last holder and its
+    /// map entry swept when the map has doubled since the last sweep.
     pub(crate) fn mailbox_lock(&self, name: &str) -> Arc<MailboxSerial> {
         let mut locks = self.mailbox_locks.lock().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(locks.entry(name.to_string()).or_default())
+        if let Some(live) = locks.get(name).and_then(Weak::upgrade) {
+            return live;
+        }
+        if locks.len() >= SWEEP_AT && locks.len().is_power_of_two() {
+            locks.retain(|_, l| l.strong_count() > 0);
+        }
+        let lock = Arc::new(MailboxSerial::default());
+        locks.insert(name.to_string(), Arc::downgrade(&lock));
+        lock
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locks_of_names_nobody_holds_do_not_accumulate() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UserStore::open(
+            &dir.path().join("mail"),
+            &dir.path().join("index"),
+            StoreOptions::default(),
+        )
+        .unwrap();
+        let held = store.mailbox_lock("INBOX");
+        for i in 0..10_000 {
+            let name = format!("made-up-{i}");
+            assert!(matches!(
+                store.sync_mailbox(&name),
+                Err(StoreError::NoMailbox(_))
+            ));
+        }
+        let entries = store.mailbox_locks.lock().unwrap().len();
+        assert!(
+            entries <= 2 * SWEEP_AT,
+            "{entries} entries after 10,000 names"
+        );
+        // a lock someone holds is the one the next caller gets
+        assert!(Arc::ptr_eq(&held, &store.mailbox_lock("INBOX")));
     }
 }
