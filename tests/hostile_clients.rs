@@ -11,6 +11,8 @@
 //! the machine is, only about order (a login from another address finishes before the
 //! attacker's penalty runs out) and lower bounds the server itself imposes.
 
+// shared with tests/hostile_floods.rs and tests/hostile_sessions.rs, which use the rest
+#[allow(dead_code)]
 mod hostile_support;
 mod imap_support;
 

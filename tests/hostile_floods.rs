@@ -8,7 +8,7 @@
 //! Every loop has a fixed count and every wait is bounded by [`PATIENCE`]; nothing asserts
 //! how fast the machine is.
 
-// shared with tests/hostile_clients.rs, which uses all of it
+// shared with tests/hostile_clients.rs and tests/hostile_sessions.rs
 #[allow(dead_code)]
 mod hostile_support;
 mod imap_support;
@@ -17,8 +17,11 @@ use std::io::Read;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use hostile_support::{serial, tcp6_from, tcp_from, Bystander, Daemon, LocalPrefix, Mem};
-use imap_support::{Client, Stream, PATIENCE};
+use hostile_support::{
+    pipeline_without_reading, serial, tcp6_from, tcp_from, tcp_small_window_from, Bystander,
+    Daemon, LocalPrefix, Mem,
+};
+use imap_support::{lmtp_deliver, simple, Client, Stream, PATIENCE};
 
 const ATTACKER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
 const OTHER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
@@ -228,3 +231,72 @@ fn a_flood_from_one_ipv6_64_stops_at_the_per_address_limit() {
     bystander.finish();
 }
 
+#[test]
+fn clients_that_never_read_before_login_lose_their_slots_at_the_login_timeout() {
+    let _serial = serial();
+    // 20 slots for the attackers, one for the bystander
+    let d = Daemon::start("max_connections = 21\nlogin_timeout = 4");
+    let bystander = Bystander::start("20 clients pipelining CAPABILITY", d.imap, "bob");
+    let mem = Mem::start("20 clients pipelining CAPABILITY before login, never reading");
+    let begun = Instant::now();
+    let stuck: Vec<TcpStream> = (0..20)
+        .map(|_| tcp_small_window_from(ATTACKER, d.imap))
+        .collect();
+    // 800 kB of CAPABILITY asks for 9 MB of answers: more than the socket buffers hold
+    let sent: usize = stuck
+        .iter()
+        .map(|t| pipeline_without_reading(t, b"C CAPABILITY\r\n", 800_000))
+        .sum();
+    // every slot is taken; they come back by the login timeout although the server's
+    // writes to those clients never finish
+    let mut c = served_from(OTHER, d.imap);
+    eprintln!(
+        "{sent} bytes of CAPABILITY sent; a new client served {:.1} s after the attack began",
+        begun.elapsed().as_secs_f64()
+    );
+    c.ok("LOGIN alice pw");
+    drop(stuck);
+    mem.finish();
+    bystander.finish();
+}
+
+#[test]
+fn clients_that_never_read_are_cut_off_at_the_write_timeout() {
+    let _serial = serial();
+    // three IMAP slots: the bystander, the FETCH that is never read, one more
+    let d = Daemon::start_with(
+        "max_connections = 3\nwrite_timeout = 1",
+        "max_connections = 5\nwrite_timeout = 1",
+    );
+    let mut c = d.login("alice");
+    let body = "x".repeat(200_000);
+    c.ok(&format!("APPEND INBOX {{{}+}}\r\n{body}", body.len()));
+    drop(c);
+    let bystander = Bystander::start("a FETCH and 5 LMTP sessions never read", d.imap, "bob");
+    let mem = Mem::start("a FETCH of 200 kB and LMTP NOOPs pipelined, never read");
+    let reader = tcp_small_window_from(ATTACKER, d.imap);
+    let mut r = Client::wrap(Stream::Plain(reader.try_clone().unwrap()));
+    r.read_greeting();
+    r.ok("LOGIN alice pw");
+    r.ok("SELECT INBOX");
+    pipeline_without_reading(&reader, b"F FETCH 1 BODY.PEEK[]\r\n", 0);
+    // the third slot: a client that logs in and stays
+    let mut third = d.connect();
+    third.ok("LOGIN bob pw");
+    // full now; the FETCH's slot comes back at its write timeout (not at the 30-minute
+    // autologout)
+    let mut next = served_from(OTHER, d.imap);
+    next.ok("LOGIN bob pw");
+    // LMTP: NOOP pipelined on each of its 5 slots; a delivery gets through once they go
+    let lmtp: Vec<TcpStream> = (0..5)
+        .map(|_| tcp_small_window_from(ATTACKER, d.lmtp))
+        .collect();
+    for t in &lmtp {
+        // 2 MB of NOOP asks for 4.7 MB of replies
+        pipeline_without_reading(t, b"NOOP\r\n", 2_000_000);
+    }
+    lmtp_deliver(d.lmtp, "bob", &simple("through", "the slots came back"));
+    drop((reader, lmtp));
+    mem.finish();
+    bystander.finish();
+}

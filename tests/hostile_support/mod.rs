@@ -26,6 +26,9 @@ pub struct Daemon {
     pub dir: tempfile::TempDir,
     pub imap: SocketAddr,
     pub imaps: SocketAddr,
+    /// The first TCP LMTP listener.
+    #[allow(dead_code)] // not every test file that shares this module delivers
+    pub lmtp: SocketAddr,
     pub cert: PathBuf,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -87,18 +90,20 @@ impl Daemon {
                 let daemon = maildex_daemon::Daemon::start(config, settings)
                     .await
                     .unwrap();
-                tx.send(daemon.imap_addrs.clone()).unwrap();
+                tx.send((daemon.imap_addrs.clone(), daemon.lmtp_addr()))
+                    .unwrap();
                 let _ = stop_rx.await;
                 daemon.stop().await;
             });
         });
-        let addrs = rx.recv_timeout(PATIENCE).expect("daemon started");
+        let (addrs, lmtp) = rx.recv_timeout(PATIENCE).expect("daemon started");
         let imap = addrs.iter().find(|(_, tls)| !tls).unwrap().0;
         let imaps = addrs.iter().find(|(_, tls)| *tls).unwrap().0;
         Daemon {
             dir,
             imap,
             imaps,
+            lmtp: lmtp.expect("a TCP LMTP listener"),
             cert,
             stop: Some(stop_tx),
             thread: Some(thread),
@@ -366,7 +371,9 @@ impl Bystander {
             }
             times
         });
-        ready_rx.recv_timeout(PATIENCE).expect("bystander logged in");
+        ready_rx
+            .recv_timeout(PATIENCE)
+            .expect("bystander logged in");
         Bystander {
             label,
             stop,
@@ -378,7 +385,12 @@ impl Bystander {
     /// under [`LATENCY_BOUND`]; returns the slowest.
     pub fn finish(mut self) -> Duration {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let mut times = self.thread.take().unwrap().join().expect("bystander served");
+        let mut times = self
+            .thread
+            .take()
+            .unwrap()
+            .join()
+            .expect("bystander served");
         times.sort();
         let median = times.get(times.len() / 2).copied().unwrap_or_default();
         let max = times.last().copied().unwrap_or_default();
@@ -389,7 +401,11 @@ impl Bystander {
             median.as_secs_f64() * 1e3,
             max.as_secs_f64() * 1e3
         );
-        assert!(!times.is_empty(), "{}: the bystander ran no command", self.label);
+        assert!(
+            !times.is_empty(),
+            "{}: the bystander ran no command",
+            self.label
+        );
         assert!(
             max < LATENCY_BOUND,
             "{}: another client waited {max:?} for one command",
@@ -441,8 +457,63 @@ pub fn tcp6_from(src: std::net::Ipv6Addr, dst: SocketAddr) -> TcpStream {
     let s = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None).unwrap();
     s.set_freebind_v6(true).unwrap();
     let from: SocketAddr = (src, 0).into();
-    s.bind(&from.into()).unwrap_or_else(|e| panic!("bind {src}: {e}"));
+    s.bind(&from.into())
+        .unwrap_or_else(|e| panic!("bind {src}: {e}"));
     s.connect_timeout(&dst.into(), PATIENCE).unwrap();
     s.into()
 }
 
+/// A connection to `dst` from `src` whose receive buffer is small (4 KiB), for a client
+/// that will stop reading: the server's output backs up after a few KiB, not megabytes.
+pub fn tcp_small_window_from(src: Ipv4Addr, dst: SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_recv_buffer_size(4096).unwrap();
+    let from: SocketAddr = (src, 0).into();
+    s.bind(&from.into()).unwrap();
+    s.connect_timeout(&dst.into(), PATIENCE).unwrap();
+    s.into()
+}
+
+/// Sends `command` over and over on `tcp` and never reads, until the server stops taking
+/// input (its replies filled the socket buffers and its write waits for us) after at
+/// least `at_least` bytes (enough that the replies outgrow the kernel's buffers, 4 MiB at
+/// most on Linux, rather than a busy server pausing). Returns the bytes sent. Bounded by
+/// [`PATIENCE`].
+pub fn pipeline_without_reading(tcp: &TcpStream, command: &[u8], at_least: usize) -> usize {
+    let burst = command.repeat((16 * 1024 / command.len()).max(1));
+    tcp.set_nonblocking(true).unwrap();
+    let (mut sent, mut blocked_since) = (0, None::<Instant>);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match (&*tcp).write(&burst) {
+            Ok(n) => {
+                sent += n;
+                blocked_since = None;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // the server has taken nothing for a while: it is stuck writing to us
+                let since = *blocked_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_millis(300) && sent >= at_least {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // the server has closed on us already (a deadline ran out): also done
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                break
+            }
+            Err(e) => panic!("after {sent} bytes: {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server took {sent} bytes and still reads"
+        );
+    }
+    tcp.set_nonblocking(false).unwrap();
+    sent
+}

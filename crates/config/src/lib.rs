@@ -11,14 +11,14 @@
 //!   `plaintext_auth_on_loopback` (default true), `max_connections` (default 10000),
 //!   `max_connections_per_ip` (default 100), `login_timeout` (default 60 s),
 //!   `autologout` (default and least 30 min), `max_line_length` (default 64 KiB),
-//!   `max_message_size` (APPENDLIMIT, default 64 MiB).
+//!   `max_message_size` (APPENDLIMIT, default 64 MiB), `write_timeout` (default 5 min).
 //! - `[lmtp]`: `listen` (default `["127.0.0.1:24"]`), `socket_mode` (default
 //!   `"0660"`), `socket_owner`, `socket_group`, `hostname` (default: the system's),
 //!   `aliases_file`, `recipient_delimiter` (default `"+"`), `save_to_detail_mailbox`
 //!   (default false), `add_received_header` (default true), `max_message_size` (default 50 MiB), `max_recipients` (default
 //!   100), `max_line_length` (default 1000), `max_connections` (default 100),
 //!   `command_timeout` (default 5 min), `data_timeout` (default 5 min),
-//!   `shutdown_timeout` (default 30 s).
+//!   `shutdown_timeout` (default 30 s), `write_timeout` (default 5 min).
 //! - `[tls]`: `cert`, `key`; absent means plain IMAP only.
 //! - `[storage]`: `mail_location` (required), `index_root`, `index_map_size`
 //!   (default 64 MiB), `fsync` (default true), `quota` (default none).
@@ -95,6 +95,12 @@ pub const DEFAULT_IMAP_MAX_CONNECTIONS: usize = 10_000;
 /// few each; several people may share one NAT address).
 pub const DEFAULT_IMAP_MAX_CONNECTIONS_PER_IP: usize = 100;
 
+/// Default longest time a client may take no output before its connection is closed
+/// (IMAP and LMTP): 5 minutes, Dovecot's output timeout (`CLIENT_OUTPUT_TIMEOUT_MSECS`),
+/// as long as SMTP's command timeout (RFC 5321 §4.5.3.2.7), so a slow link is never cut
+/// off and a client that stopped reading holds its slot no longer than an idle one.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Default autologout before authentication. RFC 9051 §5.4 lets a server use a
 /// shorter timer than 30 minutes in the not-authenticated state.
 pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -167,6 +173,9 @@ pub struct ImapConfig {
     /// Largest APPEND message in octets, advertised as APPENDLIMIT (RFC 7889); a
     /// larger one gets `NO [TOOBIG]`.
     pub max_message_size: u64,
+    /// Longest a client may take none of the output queued for it (it stopped reading)
+    /// before the connection is closed; before login, `login_timeout` caps it too.
+    pub write_timeout: Duration,
 }
 
 impl ImapConfig {
@@ -182,6 +191,7 @@ impl ImapConfig {
             autologout: MIN_AUTOLOGOUT,
             max_line_length: DEFAULT_IMAP_MAX_LINE_LENGTH,
             max_message_size: DEFAULT_IMAP_MAX_MESSAGE_SIZE,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
     }
 }
@@ -246,6 +256,9 @@ pub struct LmtpConfig {
     /// On shutdown, how long a transaction in progress may take to finish before
     /// the session gets `421 4.3.2` (its message then stays with the client).
     pub shutdown_timeout: Duration,
+    /// Longest a client may take none of the replies queued for it before the
+    /// connection is closed.
+    pub write_timeout: Duration,
 }
 
 impl LmtpConfig {
@@ -268,6 +281,7 @@ impl LmtpConfig {
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             data_timeout: DEFAULT_DATA_TIMEOUT,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
     }
 }
@@ -578,6 +592,12 @@ fn validate_imap(
         }
         c.autologout = d;
     }
+    if let Some(s) = raw.write_timeout {
+        if s.0 == 0 {
+            return Err(("imap.write_timeout", "must be at least 1 second".into()));
+        }
+        c.write_timeout = Duration::from_secs(s.0);
+    }
     if let Some(n) = raw.max_line_length {
         let range = MIN_IMAP_MAX_LINE_LENGTH as u64..=MAX_IMAP_MAX_LINE_LENGTH as u64;
         if !range.contains(&n.0) {
@@ -685,6 +705,11 @@ fn validate_lmtp(
         DEFAULT_COMMAND_TIMEOUT,
     )?;
     c.data_timeout = secs(raw.data_timeout, "lmtp.data_timeout", DEFAULT_DATA_TIMEOUT)?;
+    c.write_timeout = secs(
+        raw.write_timeout,
+        "lmtp.write_timeout",
+        DEFAULT_WRITE_TIMEOUT,
+    )?;
     c.shutdown_timeout = match raw.shutdown_timeout {
         None => DEFAULT_SHUTDOWN_TIMEOUT,
         Some(s) => Duration::from_secs(s.0),

@@ -32,6 +32,7 @@ pub(crate) struct RawImap {
     pub autologout: Option<Seconds>,
     pub max_line_length: Option<ByteSize>,
     pub max_message_size: Option<ByteSize>,
+    pub write_timeout: Option<Seconds>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -53,6 +54,7 @@ pub(crate) struct RawLmtp {
     pub command_timeout: Option<Seconds>,
     pub data_timeout: Option<Seconds>,
     pub shutdown_timeout: Option<Seconds>,
+    pub write_timeout: Option<Seconds>,
 }
 
 #[derive(Debug, Default, Deserialize)]

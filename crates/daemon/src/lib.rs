@@ -147,6 +147,7 @@ pub fn apply_imap_config(settings: &mut Settings, imap: &ImapConfig) {
     settings.max_per_ip = imap.max_connections_per_ip;
     settings.login_timeout = imap.login_timeout;
     settings.idle_timeout = imap.autologout;
+    settings.write_timeout = imap.write_timeout;
     settings.limits.max_line = imap.max_line_length;
     settings.limits.max_command = settings
         .limits

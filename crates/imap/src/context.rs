@@ -31,6 +31,9 @@ pub struct Settings {
     pub login_timeout: Duration,
     /// Autologout after authentication: at least 30 minutes (RFC 9051 §5.4, RFC 2177).
     pub idle_timeout: Duration,
+    /// Longest a client may take none of its output (it stopped reading) before the
+    /// connection is closed; before login the login timeout ends it too.
+    pub write_timeout: Duration,
     /// Password checks running at once (each is an argon2/crypt KDF on a blocking thread).
     pub kdf_permits: usize,
     /// Watch the folders IDLE sessions have selected with inotify. Off, those sessions see
@@ -48,6 +51,7 @@ impl Default for Settings {
             max_per_ip: 100,
             login_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30 * 60),
+            write_timeout: Duration::from_secs(5 * 60),
             kdf_permits: std::thread::available_parallelism().map_or(2, |n| n.get()),
             inotify: true,
         }

@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tracing::Instrument;
@@ -147,7 +146,9 @@ async fn connection(mut tcp: TcpStream, peer: SocketAddr, implicit_tls: bool, sh
             tracing::info!(reason = why, "connection refused");
             if !implicit_tls {
                 let line = format!("* BYE [UNAVAILABLE] {why}\r\n");
-                let _ = tcp.write_all(line.as_bytes()).await;
+                let timeout = shared.settings.write_timeout;
+                let _ =
+                    maildex_net::write_all_within(&mut tcp, line.as_bytes(), timeout, None).await;
             }
             return;
         }

@@ -157,14 +157,24 @@ impl Conn {
     async fn close_with(&mut self, reply: Vec<u8>) -> std::io::Result<End> {
         self.out.extend_from_slice(&reply);
         self.flush().await?;
-        let _ = self.stream.shutdown().await;
+        let timeout = self.shared.limits.write_timeout;
+        let _ = tokio::time::timeout(timeout, self.stream.shutdown()).await;
         Ok(End::Done)
     }
 
+    /// Writes the queued replies. A client that takes none of them for `write_timeout`
+    /// (it pipelines commands and never reads) is cut off: the replies queued for it
+    /// are bounded by what one read of its input produces.
     async fn flush(&mut self) -> std::io::Result<()> {
         if !self.out.is_empty() {
-            self.stream.write_all(&self.out).await?;
-            self.stream.flush().await?;
+            let timeout = self.shared.limits.write_timeout;
+            maildex_net::write_all_within(&mut self.stream, &self.out, timeout, None)
+                .await
+                .inspect_err(|e| {
+                    if e.kind() == std::io::ErrorKind::TimedOut {
+                        tracing::info!(error = %e, "closing LMTP connection");
+                    }
+                })?;
             self.out.clear();
         }
         Ok(())

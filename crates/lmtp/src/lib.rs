@@ -72,6 +72,8 @@ pub struct Limits {
     pub shutdown_timeout: Duration,
     /// Prepend a `Received:` header (`[lmtp] add_received_header`).
     pub add_received_header: bool,
+    /// Longest a client may take none of its replies before the connection is closed.
+    pub write_timeout: Duration,
 }
 
 impl Limits {
@@ -95,6 +97,7 @@ impl Limits {
             data_timeout: c.data_timeout,
             shutdown_timeout: c.shutdown_timeout,
             add_received_header: c.add_received_header,
+            write_timeout: c.write_timeout,
         }
     }
 }

@@ -1,14 +1,17 @@
 //! maildex-net: what the IMAP and LMTP servers share at the socket level: binding a TCP
 //! listener so that `0.0.0.0:143` and `[::]:143` can be configured together, and the one
 //! form of a client's address that connection limits, login penalties, the loopback
-//! check and the logs all use.
+//! check and the logs all use; writes under a deadline ([`write_all_within`]).
 
 #![warn(missing_docs)]
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
 
 /// Connections the kernel queues before they are accepted (tokio's own default).
 const BACKLOG: i32 = 1024;
@@ -67,4 +70,34 @@ mod tests {
             "::1".parse::<IpAddr>().unwrap()
         );
     }
+}
+
+/// Writes all of `buf` to `w` and flushes it, as `write_all` and `flush` do, but gives up
+/// with [`io::ErrorKind::TimedOut`] when the peer takes nothing for `stall` (it stopped
+/// reading: without this its connection, and whatever output is queued for it, would be
+/// held for ever), or at `by` however it progresses (a session's own deadline, such as
+/// the login timeout). Progress restarts the `stall` timer, so a slow but reading client
+/// is never cut off, as Dovecot's output timeout (5 minutes without progress) behaves.
+pub async fn write_all_within<W: AsyncWrite + Unpin + ?Sized>(
+    w: &mut W,
+    mut buf: &[u8],
+    stall: Duration,
+    by: Option<Instant>,
+) -> io::Result<()> {
+    let deadline = || {
+        let next = Instant::now() + stall;
+        by.map_or(next, |by| by.min(next))
+    };
+    let stalled = || io::Error::new(io::ErrorKind::TimedOut, "the client stopped reading");
+    while !buf.is_empty() {
+        match tokio::time::timeout_at(deadline(), w.write(buf)).await {
+            Ok(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(Ok(n)) => buf = &buf[n..],
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(stalled()),
+        }
+    }
+    tokio::time::timeout_at(deadline(), w.flush())
+        .await
+        .map_err(|_| stalled())?
 }

@@ -8,8 +8,6 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt as _;
-
 use maildex_index::{CachedFields, MessageState};
 use maildex_maildir::Flags;
 use maildex_proto::{FetchArgs, FetchItem, ResponseCode, SectionText, SequenceSet};
@@ -196,7 +194,7 @@ impl Session {
                 Batch::Rendered(bytes, gone) => {
                     expunged |= gone;
                     self.flush().await?;
-                    self.stream.write_all(&bytes).await?;
+                    self.write(&bytes).await?;
                 }
                 Batch::Loaded(targets, loaded) => {
                     for (&(seq, uid), msg) in targets.iter().zip(loaded) {

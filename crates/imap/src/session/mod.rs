@@ -233,7 +233,8 @@ impl Session {
             }
             Err(other) => tracing::error!(error = ?other, "session ended"),
         }
-        let _ = self.stream.shutdown().await;
+        let _ =
+            tokio::time::timeout(self.shared.settings.write_timeout, self.stream.shutdown()).await;
         tracing::debug!("disconnected");
     }
 
@@ -502,15 +503,31 @@ impl Session {
     }
 
     async fn flush(&mut self) -> Result<(), CmdError> {
-        if !self.out.is_empty() {
-            self.stream.write_all(&self.out).await?;
-            self.out.clear();
-        }
+        let out = std::mem::take(&mut self.out);
+        let written = self.write(&out).await;
+        self.out = out;
+        self.out.clear();
         if self.out.capacity() > 4 * OUT_KEEP {
             self.out.shrink_to(OUT_KEEP);
         }
-        self.stream.flush().await?;
-        Ok(())
+        written
+    }
+
+    /// Writes `bytes` to the client and flushes. Every write of a session goes through
+    /// here, under a deadline: `write_timeout` without progress (a client that stopped
+    /// reading), and before login the login deadline as well, so pipelining commands and
+    /// never reading holds a connection slot no longer than sending nothing does.
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), CmdError> {
+        let by = matches!(self.state, State::NotAuthenticated).then_some(self.login_deadline);
+        let stall = self.shared.settings.write_timeout;
+        maildex_net::write_all_within(&mut self.stream, bytes, stall, by)
+            .await
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    tracing::info!(error = %e, "closing the connection");
+                }
+                CmdError::Io(e)
+            })
     }
 }
 
