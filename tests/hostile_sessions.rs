@@ -54,3 +54,35 @@ fn status_on_made_up_names_leaves_nothing_behind() {
     assert!(grew < 4 * 1024, "grew by {grew} KiB");
     bystander.finish();
 }
+
+#[test]
+fn list_patterns_of_60_kb_are_refused_and_long_ones_stay_cheap() {
+    let _serial = serial();
+    let d = Daemon::start("");
+    let mut c = d.login("alice");
+    let made = pipelined(&mut c, 300, 100, |i| format!("CREATE Folder{i:03}.Sub"));
+    assert_eq!(made, 300);
+    let bystander = Bystander::start("LIST with 60 KB and 1 KB patterns", d.imap, "bob");
+    let mem = Mem::start("LIST and LSUB with 60 KB and 1 KB patterns over 600 mailboxes");
+    let huge = format!("\"{}x\"", "*".repeat(60_000));
+    let long = format!("\"{}x\"", "*%".repeat(500));
+    let mut attackers: Vec<_> = (0..4).map(|_| d.login("alice")).collect();
+    for a in &mut attackers {
+        // RFC 5530 §3: a server limit
+        let r = a.cmd(&format!("LIST \"\" {huge}"));
+        assert_eq!(r.status(), "NO", "{}", r.done.text());
+        assert!(r.done.text().contains("[LIMIT]"), "{}", r.done.text());
+        let r = a.cmd(&format!("LSUB \"\" {huge}"));
+        assert_eq!(r.status(), "NO", "{}", r.done.text());
+    }
+    // just under the cap: answered, and cheaply
+    let ok = pipelined(&mut attackers[0], 40, 10, |_| format!("LIST \"\" {long}"));
+    assert_eq!(ok, 40);
+    let r = c.ok("LIST \"\" *%x");
+    assert!(r.untagged.is_empty(), "no name ends in x: {}", r.all());
+    let r = c.ok("LIST \"\" Folder1*.%");
+    assert_eq!(r.untagged.len(), 100, "{}", r.all());
+    drop(attackers);
+    mem.finish();
+    bystander.finish();
+}

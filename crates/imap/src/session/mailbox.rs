@@ -2,6 +2,7 @@
 //! LIST-EXTENDED, LIST-STATUS, SPECIAL-USE), LSUB and STATUS (RFC 3501 §6.3.3-§6.3.10,
 //! RFC 5258, RFC 5819, RFC 6154, RFC 8438).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use maildex_index::MailboxRecord;
@@ -48,15 +49,44 @@ pub(crate) fn write_name(out: &mut Vec<u8>, name: &str) {
     encode::astring(out, wire.as_bytes());
 }
 
+/// Longest reference plus pattern LIST and LSUB take; longer gets `NO [LIMIT]` (RFC 5530
+/// §3). A mailbox name is one Maildir++ folder name, at most 255 bytes, so what a longer
+/// pattern adds can only be wildcards, which [`wildcard`] collapses anyway.
+const MAX_PATTERN: usize = 1024;
+
 /// RFC 3501 §6.3.8 wildcard match of `name` (wire form) against `pattern`: `*` matches
-/// anything, `%` anything but the hierarchy separator `.`. Dynamic programming over the
-/// pattern, O(pattern x name), so no pattern can make it exponential.
+/// anything, `%` anything but the hierarchy separator `.`. A run of wildcards is first
+/// collapsed to one (`*` if it holds one, else `%`: `%%` matches what `%` does), and a
+/// pattern with more literal bytes than the name cannot match, so what is left is at most
+/// twice the name's length; then dynamic programming over it, O(name²) whatever the
+/// pattern (a name is at most 255 bytes), no backtracking.
 fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
+    let is_wild = |c: u8| c == b'*' || c == b'%';
+    let mut collapsed: Vec<u8> = Vec::with_capacity(pattern.len().min(2 * name.len() + 1));
+    let mut literals = 0;
+    for &c in pattern {
+        match collapsed.last_mut() {
+            Some(last) if is_wild(c) && is_wild(*last) => {
+                if c == b'*' {
+                    *last = b'*';
+                }
+            }
+            _ => {
+                if !is_wild(c) {
+                    literals += 1;
+                    if literals > name.len() {
+                        return false;
+                    }
+                }
+                collapsed.push(c);
+            }
+        }
+    }
     // reach[i]: the pattern consumed so far can end just before name[i]
     let mut reach = vec![false; name.len() + 1];
+    let mut next = vec![false; name.len() + 1];
     reach[0] = true;
-    for &p in pattern {
-        let mut next = vec![false; name.len() + 1];
+    for &p in &collapsed {
         match p {
             b'*' | b'%' => {
                 let mut on = false;
@@ -69,12 +99,13 @@ fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
                 }
             }
             c => {
+                next[0] = false;
                 for i in 0..name.len() {
                     next[i + 1] = reach[i] && name[i] == c;
                 }
             }
         }
-        reach = next;
+        std::mem::swap(&mut reach, &mut next);
         if !reach.iter().any(|&r| r) {
             return false;
         }
@@ -227,8 +258,20 @@ impl Session {
             return Ok(Done::ok("List completed."));
         }
         let store = self.store()?;
-        let (infos, subscribed) = blocking(move || -> Result<_, CmdError> {
-            Ok((store.list_mailboxes()?, store.subscriptions()?))
+        check_pattern_length(&args.reference, &args.patterns)?;
+        let (reference, patterns) = (args.reference.clone(), args.patterns.clone());
+        let (infos, subscribed, matched) = blocking(move || -> Result<_, CmdError> {
+            let (infos, subscribed) = (store.list_mailboxes()?, store.subscriptions()?);
+            // matched here, on a blocking thread: the cost grows with the mailboxes
+            let names = infos.iter().map(|i| &i.name).chain(&subscribed);
+            let matched: HashSet<String> = names
+                .filter(|n| {
+                    let w = wire(n);
+                    patterns.iter().any(|p| list_match(&reference, p, &w))
+                })
+                .cloned()
+                .collect();
+            Ok((infos, subscribed, matched))
         })
         .await??;
         let sel_subscribed = args.selection.contains(&ListSelect::Subscribed);
@@ -239,12 +282,7 @@ impl Session {
             ListReturn::Status(items) => Some(items.clone()),
             _ => None,
         });
-        let matches = |name: &str| {
-            let w = wire(name);
-            args.patterns
-                .iter()
-                .any(|p| list_match(&args.reference, p, &w))
-        };
+        let matches = |name: &str| matched.contains(name);
         let mut rows: Vec<(String, Vec<&'static str>, bool, Option<&'static str>)> = Vec::new();
         if sel_subscribed {
             // RFC 5258 §3.1: subscribed names, existing or not; RECURSIVEMATCH adds
@@ -344,17 +382,20 @@ impl Session {
         pattern: Vec<u8>,
     ) -> Result<Done, CmdError> {
         let store = self.store()?;
-        let (infos, subscribed) = blocking(
-            move || -> Result<(Vec<MailboxInfo>, Vec<String>), CmdError> {
-                Ok((store.list_mailboxes()?, store.subscriptions()?))
-            },
-        )
+        check_pattern_length(&reference, std::slice::from_ref(&pattern))?;
+        type Lsub = (Vec<MailboxInfo>, Vec<String>, Vec<String>);
+        let (infos, listed, parents) = blocking(move || -> Result<Lsub, CmdError> {
+            // matched here, on a blocking thread, as for LIST
+            let matches = |name: &str| list_match(&reference, &pattern, &wire(name));
+            let subscribed = store.subscriptions()?;
+            // RFC 3501 §6.3.9: a level above subscribed names the pattern does not reach is
+            // listed `\Noselect` (`a.b` subscribed, `a` not: `LSUB "" %` returns `a`)
+            let parents = unlisted_parents(&subscribed, matches);
+            let listed = subscribed.into_iter().filter(|n| matches(n)).collect();
+            Ok((store.list_mailboxes()?, listed, parents))
+        })
         .await??;
-        let matches = |name: &str| list_match(&reference, &pattern, &wire(name));
-        for name in &subscribed {
-            if !matches(name) {
-                continue;
-            }
+        for name in &listed {
             let exists = infos.iter().any(|i| &i.name == name && i.selectable);
             self.out.extend_from_slice(if exists {
                 b"* LSUB () \".\" "
@@ -364,9 +405,7 @@ impl Session {
             write_name(&mut self.out, name);
             self.out.extend_from_slice(b"\r\n");
         }
-        // RFC 3501 §6.3.9: a level above subscribed names the pattern does not reach is
-        // listed `\Noselect` (`a.b` subscribed, `a` not: `LSUB "" %` returns `a`)
-        for parent in unlisted_parents(&subscribed, matches) {
+        for parent in parents {
             self.out.extend_from_slice(b"* LSUB (\\Noselect) \".\" ");
             write_name(&mut self.out, &parent);
             self.out.extend_from_slice(b"\r\n");
@@ -396,6 +435,20 @@ impl Session {
     }
 }
 
+/// `NO [LIMIT]` for a reference and pattern over [`MAX_PATTERN`] bytes together.
+fn check_pattern_length(reference: &[u8], patterns: &[Vec<u8>]) -> Result<(), CmdError> {
+    if patterns
+        .iter()
+        .any(|p| reference.len() + p.len() > MAX_PATTERN)
+    {
+        return Err(CmdError::no(
+            ResponseCode::Limit,
+            format!("Mailbox pattern over {MAX_PATTERN} bytes."),
+        ));
+    }
+    Ok(())
+}
+
 fn children_attr(i: &MailboxInfo) -> &'static str {
     if i.has_children {
         "\\HasChildren"
@@ -419,6 +472,31 @@ mod tests {
         assert!(!list_match(b"", b"inbox", b"Inbox.x"));
         assert!(list_match(b"", b"S*t", b"Sent"));
         assert!(!list_match(b"", b"S*x", b"Sent"));
+    }
+
+    #[test]
+    fn collapsed_wildcard_runs_match_as_before() {
+        assert!(list_match(b"", b"%%", b"a"));
+        assert!(!list_match(b"", b"%%", b"a.b"));
+        assert!(list_match(b"", b"%*%", b"a.b"));
+        assert!(list_match(b"", b"*%", b"a.b"));
+        assert!(list_match(b"", b"a%%.%b", b"ax.yb"));
+        assert!(!list_match(b"", b"a%%b", b"a.b"));
+        assert!(list_match(b"", b"%", b""));
+        // more literal bytes than the name: no match, whatever the wildcards
+        assert!(!list_match(b"", b"*a*a*a*", b"aa"));
+    }
+
+    #[test]
+    fn a_60_kb_pattern_costs_what_the_name_does() {
+        let star = b"*".repeat(60_000);
+        assert!(list_match(b"", &star, b"a.b.c"));
+        let mixed = b"*%".repeat(30_000);
+        let name = b"x".repeat(255);
+        // collapsed to `*`: 300 names here were 5 billion steps before
+        for _ in 0..300 {
+            assert!(list_match(b"", &mixed, &name));
+        }
     }
 
     #[test]
