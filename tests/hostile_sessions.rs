@@ -9,17 +9,15 @@
 mod hostile_support;
 mod imap_support;
 
-use hostile_support::{serial, Bystander, Daemon, Mem};
+use std::net::Ipv4Addr;
+
+use hostile_support::{serial, tcp_small_window_from, Bystander, Daemon, Mem};
+use imap_support::{Client, Stream};
 
 /// Sends `n` commands made by `command(i)` in bursts of `burst` and reads their answers;
 /// returns how many answered OK. Pipelined, so the server, not the round trip, sets
 /// the pace.
-fn pipelined(
-    c: &mut imap_support::Client,
-    n: usize,
-    burst: usize,
-    command: impl Fn(usize) -> String,
-) -> usize {
+fn pipelined(c: &mut Client, n: usize, burst: usize, command: impl Fn(usize) -> String) -> usize {
     let mut ok = 0;
     for start in (0..n).step_by(burst) {
         let end = (start + burst).min(n);
@@ -84,5 +82,69 @@ fn list_patterns_of_60_kb_are_refused_and_long_ones_stay_cheap() {
     assert_eq!(r.untagged.len(), 100, "{}", r.all());
     drop(attackers);
     mem.finish();
+    bystander.finish();
+}
+
+/// A message whose header is about 4 KB (40 `Received:` lines), CRLF.
+fn message_with_long_header(i: usize) -> String {
+    let mut m = String::new();
+    for r in 0..40 {
+        m.push_str(&format!(
+            "Received: from relay{r}.example.net (relay{r}.example.net [192.0.2.{r}]) by \
+             mx.example.org with ESMTPS id {i:06}{r:02}; Mon, 7 Feb 1994 21:52:25 -0800\r\n"
+        ));
+    }
+    m.push_str(&format!(
+        "From: a@example.net\r\nSubject: message {i}\r\n\r\nbody\r\n"
+    ));
+    m
+}
+
+#[test]
+fn fetch_items_repeated_or_many_stay_within_a_few_mib() {
+    let _serial = serial();
+    let d = Daemon::start("");
+    let mut c = d.login("alice");
+    let ok = pipelined(&mut c, 200, 50, |i| {
+        let m = message_with_long_header(i);
+        format!("APPEND INBOX {{{}+}}\r\n{m}", m.len())
+    });
+    assert_eq!(ok, 200);
+    c.ok("SELECT INBOX");
+    let different: Vec<String> = (0..300)
+        .map(|i| format!("BODY.PEEK[HEADER]<{i}.4000>"))
+        .collect();
+    let bystander = Bystander::start("FETCH items repeated, many, never read", d.imap, "bob");
+    let mem = Mem::start("FETCH: 300 x RFC822.HEADER on 200 messages, 3,000 x BODYSTRUCTURE, 250 different header items never read");
+    // repeats are answered once (they were rendered 300 times: 240 MB)
+    let r = c.ok(&format!(
+        "FETCH 1:* ({})",
+        vec!["RFC822.HEADER"; 300].join(" ")
+    ));
+    assert_eq!(r.fetches().len(), 200);
+    let r = c.ok(&format!(
+        "FETCH 3 ({})",
+        vec!["BODYSTRUCTURE"; 3000].join(" ")
+    ));
+    assert_eq!(r.fetches().len(), 1);
+    // 250 different header items of 200 messages (200 MB) for a client that never reads:
+    // the server renders a little ahead of the socket, not the whole answer
+    let tcp = tcp_small_window_from(Ipv4Addr::LOCALHOST, d.imap);
+    let mut reader = Client::wrap(Stream::Plain(tcp.try_clone().unwrap()));
+    reader.read_greeting();
+    reader.ok("LOGIN alice pw");
+    reader.ok("SELECT INBOX");
+    reader.send(format!("F FETCH 1:* ({})\r\n", different[..250].join(" ")));
+    // its first bytes arrive once the first part of the answer is rendered (all of it,
+    // before)
+    let mut first = [0u8; 16];
+    let n = tcp.peek(&mut first).unwrap();
+    assert!(first[..n].starts_with(b"* 1 FETCH"), "{:?}", &first[..n]);
+    let grew = mem.finish();
+    assert!(grew < 16 * 1024, "grew by {grew} KiB");
+    // more different items than a FETCH may have
+    let r = c.cmd(&format!("FETCH 1 ({})", different.join(" ")));
+    assert_eq!(r.status(), "BAD", "{}", r.done.text());
+    drop((tcp, reader));
     bystander.finish();
 }

@@ -16,7 +16,7 @@ use maildex_store::{FlagOp, UserStore};
 use super::binary::locate_binary;
 use super::body::message_path;
 use super::messages::{load_batch, resolve, Loaded};
-use super::render::{hot_section, want_of, Plan, Render, NO_PLAN};
+use super::render::{hot_section, want_of, Plan, Render, Rendered, NO_PLAN};
 use super::{blocking, CmdError, Done, Session, State, FLUSH_AT};
 use crate::section::{locate, Located};
 
@@ -26,6 +26,27 @@ use crate::section::{locate, Located};
 const BATCH: usize = 512;
 /// Batches read (and rendered) ahead of the one being written.
 const IN_FLIGHT: usize = 2;
+/// Most different items one FETCH may ask for; more is `BAD`, as Dovecot answers a
+/// command over its limits. A client asks for a dozen; each item can cost a header
+/// block per message.
+const MAX_ITEMS: usize = 256;
+
+/// The items with repeats dropped (an item asked for twice is answered once, as Dovecot
+/// keeps one handler per item), or `BAD` over [`MAX_ITEMS`].
+fn merge_items(items: Vec<FetchItem>) -> Result<Vec<FetchItem>, CmdError> {
+    let mut seen = HashSet::new();
+    let items: Vec<FetchItem> = items
+        .into_iter()
+        .filter(|item| seen.insert(format!("{item:?}")))
+        .collect();
+    if items.len() > MAX_ITEMS {
+        return Err(CmdError::Bad(format!(
+            "Too many FETCH items: {} different ones, at most {MAX_ITEMS}",
+            items.len()
+        )));
+    }
+    Ok(items)
+}
 
 /// What the items need from the index.
 #[derive(Default, Clone, Copy)]
@@ -139,6 +160,7 @@ impl Session {
         if uid_cmd && !items.contains(&FetchItem::Uid) {
             items.insert(0, FetchItem::Uid);
         }
+        let items = merge_items(items)?;
         let need = needs(&items);
         let (id, name, read_only) = (sel.id, sel.name.clone(), sel.read_only);
         // implicit \Seen, before anything is sent, so FLAGS in the answer are true
@@ -174,8 +196,9 @@ impl Session {
                 let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
                 let loaded = load(&s, id, &uids, need)?;
                 if index_only {
-                    let (bytes, gone) = r.batch(&targets, loaded)?;
-                    Ok(Batch::Rendered(bytes, gone))
+                    Ok(Batch::Rendered(
+                        r.batch(targets.into_iter().zip(loaded).collect())?,
+                    ))
                 } else {
                     Ok(Batch::Loaded(targets, loaded))
                 }
@@ -191,8 +214,15 @@ impl Session {
                 .map_err(|e| CmdError::Server(format!("blocking task failed: {e}")))??;
             pending.extend(batches.next().map(start));
             match batch {
-                Batch::Rendered(bytes, gone) => {
+                Batch::Rendered(Rendered { bytes, gone, rest }) => {
                     expunged |= gone;
+                    if !rest.is_empty() {
+                        // the rest of this batch comes next, rendered while this is written
+                        let r = Arc::clone(&render);
+                        pending.push_front(tokio::task::spawn_blocking(move || {
+                            Ok(Batch::Rendered(r.batch(rest)?))
+                        }));
+                    }
                     self.flush().await?;
                     self.write(&bytes).await?;
                 }
@@ -287,6 +317,10 @@ impl Session {
             if i > 0 {
                 self.out.push(b' ');
             }
+            if self.out.len() >= FLUSH_AT {
+                // many items of one message (each a header block, say) go out as they come
+                self.flush().await?;
+            }
             if r.item(&mut self.out, (item, plan), uid, &msg)? {
                 continue;
             }
@@ -362,8 +396,8 @@ impl Session {
 
 /// A batch as the blocking thread hands it back.
 enum Batch {
-    /// Every `* n FETCH` line of the batch, and whether a message was gone.
-    Rendered(Vec<u8>, bool),
+    /// `* n FETCH` lines of the batch (or of its first part, the rest to follow).
+    Rendered(Rendered),
     /// The messages, for items that read the file.
     Loaded(Vec<(u32, u32)>, Vec<Option<Loaded>>),
 }

@@ -142,6 +142,25 @@ fn literal_cut(out: &mut Vec<u8>, data: &[u8], partial: Option<Partial>) {
     encode::literal(out, &data[skip..skip + take]);
 }
 
+/// Bytes of `* n FETCH` lines a blocking thread renders before it hands them to the
+/// session: the rest of its batch is rendered after, while these are written. With two
+/// batches in flight a session holds a few MiB of unsent output at most, whatever the
+/// items (a batch of 512 messages with thousands of header items was gigabytes).
+pub(super) const RENDER_BUDGET: usize = 1 << 20;
+
+/// Messages of a batch with what the index gave for each (`None`: expunged meanwhile).
+pub(super) type Messages = Vec<((u32, u32), Option<Loaded>)>;
+
+/// What a blocking thread rendered of a batch.
+pub(super) struct Rendered {
+    /// `* n FETCH` lines, about [`RENDER_BUDGET`] bytes at most (one message more).
+    pub bytes: Vec<u8>,
+    /// Whether a message was gone (expunged since the view was made).
+    pub gone: bool,
+    /// The messages not rendered yet, in order.
+    pub rest: Messages,
+}
+
 /// What rendering needs besides the message: the same for every message of one command.
 pub(super) struct Render {
     /// The selected mailbox's name, for error messages.
@@ -312,22 +331,26 @@ impl Render {
         Ok(())
     }
 
-    /// Renders a batch of messages none of whose items needs the file. Returns the bytes
-    /// and whether some message was gone (expunged since the view was made).
-    pub(super) fn batch(
-        &self,
-        targets: &[(u32, u32)],
-        loaded: Vec<Option<Loaded>>,
-    ) -> Result<(Vec<u8>, bool), CmdError> {
+    /// Renders messages none of whose items needs the file, until [`RENDER_BUDGET`]
+    /// bytes; what is left is handed back to be rendered next.
+    pub(super) fn batch(&self, messages: Messages) -> Result<Rendered, CmdError> {
         let mut out = Vec::new();
         let mut gone = false;
-        for (&(seq, uid), msg) in targets.iter().zip(loaded) {
+        let mut messages = messages.into_iter();
+        for ((seq, uid), msg) in messages.by_ref() {
             match msg {
                 Some(msg) => self.message(&mut out, (seq, uid), &msg)?,
                 None => gone = true,
             }
+            if out.len() >= RENDER_BUDGET {
+                break;
+            }
         }
-        Ok((out, gone))
+        Ok(Rendered {
+            bytes: out,
+            gone,
+            rest: messages.collect(),
+        })
     }
 }
 
