@@ -148,3 +148,41 @@ fn fetch_items_repeated_or_many_stay_within_a_few_mib() {
     drop((tcp, reader));
     bystander.finish();
 }
+
+#[test]
+fn listings_of_10000_mailboxes_do_not_hold_up_others() {
+    let _serial = serial();
+    let d = Daemon::start("");
+    let root = d.maildir("alice");
+    let mut c = d.login("alice");
+    for i in 0..10_000 {
+        for sub in ["cur", "new", "tmp"] {
+            let name = format!(".Folder{:02}.Box{i:05}/{sub}", i % 100);
+            std::fs::create_dir_all(root.join(name)).unwrap();
+        }
+    }
+    c.ok("LIST \"\" \"*\"");
+    let bystander = Bystander::start("4 LISTs of 10,000 mailboxes at once", d.imap, "bob");
+    let mem = Mem::start("4 clients listing 10,000 mailboxes at once, twice");
+    let mut clients: Vec<_> = (0..3).map(|_| d.login("alice")).collect();
+    clients.push(c);
+    let begun = std::time::Instant::now();
+    for _ in 0..2 {
+        for c in &mut clients {
+            c.send("L LIST \"\" \"*\"\r\n");
+        }
+        for c in &mut clients {
+            let r = c.until("L");
+            assert_eq!(r.status(), "OK");
+            // the boxes, their 100 parents, INBOX
+            assert_eq!(r.untagged.len(), 10_101);
+        }
+    }
+    eprintln!(
+        "8 LISTs of 10,101 mailboxes in {:.1} s",
+        begun.elapsed().as_secs_f64()
+    );
+    drop(clients);
+    mem.finish();
+    bystander.finish();
+}

@@ -339,12 +339,18 @@ impl Session {
                 rows.push((i.name.clone(), attrs, false, special));
             }
         }
-        let selectable: Vec<String> = rows
+        // sets, not scans per row: a listing of 20,000 mailboxes ran for seconds on the reactor
+        let selectable_infos: HashSet<&str> = infos
+            .iter()
+            .filter(|i| i.selectable)
+            .map(|i| i.name.as_str())
+            .collect();
+        let selectable: HashSet<String> = rows
             .iter()
             .filter(|(n, attrs, _, _)| {
-                !attrs.contains(&"\\NonExistent") && !attrs.contains(&"\\Noselect") && {
-                    infos.iter().any(|i| &i.name == n && i.selectable)
-                }
+                !attrs.contains(&"\\NonExistent")
+                    && !attrs.contains(&"\\Noselect")
+                    && selectable_infos.contains(n.as_str())
             })
             .map(|(n, ..)| n.clone())
             .collect();
