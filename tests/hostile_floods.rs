@@ -48,9 +48,17 @@ fn first_line(tcp: &mut TcpStream) -> String {
 /// Opens `n` connections from `src` and keeps those that are greeted; returns them and
 /// the refusals' texts.
 fn flood(src: Ipv4Addr, dst: SocketAddr, n: usize) -> (Vec<TcpStream>, Vec<String>) {
+    flood_by(n, |_| tcp_from(src, dst))
+}
+
+/// [`flood`] with the `i`th connection made by `connect(i)`.
+fn flood_by(
+    n: usize,
+    mut connect: impl FnMut(usize) -> TcpStream,
+) -> (Vec<TcpStream>, Vec<String>) {
     let (mut held, mut refused) = (Vec::new(), Vec::new());
-    for _ in 0..n {
-        let mut tcp = tcp_from(src, dst);
+    for i in 0..n {
+        let mut tcp = connect(i);
         let line = first_line(&mut tcp);
         if line.starts_with("* OK ") {
             held.push(tcp);
@@ -204,20 +212,17 @@ fn a_flood_from_one_ipv6_64_stops_at_the_per_address_limit() {
     let d = Daemon::start("listen = [\"[::1]:0\"]\nmax_connections_per_ip = 5");
     let bystander = Bystander::start("40 connections from one /64", d.imap, "bob");
     let mem = Mem::start("flood: 40 connections from 40 addresses of one IPv6 /64, limit 5");
-    let (mut held, mut refused) = (Vec::new(), Vec::new());
-    for i in 1..=40u16 {
-        let src = Ipv6Addr::new(0x2001, 0xdb8, 0x64, 1, 0, 0, 0, i);
-        let mut tcp = tcp6_from(src, d.imap);
-        let line = first_line(&mut tcp);
-        if line.starts_with("* OK ") {
-            held.push(tcp);
-        } else {
-            assert!(line.contains("from your address"), "{line:?}");
-            refused.push(line);
-        }
-    }
+    let (held, refused) = flood_by(40, |i| {
+        let src = Ipv6Addr::new(0x2001, 0xdb8, 0x64, 1, 0, 0, 0, i as u16 + 1);
+        tcp6_from(src, d.imap)
+    });
     assert_eq!(held.len(), 5, "the /64 counts as one address");
     assert_eq!(refused.len(), 35);
+    assert!(
+        refused.iter().all(|r| r.contains("from your address")),
+        "{}",
+        refused[0]
+    );
     // the neighbouring /64 is another address
     let mut tcp = tcp6_from(Ipv6Addr::new(0x2001, 0xdb8, 0x64, 2, 0, 0, 0, 1), d.imap);
     let line = first_line(&mut tcp);
