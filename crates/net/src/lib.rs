@@ -53,25 +53,6 @@ pub fn canonical_peer(peer: SocketAddr) -> SocketAddr {
     SocketAddr::new(canonical_ip(peer.ip()), peer.port())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_mapped_address_is_its_ipv4_address() {
-        let mapped: SocketAddr = "[::ffff:127.0.0.1]:5000".parse().unwrap();
-        let peer = canonical_peer(mapped);
-        assert_eq!(peer, "127.0.0.1:5000".parse::<SocketAddr>().unwrap());
-        assert!(peer.ip().is_loopback());
-        let v6: IpAddr = "2001:db8::1".parse().unwrap();
-        assert_eq!(canonical_ip(v6), v6);
-        assert_eq!(
-            canonical_ip("::1".parse().unwrap()),
-            "::1".parse::<IpAddr>().unwrap()
-        );
-    }
-}
-
 /// Writes all of `buf` to `w` and flushes it, as `write_all` and `flush` do, but gives up
 /// with [`io::ErrorKind::TimedOut`] when the peer takes nothing for `stall` (it stopped
 /// reading: without this its connection, and whatever output is queued for it, would be
@@ -100,4 +81,23 @@ pub async fn write_all_within<W: AsyncWrite + Unpin + ?Sized>(
     tokio::time::timeout_at(deadline(), w.flush())
         .await
         .map_err(|_| stalled())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mapped_address_is_its_ipv4_address() {
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:5000".parse().unwrap();
+        let peer = canonical_peer(mapped);
+        assert_eq!(peer, "127.0.0.1:5000".parse::<SocketAddr>().unwrap());
+        assert!(peer.ip().is_loopback());
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(canonical_ip(v6), v6);
+        assert_eq!(
+            canonical_ip("::1".parse().unwrap()),
+            "::1".parse::<IpAddr>().unwrap()
+        );
+    }
 }
