@@ -207,9 +207,6 @@ pub(crate) fn clear(
     dbs.changes.delete_range(txn, &range).map_err(lmdb)?;
     dbs.expunged.delete_range(txn, &range).map_err(lmdb)?;
     if let Some(rec) = rec {
-        // the clearing is a change of its own: a client that saw the mailbox before it
-        // is below the floor and gets the full UID list
-        rec.highest_modseq += 1;
         rec.tombstones = 0;
         rec.expunge_floor = rec.highest_modseq;
     }

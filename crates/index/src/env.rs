@@ -68,6 +68,9 @@ pub struct Dbs<'e> {
     pub changes: Database<'e, Bytes, Bytes>,
     /// `expunged`: (mailbox, modseq) -> uid, the expunge tombstones.
     pub expunged: Database<'e, Bytes, Bytes>,
+    /// The clock in microseconds when this process opened the env: no mailbox's highest
+    /// modseq reads as lower (see [`crate::Reader::mailbox`]).
+    pub modseq_floor: u64,
 }
 
 impl<'e> Dbs<'e> {
@@ -293,6 +296,7 @@ impl Index {
                 headers,
                 changes,
                 expunged,
+                modseq_floor: crate::txn::modseq_floor(),
             })
         })?;
         let index = Index {
@@ -306,11 +310,6 @@ impl Index {
             _open_lock: open_lock,
         };
         index.check_schema()?;
-        // RFC 7162 §3.1.1: HIGHESTMODSEQ never goes back. A power loss can undo the last
-        // commit (MDB_NOMETASYNC, above) after a client saw its modseqs; the clock, in
-        // microseconds, is above all of them (that would take more than a change per
-        // microsecond since the last open), so every mailbox starts from it.
-        index.write(|w| w.raise_modseqs(crate::txn::modseq_floor()))?;
         Ok(index)
     }
 

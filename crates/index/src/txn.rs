@@ -53,11 +53,24 @@ impl<'t> Reader<'t> {
     }
 
     /// The mailbox record of `id`.
+    ///
+    /// RFC 7162 §3.1.1: HIGHESTMODSEQ never goes back. A power loss can undo a commit
+    /// (MDB_NOMETASYNC, see `Index::open`) whose modseqs a client saw; those were at most
+    /// the clock of their time (a change's modseq is at least the clock, [`Writer`], and
+    /// runs ahead of it only by the changes of one commit), so the highest modseq reads as
+    /// at least the clock of this process's open of the env, and the next change is above.
     pub fn mailbox(&self, id: u32) -> Result<Option<MailboxRecord>, IndexError> {
         match self.dbs.mailboxes.get(self.txn, &id).map_err(lmdb)? {
-            Some(raw) => Ok(Some(decode(raw, &format_args!("mailbox {id}"))?)),
+            Some(raw) => Ok(Some(
+                self.floored(decode(raw, &format_args!("mailbox {id}"))?),
+            )),
             None => Ok(None),
         }
+    }
+
+    fn floored(&self, mut rec: MailboxRecord) -> MailboxRecord {
+        rec.highest_modseq = rec.highest_modseq.max(self.dbs.modseq_floor);
+        rec
     }
 
     /// The mailbox record of `id`, or [`IndexError::NoMailbox`].
@@ -70,7 +83,10 @@ impl<'t> Reader<'t> {
         let mut out = Vec::new();
         for item in self.dbs.mailboxes.iter(self.txn).map_err(lmdb)? {
             let (id, raw) = item.map_err(lmdb)?;
-            out.push((id, decode(raw, &format_args!("mailbox {id}"))?));
+            out.push((
+                id,
+                self.floored(decode(raw, &format_args!("mailbox {id}"))?),
+            ));
         }
         Ok(out)
     }
@@ -324,11 +340,18 @@ pub struct PageStats {
 pub struct Writer<'t, 'e> {
     pub(crate) dbs: &'t Dbs<'t>,
     pub(crate) txn: &'t mut RwTxn<'e>,
+    /// The clock when this write began: no modseq it gives is lower (see
+    /// [`Reader::mailbox`]).
+    now: u64,
 }
 
 impl<'t, 'e> Writer<'t, 'e> {
     pub(crate) fn new(dbs: &'t Dbs<'t>, txn: &'t mut RwTxn<'e>) -> Self {
-        Writer { dbs, txn }
+        Writer {
+            dbs,
+            txn,
+            now: modseq_floor(),
+        }
     }
 
     /// Lookups that see this transaction's own changes.
@@ -445,6 +468,9 @@ impl<'t, 'e> Writer<'t, 'e> {
         match self.reader().mailbox(id)? {
             Some(mut rec) => {
                 rec.counts = schema::Counts::default();
+                // the clearing is a change of its own: a client that saw the mailbox
+                // before it is below the new expunge floor and gets the full UID list
+                self.bump_modseq(&mut rec);
                 changes::clear(self.dbs, self.txn, id, Some(&mut rec))?;
                 self.put_mailbox(id, &rec)?;
             }
@@ -453,8 +479,9 @@ impl<'t, 'e> Writer<'t, 'e> {
         Ok(())
     }
 
-    fn bump_modseq(rec: &mut MailboxRecord) -> u64 {
-        rec.highest_modseq += 1;
+    /// The next modseq of the mailbox: above its highest, and at least the clock.
+    fn bump_modseq(&self, rec: &mut MailboxRecord) -> u64 {
+        rec.highest_modseq = (rec.highest_modseq + 1).max(self.now);
         rec.highest_modseq
     }
 
@@ -506,7 +533,7 @@ impl<'t, 'e> Writer<'t, 'e> {
                 uncount(&mut mrec, uid, old);
             }
             let MessageRecord { mut state, cached } = msg;
-            state.modseq = Self::bump_modseq(&mut mrec);
+            state.modseq = self.bump_modseq(&mut mrec);
             count(&mut mrec, uid, &state);
             mrec.uid_next = mrec.uid_next.max(uid.saturating_add(1));
             self.put_state(mailbox, uid, &state)?;
@@ -547,7 +574,7 @@ impl<'t, 'e> Writer<'t, 'e> {
         state.in_new = in_new;
         if changed_flags {
             let old = state.modseq;
-            state.modseq = Self::bump_modseq(&mut mrec);
+            state.modseq = self.bump_modseq(&mut mrec);
             changes::log_change(self.dbs, self.txn, mailbox, uid, Some(old), state.modseq)?;
         }
         count(&mut mrec, uid, &state);
@@ -567,7 +594,7 @@ impl<'t, 'e> Writer<'t, 'e> {
         };
         let mut mrec = self.reader().require_mailbox(mailbox)?;
         uncount(&mut mrec, uid, &old);
-        let at = Self::bump_modseq(&mut mrec);
+        let at = self.bump_modseq(&mut mrec);
         changes::log_expunge(self.dbs, self.txn, mailbox, uid, old.modseq, at, &mut mrec)?;
         self.dbs
             .messages
@@ -577,18 +604,6 @@ impl<'t, 'e> Writer<'t, 'e> {
         self.dbs.headers().remove(self.txn, mailbox, uid)?;
         self.put_mailbox(mailbox, &mrec)?;
         Ok(Some(old))
-    }
-
-    /// Raises every mailbox's highest modseq to at least `floor` (see `Index::open`);
-    /// writes only the records below it.
-    pub fn raise_modseqs(&mut self, floor: u64) -> Result<(), IndexError> {
-        for (id, mut rec) in self.reader().mailboxes()? {
-            if rec.highest_modseq < floor {
-                rec.highest_modseq = floor;
-                self.put_mailbox(id, &rec)?;
-            }
-        }
-        Ok(())
     }
 
     /// Claims the `\Recent` messages for one session (RFC 3501 §2.3.2: a message is recent
