@@ -9,213 +9,19 @@
 mod crash_support;
 mod imap_support;
 mod lmtp_support;
+mod postfix_support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crash_support::maildex_bin;
+use postfix_support::{group_id, postfix_available, smtp_send, Postfix};
 
-const POSTFIX: &str = "/usr/sbin/postfix";
-
-/// False (with a message) when postfix cannot run here and CI does not insist.
-fn postfix_available() -> bool {
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
-    let installed = Path::new(POSTFIX).exists();
-    let root = unsafe_free_is_root();
-    if installed && root {
-        return true;
-    }
-    let why = if installed {
-        "needs root"
-    } else {
-        "postfix is not installed (apt-get install postfix)"
-    };
-    assert!(!ci, "CI is set but the postfix test cannot run: {why}");
-    eprintln!("SKIPPED: real-postfix test: {why}");
-    false
-}
-
-fn unsafe_free_is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A private postfix instance; stopped and its queue emptied on drop.
-struct Postfix {
-    dir: PathBuf,
-    smtp_port: u16,
-}
-
-const SERVICES: &str = "\
-pickup    unix  n       -       n       60      1       pickup
-cleanup   unix  n       -       n       -       0       cleanup
-qmgr      unix  n       -       n       300     1       qmgr
-tlsmgr    unix  -       -       n       1000?   1       tlsmgr
-rewrite   unix  -       -       n       -       -       trivial-rewrite
-bounce    unix  -       -       n       -       0       bounce
-defer     unix  -       -       n       -       0       bounce
-trace     unix  -       -       n       -       0       bounce
-verify    unix  -       -       n       -       1       verify
-flush     unix  n       -       n       1000?   0       flush
-proxymap  unix  -       -       n       -       -       proxymap
-proxywrite unix -       -       n       -       1       proxymap
-smtp      unix  -       -       n       -       -       smtp
-relay     unix  -       -       n       -       -       smtp
-showq     unix  n       -       n       -       -       showq
-error     unix  -       -       n       -       -       error
-retry     unix  -       -       n       -       -       error
-discard   unix  -       -       n       -       -       discard
-local     unix  -       n       n       -       -       local
-virtual   unix  -       n       n       -       -       virtual
-lmtp      unix  -       -       n       -       -       lmtp
-anvil     unix  -       -       n       -       1       anvil
-scache    unix  -       -       n       -       1       scache
-postlog   unix-dgram n  -       n       -       1       postlogd
-";
-
-impl Postfix {
-    /// Starts postfix with `transport` as `virtual_transport` and `extra_master` lines.
-    fn start(dir: &Path, transport: &str, extra_main: &str, extra_master: &str) -> Postfix {
-        std::fs::create_dir_all(dir.join("queue")).unwrap();
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let smtp_port = free_port();
-        let d = dir.display();
-        let main = format!(
-            "compatibility_level = 3.6\n\
-             queue_directory = {d}/queue\n\
-             data_directory = {d}/data\n\
-             maillog_file = {d}/postfix.log\n\
-             maillog_file_prefixes = {d}\n\
-             inet_interfaces = 127.0.0.1\n\
-             inet_protocols = ipv4\n\
-             myhostname = mx.test\n\
-             mydomain = test\n\
-             mydestination =\n\
-             alias_maps =\n\
-             alias_database =\n\
-             local_recipient_maps =\n\
-             mynetworks = 127.0.0.0/8\n\
-             smtpd_relay_restrictions = permit_mynetworks, reject\n\
-             virtual_mailbox_domains = example.org, example.net\n\
-             virtual_mailbox_maps =\n\
-             virtual_transport = {transport}\n\
-             minimal_backoff_time = 1s\n\
-             maximal_backoff_time = 2s\n\
-             queue_run_delay = 1s\n\
-             smtputf8_enable = no\n\
-             biff = no\n\
-             default_transport = discard:no relaying in tests\n\
-             {extra_main}\n"
-        );
-        std::fs::write(dir.join("main.cf"), main).unwrap();
-        let master =
-            format!("127.0.0.1:{smtp_port} inet n - n - - smtpd\n{SERVICES}{extra_master}\n");
-        std::fs::write(dir.join("master.cf"), master).unwrap();
-        let p = Postfix {
-            dir: dir.to_path_buf(),
-            smtp_port,
-        };
-        let out = p.cmd(POSTFIX, &["start"]);
-        assert!(
-            out.status.success(),
-            "postfix start failed: {}\nlog:\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            p.log()
-        );
-        let t0 = Instant::now();
-        while TcpStream::connect(("127.0.0.1", smtp_port)).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "smtpd never listened; log:\n{}",
-                p.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        p
-    }
-
-    fn cmd(&self, prog: &str, args: &[&str]) -> std::process::Output {
-        Command::new(prog)
-            .arg("-c")
-            .arg(&self.dir)
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("postfix.log")).unwrap_or_default()
-    }
-
-    fn flush(&self) {
-        let _ = self.cmd("/usr/sbin/postqueue", &["-f"]);
-    }
-
-    /// Lines that say something went wrong.
-    fn problems(&self) -> Vec<String> {
-        self.log()
-            .lines()
-            .filter(|l| l.contains("warning:") || l.contains("fatal:") || l.contains("panic:"))
-            // postfix-script's start-up lint of our scratch spool (ownership and modes
-            // of the folders `postfix start` creates there): not about delivery
-            .filter(|l| !l.contains("postfix/postfix-script["))
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl Drop for Postfix {
-    fn drop(&mut self) {
-        let _ = self.cmd("/usr/sbin/postsuper", &["-d", "ALL"]);
-        let _ = self.cmd(POSTFIX, &["stop"]);
-    }
-}
-
-/// Sends one message through SMTP; panics on any refusal.
-fn smtp_send(port: u16, from: &str, rcpts: &[&str], msg: &str) {
-    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut w = s.try_clone().unwrap();
-    let mut r = BufReader::new(s);
-    let expect = |code: &str, r: &mut BufReader<TcpStream>| loop {
-        let mut line = String::new();
-        r.read_line(&mut line).unwrap();
-        assert!(line.starts_with(code), "expected {code}, got {line:?}");
-        if line.as_bytes().get(3) != Some(&b'-') {
-            break;
-        }
-    };
-    expect("220", &mut r);
-    w.write_all(b"EHLO client.test\r\n").unwrap();
-    expect("250", &mut r);
-    w.write_all(format!("MAIL FROM:<{from}>\r\n").as_bytes())
-        .unwrap();
-    expect("250", &mut r);
-    for rc in rcpts {
-        w.write_all(format!("RCPT TO:<{rc}>\r\n").as_bytes())
-            .unwrap();
-        expect("250", &mut r);
-    }
-    w.write_all(b"DATA\r\n").unwrap();
-    expect("354", &mut r);
-    w.write_all(msg.as_bytes()).unwrap();
-    w.write_all(b".\r\n").unwrap();
-    expect("250", &mut r);
-    w.write_all(b"QUIT\r\n").unwrap();
-    expect("221", &mut r);
+/// The `main.cf` lines that send the test domains to `transport`.
+fn routing(transport: &str) -> String {
+    format!("virtual_mailbox_domains = example.org, example.net\nvirtual_transport = {transport}\n")
 }
 
 fn test_message(i: usize) -> String {
@@ -298,15 +104,6 @@ fn idle_sees(c: &mut imap_support::Client, n: usize, wait: Duration) -> bool {
     false
 }
 
-fn group_id(name: &str) -> u32 {
-    let out = Command::new("getent")
-        .args(["group", name])
-        .output()
-        .unwrap();
-    let line = String::from_utf8(out.stdout).unwrap();
-    line.split(':').nth(2).unwrap().trim().parse().unwrap()
-}
-
 /// The whole daemon (IMAP and LMTP) behind postfix: every recipient's IMAP session idles
 /// on its INBOX while postfix delivers over LMTP, and must see each message arrive.
 fn run_lmtp_case(unix: bool) {
@@ -349,7 +146,7 @@ fn run_lmtp_case(unix: bool) {
     // one idling session per recipient, before any mail is sent
     let users = [("alice", 4), ("bob", 4), ("carol@example.org", 3)];
     let mut idlers: Vec<_> = users.iter().map(|(u, _)| idle_session(&s, u)).collect();
-    let pf = Postfix::start(&pfdir, &transport, "", "");
+    let pf = Postfix::start(&pfdir, &routing(&transport), "");
     for i in 0..3 {
         smtp_send(
             pf.smtp_port,
@@ -433,8 +230,10 @@ fn postfix_pipes_to_maildex_deliver() {
     );
     let pf = Postfix::start(
         &root.path().join("postfix"),
-        "maildex",
-        "maildex_destination_recipient_limit = 1",
+        &format!(
+            "{}maildex_destination_recipient_limit = 1",
+            routing("maildex")
+        ),
         &master,
     );
     for i in 0..2 {

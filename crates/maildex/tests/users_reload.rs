@@ -13,29 +13,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mail_user::{
-    as_mail_user, daemon_section, data_folder, free_port, is_root, mail_user, maildex, text,
-    write_config, Imap, Server,
+    as_mail_user, daemon_section, data_folder, free_port, is_root, login, mail_user, maildex, text,
+    wait_login, write_config, Server,
 };
-
-fn login(port: u16, user: &str, pw: &str) -> String {
-    let mut c = Imap::connect(port).unwrap();
-    let r = c.cmd(&format!("LOGIN {user} {pw}"));
-    c.cmd("LOGOUT");
-    Imap::status(&r).to_owned()
-}
-
-/// Polls (bounded) until `user` with `pw` gets `want`.
-fn wait_login(server: &Server, port: u16, user: &str, pw: &str, want: &str) {
-    let t0 = Instant::now();
-    while login(port, user, pw) != want {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "LOGIN {user} {pw} never answered {want}: {}",
-            server.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn user_cmd(config: &Path, args: &[&str], pw: &str) {
     let o = maildex(config, args, &format!("{pw}\n"));

@@ -255,6 +255,27 @@ impl Drop for Server {
     }
 }
 
+/// `LOGIN user pw` on 127.0.0.1:`port`: the tagged status word.
+pub fn login(port: u16, user: &str, pw: &str) -> String {
+    let mut c = Imap::connect(port).unwrap();
+    let r = c.cmd(&format!("LOGIN {user} {pw}"));
+    c.cmd("LOGOUT");
+    Imap::status(&r).to_owned()
+}
+
+/// Polls (bounded) until `user` with `pw` gets `want`.
+pub fn wait_login(server: &Server, port: u16, user: &str, pw: &str, want: &str) {
+    let t0 = std::time::Instant::now();
+    while login(port, user, pw) != want {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "LOGIN {user} {pw} never answered {want}: {}",
+            server.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// A plain IMAP connection on 127.0.0.1 that sends tagged commands and returns everything
 /// up to and including the tagged answer.
 pub struct Imap {
