@@ -36,6 +36,12 @@ use mail_user::{
 };
 use postfix_support::{group_id, postfix_available, smtp_send, Postfix};
 
+/// The README's two users (alice over LMTP, bob through the pipe) and their passwords.
+const USERS: [(&str, &str); 2] = [
+    ("alice@example.org", "alice-pw"),
+    ("bob@example.net", "bob-pw"),
+];
+
 const README: &str = include_str!("../../../README.md");
 
 /// The body of the README block fenced with ```` ```LANG maildex-setup-NAME ````.
@@ -168,6 +174,30 @@ fn wait_mail(pf: &Postfix, port: u16, user: &str, pw: &str) -> String {
     }
 }
 
+/// The SHA-256 fingerprint of the certificate in `pem`, or of the one served on
+/// 127.0.0.1:`port` (IMAPS, or with `starttls` IMAP's STARTTLS), by openssl.
+fn fingerprint(pem: Option<&Path>, port: u16, starttls: bool) -> String {
+    let script = match pem {
+        Some(p) => format!(
+            "openssl x509 -noout -fingerprint -sha256 -in {}",
+            p.display()
+        ),
+        None => format!(
+            "openssl s_client -connect 127.0.0.1:{port} -servername localhost {} </dev/null \
+             2>/dev/null | openssl x509 -noout -fingerprint -sha256",
+            if starttls { "-starttls imap" } else { "" }
+        ),
+    };
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let fp = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        fp.contains("Fingerprint="),
+        "{script}: {}",
+        mail_user::text(&out)
+    );
+    fp
+}
+
 /// The line of postfix's log that says how the mail to `rcpt` went.
 fn outcome(pf: &Postfix, rcpt: &str) -> String {
     pf.log()
@@ -256,10 +286,7 @@ fn the_readme_setup_delivers_reloads_and_leaves_the_promised_owners_and_modes() 
         "From: sender@example.net\r\nTo: alice@example.org, bob@example.net\r\n\
          Subject: readme setup\r\nMessage-ID: <setup@example.net>\r\n\r\nHello.\r\n",
     );
-    for (user, pw) in [
-        ("alice@example.org", "alice-pw"),
-        ("bob@example.net", "bob-pw"),
-    ] {
+    for (user, pw) in USERS {
         let subjects = wait_mail(&pf, s.imap, user, pw);
         assert!(
             subjects.contains("Subject: readme setup"),
@@ -281,6 +308,7 @@ fn the_readme_setup_delivers_reloads_and_leaves_the_promised_owners_and_modes() 
     s.run("admin", "");
 
     // a reload with the root-only key rewritten in place, as the unit's ExecReload does it
+    let old_cert = fingerprint(Some(&cert), 0, false);
     maildex_imap::tls::write_self_signed(&["localhost"], &cert, &key).unwrap();
     let reload = s
         .unit("ExecReload")
@@ -294,12 +322,22 @@ fn the_readme_setup_delivers_reloads_and_leaves_the_promised_owners_and_modes() 
         assert!(t0.elapsed() < Duration::from_secs(20), "no reload: {log}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    for (user, pw) in [
-        ("alice@example.org", "alice-pw"),
-        ("bob@example.net", "bob-pw"),
-    ] {
+    for (user, pw) in USERS {
         assert_eq!(inbox(s.imap, user, pw).0, 1, "{user} after the reload");
     }
+    // Thunderbird's two choices, IMAPS and STARTTLS, are served the rewritten certificate
+    let new_cert = fingerprint(Some(&cert), 0, false);
+    assert_ne!(new_cert, old_cert, "a new certificate");
+    assert_eq!(
+        fingerprint(None, s.imaps, false),
+        new_cert,
+        "IMAPS after the reload"
+    );
+    assert_eq!(
+        fingerprint(None, s.imap, true),
+        new_cert,
+        "STARTTLS after the reload"
+    );
     let problems = pf.problems();
     assert!(problems.is_empty(), "postfix complained:\n{problems:#?}");
     assert!(server.try_wait().is_none(), "{}", server.log_text());
