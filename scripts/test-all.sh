@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # System packages the tests use: Dovecot's doveadm, to check that Dovecot reads the
 # Maildirs we write (UIDs, flags, keywords, folders) and that we read Dovecot's.
 source scripts/packages.sh
-ensure_packages adduser openssl dovecot-core dovecot-imapd dovecot-lmtpd strace postfix isync mutt tmux offlineimap3
+ensure_packages adduser openssl dovecot-core dovecot-imapd dovecot-lmtpd strace postfix isync mutt tmux offlineimap3 haproxy
 # Python's imapclient, for the IMAP client test (tests/clients/imap_client.py); Debian's
 # own Python refuses plain pip installs (PEP 668), hence the second form
 if ! python3 -c 'import imapclient' 2>/dev/null; then

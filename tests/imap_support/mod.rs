@@ -293,7 +293,11 @@ pub fn try_tls_client(
 
 /// A raw LMTP delivery of `message` to `user` (dot-stuffed, CRLF on the wire).
 pub fn lmtp_deliver(addr: SocketAddr, user: &str, message: &str) {
-    let tcp = TcpStream::connect(addr).unwrap();
+    lmtp_deliver_over(TcpStream::connect(addr).unwrap(), user, message);
+}
+
+/// [`lmtp_deliver`] over a connection already made (behind a PROXY header, say).
+pub fn lmtp_deliver_over(tcp: TcpStream, user: &str, message: &str) {
     tcp.set_read_timeout(Some(PATIENCE)).unwrap();
     let mut w = tcp.try_clone().unwrap();
     let mut r = BufReader::new(tcp);

@@ -2,11 +2,13 @@
 
 use std::net::IpAddr;
 
+use maildex_net::Cidr;
+
 /// One entry of `allow_nets`: an address with a prefix length, or `local`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Net {
     /// `ADDR/BITS` (a bare address is a host: /32 or /128).
-    Prefix(IpAddr, u8),
+    Prefix(Cidr),
     /// `local`: a connection without a remote address (Dovecot: a UNIX socket). No IMAP
     /// connection of ours is one, so it admits nothing here.
     Local,
@@ -25,23 +27,8 @@ impl AllowNets {
                 nets.push(Net::Local);
                 continue;
             }
-            let (addr, bits) = match item.split_once('/') {
-                Some((a, b)) => (a, Some(b)),
-                None => (item, None),
-            };
-            let addr: IpAddr = addr
-                .parse()
-                .map_err(|_| format!("allow_nets: {item:?} is not an address or network"))?;
-            let max = if addr.is_ipv4() { 32 } else { 128 };
-            let bits = match bits {
-                None => max,
-                Some(b) => b
-                    .parse::<u8>()
-                    .ok()
-                    .filter(|&b| b <= max)
-                    .ok_or_else(|| format!("allow_nets: bad prefix length in {item:?}"))?,
-            };
-            nets.push(Net::Prefix(addr, bits));
+            let net = Cidr::parse(item).map_err(|e| format!("allow_nets: {e}"))?;
+            nets.push(Net::Prefix(net));
         }
         if nets.is_empty() {
             return Err("allow_nets: empty list".into());
@@ -55,22 +42,8 @@ impl AllowNets {
         let peer = peer.to_canonical();
         self.0.iter().any(|net| match *net {
             Net::Local => false,
-            Net::Prefix(addr, bits) => in_prefix(peer, addr, bits),
+            Net::Prefix(net) => net.contains(peer),
         })
-    }
-}
-
-fn in_prefix(peer: IpAddr, net: IpAddr, bits: u8) -> bool {
-    match (peer, net.to_canonical()) {
-        (IpAddr::V4(p), IpAddr::V4(n)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
-            u32::from(p) & mask == u32::from(n) & mask
-        }
-        (IpAddr::V6(p), IpAddr::V6(n)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
-            u128::from(p) & mask == u128::from(n) & mask
-        }
-        _ => false,
     }
 }
 

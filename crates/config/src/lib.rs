@@ -11,14 +11,18 @@
 //!   `plaintext_auth_on_loopback` (default true), `max_connections` (default 10000),
 //!   `max_connections_per_ip` (default 100), `login_timeout` (default 60 s),
 //!   `autologout` (default and least 30 min), `max_line_length` (default 64 KiB),
-//!   `max_message_size` (APPENDLIMIT, default 64 MiB), `write_timeout` (default 5 min).
+//!   `max_message_size` (APPENDLIMIT, default 64 MiB), `write_timeout` (default 5 min),
+//!   `proxy_listen` and `proxy_listen_tls` (listeners behind a TCP proxy that expect a
+//!   PROXY protocol header; default none), `proxy_trusted_networks` (default
+//!   `["127.0.0.1/32", "::1/128"]`).
 //! - `[lmtp]`: `listen` (default `["127.0.0.1:24"]`), `socket_mode` (default
 //!   `"0660"`), `socket_owner`, `socket_group`, `hostname` (default: the system's),
 //!   `aliases_file`, `recipient_delimiter` (default `"+"`), `save_to_detail_mailbox`
 //!   (default false), `add_received_header` (default true), `max_message_size` (default 50 MiB), `max_recipients` (default
 //!   100), `max_line_length` (default 1000), `max_connections` (default 100),
 //!   `command_timeout` (default 5 min), `data_timeout` (default 5 min),
-//!   `shutdown_timeout` (default 30 s), `write_timeout` (default 5 min).
+//!   `shutdown_timeout` (default 30 s), `write_timeout` (default 5 min), `proxy_listen`
+//!   (TCP, default none) and `proxy_trusted_networks` as in `[imap]`.
 //! - `[tls]`: `cert`, `key`; absent means plain IMAP only.
 //! - `[storage]`: `mail_location` (required), `index_root`, `index_map_size`
 //!   (default 64 MiB), `fsync` (default true), `quota` (default none).
@@ -34,6 +38,8 @@ use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+pub use maildex_net::Cidr;
 
 mod error;
 mod paths;
@@ -176,6 +182,14 @@ pub struct ImapConfig {
     /// Longest a client may take none of the output queued for it (it stopped reading)
     /// before the connection is closed; before login, `login_timeout` caps it too.
     pub write_timeout: Duration,
+    /// Plain listeners behind a TCP proxy: each connection starts with a PROXY protocol
+    /// header naming the client (Dovecot's `haproxy = yes`). Empty disables.
+    pub proxy_listen: Vec<SocketAddr>,
+    /// Implicit-TLS listeners behind a TCP proxy: the header comes before the handshake.
+    pub proxy_listen_tls: Vec<SocketAddr>,
+    /// Who may connect to a proxy listener (Dovecot's `haproxy_trusted_networks`);
+    /// others are refused.
+    pub proxy_trusted_networks: Vec<Cidr>,
 }
 
 impl ImapConfig {
@@ -192,8 +206,19 @@ impl ImapConfig {
             max_line_length: DEFAULT_IMAP_MAX_LINE_LENGTH,
             max_message_size: DEFAULT_IMAP_MAX_MESSAGE_SIZE,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
+            proxy_listen: Vec::new(),
+            proxy_listen_tls: Vec::new(),
+            proxy_trusted_networks: default_proxy_trusted_networks(),
         }
     }
+}
+
+/// `proxy_trusted_networks` when the file sets none: a proxy on this host.
+pub fn default_proxy_trusted_networks() -> Vec<Cidr> {
+    ["127.0.0.1/32", "::1/128"]
+        .into_iter()
+        .filter_map(|n| Cidr::parse(n).ok())
+        .collect()
 }
 
 /// One LMTP listener.
@@ -220,6 +245,10 @@ impl std::fmt::Display for Listen {
 pub struct LmtpConfig {
     /// Listeners. Empty disables LMTP.
     pub listen: Vec<Listen>,
+    /// TCP listeners behind a proxy, expecting a PROXY protocol header (as in `[imap]`).
+    pub proxy_listen: Vec<SocketAddr>,
+    /// Who may connect to a proxy listener.
+    pub proxy_trusted_networks: Vec<Cidr>,
     /// Permission bits for unix sockets.
     pub socket_mode: u32,
     /// Owner (user name or numeric uid) for unix sockets, if it should be changed.
@@ -266,6 +295,8 @@ impl LmtpConfig {
     pub fn with_listeners(listen: Vec<Listen>) -> LmtpConfig {
         LmtpConfig {
             listen,
+            proxy_listen: Vec::new(),
+            proxy_trusted_networks: default_proxy_trusted_networks(),
             socket_mode: DEFAULT_SOCKET_MODE,
             socket_owner: None,
             socket_group: None,
@@ -461,6 +492,17 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         None if tls.is_some() => vec![lo(993)],
         None => Vec::new(),
     };
+    if imap_raw
+        .proxy_listen_tls
+        .as_ref()
+        .is_some_and(|v| !v.is_empty())
+        && tls.is_none()
+    {
+        return Err(invalid(
+            "imap.proxy_listen_tls",
+            "implicit-TLS listeners need a [tls] section with cert and key".into(),
+        ));
+    }
     if !listen_tls.is_empty() && tls.is_none() {
         return Err(invalid(
             "imap.listen_tls",
@@ -555,6 +597,12 @@ fn validate_imap(
     listen_tls: Vec<SocketAddr>,
 ) -> Result<ImapConfig, (&'static str, String)> {
     let mut c = ImapConfig::with_listeners(listen, listen_tls);
+    let addrs = |v: Option<Vec<raw::TcpAddr>>| v.unwrap_or_default().into_iter().map(|a| a.0);
+    c.proxy_listen = addrs(raw.proxy_listen).collect();
+    c.proxy_listen_tls = addrs(raw.proxy_listen_tls).collect();
+    if let Some(nets) = raw.proxy_trusted_networks {
+        c.proxy_trusted_networks = nets.into_iter().map(|n| n.0).collect();
+    }
     c.plaintext_auth_on_loopback = raw.plaintext_auth_on_loopback.unwrap_or(true);
     let count = |v: Option<u32>, key: &'static str, default: usize| match v {
         None => Ok(default),
@@ -644,6 +692,15 @@ fn validate_lmtp(
         None => vec![Listen::Tcp(lo(24))],
     };
     let mut c = LmtpConfig::with_listeners(listen);
+    c.proxy_listen = raw
+        .proxy_listen
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| a.0)
+        .collect();
+    if let Some(nets) = raw.proxy_trusted_networks {
+        c.proxy_trusted_networks = nets.into_iter().map(|n| n.0).collect();
+    }
     c.socket_mode = raw.socket_mode.map_or(DEFAULT_SOCKET_MODE, |m| m.0);
     c.socket_owner = raw.socket_owner.map(|s| s.0);
     c.socket_group = raw.socket_group.map(|s| s.0);
@@ -720,6 +777,12 @@ fn validate_lmtp(
 /// Two listeners on one address would fail at bind time; say so at load time.
 fn check_duplicates(imap: &ImapConfig, lmtp: &LmtpConfig) -> Result<(), (&'static str, String)> {
     let mut seen: HashMap<Listen, &'static str> = HashMap::new();
+    let tcp = |key: &'static str, addrs: &[SocketAddr]| {
+        addrs
+            .iter()
+            .map(move |a| (key, Listen::Tcp(*a)))
+            .collect::<Vec<_>>()
+    };
     let all = imap
         .listen
         .iter()
@@ -729,7 +792,10 @@ fn check_duplicates(imap: &ImapConfig, lmtp: &LmtpConfig) -> Result<(), (&'stati
                 .iter()
                 .map(|a| ("imap.listen_tls", Listen::Tcp(*a))),
         )
-        .chain(lmtp.listen.iter().map(|l| ("lmtp.listen", l.clone())));
+        .chain(lmtp.listen.iter().map(|l| ("lmtp.listen", l.clone())))
+        .chain(tcp("imap.proxy_listen", &imap.proxy_listen))
+        .chain(tcp("imap.proxy_listen_tls", &imap.proxy_listen_tls))
+        .chain(tcp("lmtp.proxy_listen", &lmtp.proxy_listen));
     for (key, l) in all {
         if matches!(l, Listen::Tcp(a) if a.port() == 0) {
             continue; // port 0: the OS picks a free port each time (tests).

@@ -33,12 +33,17 @@ pub(crate) struct RawImap {
     pub max_line_length: Option<ByteSize>,
     pub max_message_size: Option<ByteSize>,
     pub write_timeout: Option<Seconds>,
+    pub proxy_listen: Option<Vec<TcpAddr>>,
+    pub proxy_listen_tls: Option<Vec<TcpAddr>>,
+    pub proxy_trusted_networks: Option<Vec<Network>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawLmtp {
     pub listen: Option<Vec<RawListen>>,
+    pub proxy_listen: Option<Vec<TcpAddr>>,
+    pub proxy_trusted_networks: Option<Vec<Network>>,
     pub socket_mode: Option<Mode>,
     pub socket_owner: Option<NonEmpty>,
     pub socket_group: Option<NonEmpty>,
@@ -119,6 +124,16 @@ pub(crate) fn parse_tcp(s: &str) -> Result<SocketAddr, String> {
 impl<'de> Deserialize<'de> for TcpAddr {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         from_str_with(d, parse_tcp).map(TcpAddr)
+    }
+}
+
+/// A network, `ADDR/BITS` or a bare address (`proxy_trusted_networks`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Network(pub maildex_net::Cidr);
+
+impl<'de> Deserialize<'de> for Network {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        from_str_with(d, maildex_net::Cidr::parse).map(Network)
     }
 }
 

@@ -57,6 +57,9 @@ fn example_config_mentions_every_key() {
         "max_connections_per_ip =",
         "login_timeout =",
         "autologout =",
+        "proxy_listen =",
+        "proxy_listen_tls =",
+        "proxy_trusted_networks =",
         "[lmtp]",
         "socket_mode =",
         "socket_owner =",
@@ -101,9 +104,16 @@ fn commented_out_lines_of_the_example_are_valid_too() {
     for line in text.lines() {
         let t = line.trim_start();
         let uncommented = t.strip_prefix("# ").filter(|rest| {
-            ["listen = [\"unix:", "socket_owner =", "socket_group ="]
-                .iter()
-                .any(|k| rest.starts_with(k))
+            [
+                "listen = [\"unix:",
+                "socket_owner =",
+                "socket_group =",
+                "proxy_listen =",
+                "proxy_listen_tls =",
+                "proxy_trusted_networks =",
+            ]
+            .iter()
+            .any(|k| rest.starts_with(k))
         });
         match uncommented {
             // The unix listen line replaces the TCP one.
@@ -125,4 +135,28 @@ fn commented_out_lines_of_the_example_are_valid_too() {
     );
     assert_eq!(c.lmtp.socket_owner.as_deref(), Some("maildex"));
     assert_eq!(c.lmtp.socket_group.as_deref(), Some("postfix"));
+    let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+    assert_eq!(c.imap.proxy_listen, [addr("127.0.0.1:10143")]);
+    assert_eq!(c.imap.proxy_listen_tls, [addr("127.0.0.1:10993")]);
+    assert_eq!(c.lmtp.proxy_listen, [addr("127.0.0.1:10024")]);
+    let trusted = maildex_config::default_proxy_trusted_networks();
+    assert_eq!(c.imap.proxy_trusted_networks, trusted);
+    assert_eq!(c.lmtp.proxy_trusted_networks, trusted);
+    assert!(trusted[0].contains("127.0.0.1".parse().unwrap()));
+}
+
+#[test]
+fn proxy_keys_are_checked() {
+    let base = std::fs::read_to_string(example_path()).unwrap();
+    for (key, bad) in [
+        ("proxy_trusted_networks", "[\"10.0.0.0/33\"]"),
+        ("proxy_trusted_networks", "[\"proxy.example.org\"]"),
+        ("proxy_listen", "[\"127.0.0.1:143\"]"), // the plain listener's address
+    ] {
+        let text = base.replace("[imap]\n", &format!("[imap]\n{key} = {bad}\n"));
+        assert!(
+            Config::from_toml_str(&text, &example_path()).is_err(),
+            "{key} = {bad} accepted"
+        );
+    }
 }

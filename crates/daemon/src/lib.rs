@@ -84,7 +84,13 @@ impl Daemon {
             settings,
             shutdown.clone(),
         );
-        let imap = ImapServer::bind(shared, &config.imap.listen, &config.imap.listen_tls).await?;
+        let proxy = maildex_imap::server::ProxyListeners {
+            plain: &config.imap.proxy_listen,
+            implicit_tls: &config.imap.proxy_listen_tls,
+            trusted: &config.imap.proxy_trusted_networks,
+        };
+        let imap =
+            ImapServer::bind(shared, &config.imap.listen, &config.imap.listen_tls, proxy).await?;
         let lmtp = maildex_lmtp::Server::bind(
             &config.lmtp,
             Arc::clone(&accounts),
@@ -176,7 +182,13 @@ impl Bound {
             lmtp,
         } = self;
         let imap_addrs = imap.local_addrs();
+        for (addr, tls) in imap.proxy_addrs() {
+            tracing::info!(%addr, tls, "IMAP listening behind a proxy (PROXY protocol)");
+        }
         let lmtp_addrs = lmtp.local_addrs();
+        for l in lmtp.proxy_addrs() {
+            tracing::info!(listen = %l, "LMTP listening behind a proxy (PROXY protocol)");
+        }
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(imap.run()));
         let token = shutdown.clone();

@@ -1,10 +1,13 @@
 //! The listeners: IMAP on port 143 style addresses (plain, STARTTLS offered when TLS is
-//! configured) and IMAPS (implicit TLS, RFC 8314 §3.2). A task per connection.
+//! configured) and IMAPS (implicit TLS, RFC 8314 §3.2), each also behind a TCP proxy that
+//! sends a PROXY protocol header first ([`ProxyListeners`]). A task per connection.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use maildex_net::proxy::client_behind;
+use maildex_net::Cidr;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tracing::Instrument;
@@ -32,6 +35,21 @@ pub enum ServerError {
 struct Listener {
     socket: TcpListener,
     implicit_tls: bool,
+    /// Behind a proxy: the networks it may connect from.
+    proxy: Option<Arc<[Cidr]>>,
+}
+
+/// Listeners behind a TCP proxy (haproxy, nginx): every connection must come from
+/// `trusted` and start with a PROXY protocol header (v1 or v2), whose client address is
+/// then the session's, as Dovecot's `haproxy = yes` listeners behave.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProxyListeners<'a> {
+    /// Plain listeners (STARTTLS offered when TLS is configured).
+    pub plain: &'a [SocketAddr],
+    /// Implicit-TLS listeners: the header comes before the TLS handshake.
+    pub implicit_tls: &'a [SocketAddr],
+    /// Where the proxy may connect from.
+    pub trusted: &'a [Cidr],
 }
 
 /// Bound IMAP listeners, ready to run.
@@ -47,15 +65,23 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 impl ImapServer {
     /// Binds `plain` (IMAP, STARTTLS when TLS is configured) and `implicit_tls` (IMAPS)
-    /// addresses. Port 0 picks a free port ([`ImapServer::local_addrs`] tells which).
+    /// addresses, and those of `proxy`. Port 0 picks a free port
+    /// ([`ImapServer::local_addrs`] and [`ImapServer::proxy_addrs`] tell which).
     pub async fn bind(
         shared: Arc<Shared>,
         plain: &[SocketAddr],
         implicit_tls: &[SocketAddr],
+        proxy: ProxyListeners<'_>,
     ) -> Result<ImapServer, ServerError> {
         let mut listeners = Vec::new();
-        let all: Vec<SocketAddr> = plain.iter().chain(implicit_tls).copied().collect();
-        for (addrs, tls) in [(plain, false), (implicit_tls, true)] {
+        let all: Vec<SocketAddr> = [plain, implicit_tls, proxy.plain, proxy.implicit_tls].concat();
+        let trusted: Arc<[Cidr]> = proxy.trusted.into();
+        for (addrs, tls, behind) in [
+            (plain, false, None),
+            (implicit_tls, true, None),
+            (proxy.plain, false, Some(&trusted)),
+            (proxy.implicit_tls, true, Some(&trusted)),
+        ] {
             for &addr in addrs {
                 if tls && shared.tls.is_none() {
                     return Err(ServerError::NoTls(addr));
@@ -66,16 +92,27 @@ impl ImapServer {
                 listeners.push(Listener {
                     socket,
                     implicit_tls: tls,
+                    proxy: behind.cloned(),
                 });
             }
         }
         Ok(ImapServer { shared, listeners })
     }
 
-    /// The bound addresses: (address, implicit TLS).
+    /// The bound addresses not behind a proxy: (address, implicit TLS).
     pub fn local_addrs(&self) -> Vec<(SocketAddr, bool)> {
+        self.addrs(false)
+    }
+
+    /// The bound addresses behind a proxy: (address, implicit TLS).
+    pub fn proxy_addrs(&self) -> Vec<(SocketAddr, bool)> {
+        self.addrs(true)
+    }
+
+    fn addrs(&self, proxied: bool) -> Vec<(SocketAddr, bool)> {
         self.listeners
             .iter()
+            .filter(|l| l.proxy.is_some() == proxied)
             .filter_map(|l| l.socket.local_addr().ok().map(|a| (a, l.implicit_tls)))
             .collect()
     }
@@ -116,7 +153,7 @@ async fn accept_loop(
     sessions: Arc<tokio::sync::Mutex<JoinSet<()>>>,
 ) {
     loop {
-        let (tcp, peer) = match l.socket.accept().await {
+        let (mut tcp, peer) = match l.socket.accept().await {
             Ok((tcp, peer)) => (tcp, maildex_net::canonical_peer(peer)),
             Err(e) => {
                 // EMFILE and friends: wait a little rather than spin
@@ -128,13 +165,32 @@ async fn accept_loop(
         let _ = tcp.set_nodelay(true);
         let shared2 = Arc::clone(&shared);
         let id = shared.session_id();
-        let span =
-            tracing::info_span!("imap", session = id, peer = %peer, user = tracing::field::Empty);
+        // behind a proxy the span's `peer` is the header's client, set by client_behind
+        let span = tracing::info_span!(
+            "imap",
+            session = id,
+            peer = tracing::field::Empty,
+            proxy = tracing::field::Empty,
+            user = tracing::field::Empty
+        );
+        let field = if l.proxy.is_some() { "proxy" } else { "peer" };
+        span.record(field, tracing::field::display(peer));
         let mut set = sessions.lock().await;
         // reap finished sessions so the set does not grow
         while set.try_join_next().is_some() {}
+        let (implicit_tls, proxy) = (l.implicit_tls, l.proxy.clone());
         set.spawn(
-            async move { connection(tcp, peer, l.implicit_tls, shared2).await }.instrument(span),
+            async move {
+                let peer = match proxy {
+                    None => peer,
+                    Some(trusted) => match client_behind(&mut tcp, peer, &trusted).await {
+                        Some(client) => client,
+                        None => return,
+                    },
+                };
+                connection(tcp, peer, implicit_tls, shared2).await
+            }
+            .instrument(span),
         );
     }
 }

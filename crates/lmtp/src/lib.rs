@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use maildex_accounts::Accounts;
-use maildex_config::{Listen, LmtpConfig};
+use maildex_config::{Cidr, Listen, LmtpConfig};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -111,6 +111,9 @@ pub(crate) struct Shared {
 /// Bound LMTP listeners, ready to [`Server::run`].
 pub struct Server {
     listeners: Vec<listen::Bound>,
+    /// `proxy_listen`: TCP listeners behind a proxy (PROXY protocol header first).
+    proxy_listeners: Vec<listen::Bound>,
+    proxy_trusted: Arc<[Cidr]>,
     shared: Arc<Shared>,
 }
 
@@ -134,8 +137,14 @@ impl Server {
         for l in &config.listen {
             listeners.push(listen::bind(l, config)?);
         }
+        let mut proxy_listeners = Vec::with_capacity(config.proxy_listen.len());
+        for &addr in &config.proxy_listen {
+            proxy_listeners.push(listen::bind(&Listen::Tcp(addr), config)?);
+        }
         Ok(Server {
             listeners,
+            proxy_listeners,
+            proxy_trusted: config.proxy_trusted_networks.as_slice().into(),
             shared: Arc::new(Shared { accounts, limits }),
         })
     }
@@ -146,18 +155,31 @@ impl Server {
         self.listeners.iter().map(listen::Bound::local).collect()
     }
 
+    /// The bound `proxy_listen` addresses.
+    pub fn proxy_addrs(&self) -> Vec<Listen> {
+        self.proxy_listeners
+            .iter()
+            .map(listen::Bound::local)
+            .collect()
+    }
+
     /// Serves until `shutdown` is cancelled, then stops accepting, lets sessions end
     /// (see the crate docs) and returns once all have. Unix socket files are removed.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), LmtpError> {
         let slots = Arc::new(Semaphore::new(self.shared.limits.max_connections));
         let mut loops = JoinSet::new();
-        for bound in self.listeners {
+        let proxied = self
+            .proxy_listeners
+            .into_iter()
+            .map(|b| (b, Some(&self.proxy_trusted)));
+        for (bound, proxy) in self.listeners.into_iter().map(|b| (b, None)).chain(proxied) {
             let listener = bound.into_tokio()?;
             loops.spawn(listen::accept_loop(
                 listener,
                 Arc::clone(&self.shared),
                 Arc::clone(&slots),
                 shutdown.clone(),
+                proxy.cloned(),
             ));
         }
         while let Some(r) = loops.join_next().await {

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use maildex_config::{Listen, LmtpConfig};
+use maildex_config::{Cidr, Listen, LmtpConfig};
+use maildex_net::proxy::client_behind;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -45,6 +46,7 @@ pub(crate) fn bind(l: &Listen, config: &LmtpConfig) -> Result<Bound, LmtpError> 
                     Listen::Tcp(a) => Some(*a),
                     Listen::Unix(_) => None,
                 })
+                .chain(config.proxy_listen.iter().copied())
                 .collect();
             let s = maildex_net::bind_tcp(*addr, &all).map_err(err(l, "bind"))?;
             Ok(Bound::Tcp(s))
@@ -189,12 +191,15 @@ fn session_id() -> String {
 }
 
 /// Accepts until `shutdown`, one task per connection holding one of `slots`; then
-/// waits for the connections to end and removes a unix socket file.
+/// waits for the connections to end and removes a unix socket file. With `proxy` (the
+/// trusted networks of a listener behind a proxy) each connection must start with a PROXY
+/// protocol header, whose client is then the session's (logs, `Received:`).
 pub(crate) async fn accept_loop(
     listener: Listener,
     shared: Arc<Shared>,
     slots: Arc<Semaphore>,
     shutdown: CancellationToken,
+    proxy: Option<Arc<[Cidr]>>,
 ) {
     let mut conns = JoinSet::new();
     loop {
@@ -211,13 +216,30 @@ pub(crate) async fn accept_loop(
             a = accept(&listener) => a,
         };
         match accepted {
-            Ok((stream, peer, peer_ip)) => {
+            Ok((mut stream, peer, tcp_peer)) => {
                 let id = session_id();
-                let span = tracing::info_span!("lmtp", session = %id, peer = %peer);
+                let span = tracing::info_span!(
+                    "lmtp",
+                    session = %id,
+                    peer = tracing::field::Empty,
+                    proxy = tracing::field::Empty
+                );
+                let field = if proxy.is_some() { "proxy" } else { "peer" };
+                span.record(field, tracing::field::display(&peer));
                 let shared = Arc::clone(&shared);
                 let shutdown = shutdown.clone();
+                let proxy = proxy.clone();
                 conns.spawn(tracing::Instrument::instrument(
                     async move {
+                        let peer_ip = match (proxy, tcp_peer) {
+                            (Some(trusted), Some(tcp_peer)) => {
+                                match client_behind(&mut stream, tcp_peer, &trusted).await {
+                                    Some(client) => Some(client.ip()),
+                                    None => return,
+                                }
+                            }
+                            _ => tcp_peer.map(|a| a.ip()),
+                        };
                         let client = crate::conn::Client { id, peer_ip };
                         crate::conn::serve(stream, client, shared, shutdown).await;
                         drop(permit);
@@ -245,16 +267,15 @@ pub(crate) async fn accept_loop(
 /// A connected client, TCP or unix.
 pub(crate) type Stream = Box<dyn crate::conn::AsyncStream>;
 
-/// A client's stream, its address for the logs and its IP (none over a unix socket).
-async fn accept(
-    listener: &Listener,
-) -> std::io::Result<(Stream, String, Option<std::net::IpAddr>)> {
+/// A client's stream, its address for the logs and its TCP address (none over a unix
+/// socket).
+async fn accept(listener: &Listener) -> std::io::Result<(Stream, String, Option<SocketAddr>)> {
     match listener {
         Listener::Tcp(l) => {
             let (s, peer) = l.accept().await?;
             let _ = s.set_nodelay(true);
             let peer = maildex_net::canonical_peer(peer);
-            Ok((Box::new(s), peer.to_string(), Some(peer.ip())))
+            Ok((Box::new(s), peer.to_string(), Some(peer)))
         }
         Listener::Unix(l, path) => {
             let (s, _) = l.accept().await?;

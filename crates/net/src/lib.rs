@@ -1,9 +1,15 @@
 //! maildex-net: what the IMAP and LMTP servers share at the socket level: binding a TCP
 //! listener so that `0.0.0.0:143` and `[::]:143` can be configured together, and the one
 //! form of a client's address that connection limits, login penalties, the loopback
-//! check and the logs all use; writes under a deadline ([`write_all_within`]).
+//! check and the logs all use; writes under a deadline ([`write_all_within`]); networks
+//! ([`Cidr`]) and the PROXY protocol header of a listener behind a proxy ([`proxy`]).
 
 #![warn(missing_docs)]
+
+mod cidr;
+pub mod proxy;
+
+pub use cidr::Cidr;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
