@@ -175,6 +175,14 @@ impl Receiver {
         self.buf.len() + self.cmd.len() + self.skip_tail.len()
     }
 
+    /// Octets the client sent that no input returned so far has consumed: the rest of
+    /// the buffer and a command being assembled. Unlike [`Receiver::buffered`] it leaves
+    /// out the consumed front of the buffer, so right after STARTTLS it counts only what
+    /// was pipelined behind that command.
+    pub fn unread(&self) -> usize {
+        self.avail() + self.cmd.len()
+    }
+
     /// True when nothing of a command is held (no partial line, literal or
     /// APPEND): the session may treat end of input as a clean close.
     pub fn is_idle(&self) -> bool {

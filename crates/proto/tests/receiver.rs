@@ -447,3 +447,17 @@ fn regression_overlong_tag_does_not_depend_on_chunking() {
         vec![bad(Some("t1"), Some(ResponseCode::TooBig), "Line too long")]
     );
 }
+
+/// What STARTTLS drops is only what follows it: the STARTTLS line itself, consumed
+/// already, is not counted (issue 15 #8: a false "dropped plaintext" line on every
+/// STARTTLS).
+#[test]
+fn unread_counts_only_what_follows_the_command() {
+    let mut rx = Receiver::new(Limits::default());
+    rx.feed(b"a STARTTLS\r\n");
+    assert_eq!(rx.next(), Some(cmd("a", Command::StartTls)));
+    assert_eq!(rx.unread(), 0);
+    rx.feed(b"b STARTTLS\r\nc NOOP\r\nd LOG");
+    assert_eq!(rx.next(), Some(cmd("b", Command::StartTls)));
+    assert_eq!(rx.unread(), b"c NOOP\r\nd LOG".len());
+}

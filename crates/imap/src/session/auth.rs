@@ -31,7 +31,7 @@ impl Session {
         self.flush().await?;
         // RFC 9051 §6.2.1 / RFC 3207 §4.2 style: anything the client pipelined after
         // STARTTLS was sent in the clear and is never executed
-        let dropped = self.rx.buffered();
+        let dropped = self.rx.unread();
         self.rx.discard_buffered();
         if dropped > 0 {
             tracing::info!(
