@@ -90,10 +90,10 @@ fn no_password_or_message_text_is_logged_at_the_default_level() {
     assert_eq!(c.until("A4").status(), "NO");
     // the right one, then mail in and out
     c.ok("LOGIN alice pw");
-    s.deliver(
-        "alice",
-        &simple("SubjectSecret-LMTP", "BodySecret-LMTP in the body"),
-    );
+    // the Message-ID is logged on purpose (issue 15 #8, as Dovecot's msgid=): another one
+    let lmtp = simple("SubjectSecret-LMTP", "BodySecret-LMTP in the body")
+        .replace("<SubjectSecret-LMTP@", "<logged-id@");
+    s.deliver("alice", &lmtp);
     let msg = "Subject: a\r\n\r\nBodySecret-APPEND\r\n";
     c.send(format!("A6 APPEND INBOX {{{}+}}\r\n{msg}\r\n", msg.len()));
     assert_eq!(c.until("A6").status(), "OK");
@@ -110,7 +110,12 @@ fn no_password_or_message_text_is_logged_at_the_default_level() {
 
     let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
     // the capture works: the daemon logs its listeners, failed logins and deliveries
-    for expected in ["listening", "login failed", "delivered"] {
+    for expected in [
+        "listening",
+        "login failed",
+        "delivered",
+        "<logged-id@example.net>",
+    ] {
         assert!(text.contains(expected), "no {expected:?} in:\n{text}");
     }
     let encoded = [

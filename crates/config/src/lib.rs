@@ -27,7 +27,7 @@
 //! - `[storage]`: `mail_location` (required), `index_root`, `index_map_size`
 //!   (default 64 MiB), `fsync` (default true), `quota` (default none).
 //! - `[auth]`: `users_file` (required).
-//! - `[log]`: `level` (default `"info"`).
+//! - `[log]`: `level` (default `"info"`), `format` (`"text"`, the default, or `"json"`).
 //! - `[daemon]`: `user` and `group` to switch to after binding when started as root
 //!   (default: none, keep the starting user; `group` defaults to the user's group).
 
@@ -357,6 +357,19 @@ pub struct AuthConfig {
 pub struct LogConfig {
     /// A `tracing` filter: a level (`info`) or directives (`info,maildex_imap=debug`).
     pub level: String,
+    /// How each line is written.
+    pub format: LogFormat,
+}
+
+/// `[log] format`: plain text lines (the default) or one JSON object per line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// `"text"`: `time LEVEL span{fields}: target: message key=value ...`.
+    #[default]
+    Text,
+    /// `"json"`: `{"timestamp", "level", "fields": {"message", ...}, "target", "span", "spans"}`.
+    Json,
 }
 
 /// `[daemon]`.
@@ -447,6 +460,7 @@ pub fn dev(data_dir: &Path) -> Config {
         },
         log: LogConfig {
             level: "info".to_owned(),
+            format: LogFormat::Text,
         },
         daemon: DaemonConfig::default(),
     }
@@ -563,11 +577,10 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let auth = AuthConfig {
         users_file: resolve(users_file),
     };
+    let raw_log = raw.log.unwrap_or_default();
     let log = LogConfig {
-        level: raw
-            .log
-            .and_then(|l| l.level)
-            .map_or_else(|| "info".to_owned(), |l| l.0),
+        level: raw_log.level.map_or_else(|| "info".to_owned(), |l| l.0),
+        format: raw_log.format.unwrap_or_default(),
     };
     let daemon_raw = raw.daemon.unwrap_or_default();
     if daemon_raw.group.is_some() && daemon_raw.user.is_none() {

@@ -89,6 +89,7 @@ pub(crate) struct RawAuth {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawLog {
     pub level: Option<LogLevel>,
+    pub format: Option<crate::LogFormat>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -321,6 +321,17 @@ fn log_levels_are_checked() {
 }
 
 #[test]
+fn log_format_is_text_or_json() {
+    use maildex_config::LogFormat;
+    assert_eq!(with("").unwrap().log.format, LogFormat::Text);
+    let json = with("[log]\nformat = \"json\"\n").unwrap();
+    assert_eq!(json.log.format, LogFormat::Json);
+    let (_, _, key, msg) = toml_err(with("[log]\nformat = \"xml\"\n"));
+    assert_eq!(key.as_deref(), Some("log.format"));
+    assert!(msg.contains("xml"), "{msg}");
+}
+
+#[test]
 fn syntax_errors_have_positions() {
     let (line, _, _, _) = toml_err(parse("[storage]\nmail_location = \"/m/%n\"\nfsync = yes\n"));
     assert_eq!(line, 3);

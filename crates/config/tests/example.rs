@@ -34,6 +34,7 @@ fn example_config_parses() {
     assert!(c.storage.fsync);
     assert_eq!(c.auth.users_file, Path::new("/etc/maildex/users"));
     assert_eq!(c.log.level, "info");
+    assert_eq!(c.log.format, maildex_config::LogFormat::Text);
     assert_eq!(c.storage.quota, None);
     let d = maildex_config::LmtpConfig::with_listeners(c.lmtp.listen.clone());
     assert_eq!(
@@ -88,6 +89,7 @@ fn example_config_mentions_every_key() {
         "users_file =",
         "[log]",
         "level =",
+        "format =",
         "[daemon]",
         "user =",
         "group =",

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -74,7 +73,6 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// inotify on the folders IDLE sessions have selected.
     pub watcher: Arc<DirWatcher>,
-    next_session: AtomicU64,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
     total: Mutex<usize>,
 }
@@ -100,15 +98,9 @@ impl Shared {
             settings,
             penalties: Penalties::default(),
             shutdown,
-            next_session: AtomicU64::new(1),
             per_ip: Mutex::default(),
             total: Mutex::new(0),
         })
-    }
-
-    /// A new session id (for logs).
-    pub fn session_id(&self) -> u64 {
-        self.next_session.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Takes a connection slot for `ip` (counted by [`penalty_key`]), or says which limit

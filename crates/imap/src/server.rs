@@ -164,11 +164,11 @@ async fn accept_loop(
         };
         let _ = tcp.set_nodelay(true);
         let shared2 = Arc::clone(&shared);
-        let id = shared.session_id();
+        let id = maildex_net::session_id();
         // behind a proxy the span's `peer` is the header's client, set by client_behind
         let span = tracing::info_span!(
             "imap",
-            session = id,
+            session = %id,
             peer = tracing::field::Empty,
             proxy = tracing::field::Empty,
             user = tracing::field::Empty

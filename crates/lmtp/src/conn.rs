@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::deliver::{self, Body, Txn, WRITE_BATCH};
+use crate::deliver::{self, Body, Failure, Finished, Txn, WRITE_BATCH};
 use crate::Shared;
 
 /// A client stream (TCP or unix).
@@ -214,8 +214,14 @@ impl Conn {
                             )
                         }),
                     };
-                    if let (Some(r), Some(t)) = (rcpt, self.txn.as_mut()) {
-                        t.rcpts.push(r);
+                    if let Some(t) = self.txn.as_mut() {
+                        match (&result, rcpt) {
+                            (_, Some(r)) => t.rcpts.push(r),
+                            (maildex_lmtp_proto::RcptResult::Rejected(s), None) => t
+                                .rejected
+                                .push(deliver::rejected_text(&addr.to_string(), s)),
+                            _ => {}
+                        }
                     }
                     self.session.rcpt_result(result)?;
                 }
@@ -233,7 +239,10 @@ impl Conn {
                     if let Some(t) = self.txn.as_mut() {
                         let body = std::mem::replace(
                             &mut t.body,
-                            Body::Failed(maildex_lmtp_proto::Status::too_big()),
+                            Body::Failed(Failure::new(
+                                maildex_lmtp_proto::Status::too_big(),
+                                "message over the size limit",
+                            )),
                         );
                         tokio::task::spawn_blocking(move || drop(body));
                     }
@@ -303,14 +312,14 @@ impl Conn {
             deliver::write(&accounts, &rcpts, file, &data).map(|f| (f, data))
         })
         .await
-        .unwrap_or_else(|_| Err(maildex_lmtp_proto::Status::temporary("Internal error")));
+        .unwrap_or_else(|_| Err(Failure::internal()));
         match written {
             Ok((file, mut data)) => {
                 data.clear();
                 *tmp = Some(file);
                 *buf = data;
             }
-            Err(status) => t.body = Body::Failed(status),
+            Err(f) => t.body = Body::Failed(f),
         }
     }
 
@@ -321,29 +330,40 @@ impl Conn {
         if long_lines > 0 {
             tracing::debug!(long_lines, "message has lines over the length limit");
         }
-        let n = t.rcpts.len();
-        match std::mem::take(&mut t.body) {
+        let rcpts = std::mem::take(&mut t.rcpts);
+        let n = rcpts.len();
+        let finished = match std::mem::take(&mut t.body) {
             Body::Writing { tmp, buf } => {
                 let accounts = Arc::clone(&self.shared.accounts);
-                let rcpts = std::mem::take(&mut t.rcpts);
                 tokio::task::spawn_blocking(move || deliver::finish(&accounts, tmp, &buf, &rcpts))
                     .await
-                    .unwrap_or_else(|_| {
-                        vec![
-                            RcptOutcome::Failed(maildex_lmtp_proto::Status::temporary(
-                                "Internal error"
-                            ));
-                            n
-                        ]
+                    .unwrap_or_else(|_| Finished {
+                        outcomes: vec![RcptOutcome::Failed(Failure::internal().status); n],
+                        results: vec!["delivery panicked".into()],
+                        message_id: None,
                     })
             }
-            Body::Failed(status) => vec![RcptOutcome::Failed(status); n],
-            Body::None => {
-                vec![
-                    RcptOutcome::Failed(maildex_lmtp_proto::Status::temporary("Internal error"));
-                    n
-                ]
-            }
-        }
+            Body::Failed(f) => Finished::failed(&rcpts, &f),
+            Body::None => Finished::failed(&rcpts, &Failure::internal()),
+        };
+        log_message(&t, &finished);
+        finished.outcomes
     }
+}
+
+/// One line per message an admin can grep (the span carries the session id): its
+/// Message-ID, the sender and every recipient's result, refused ones included.
+fn log_message(t: &Txn, f: &Finished) {
+    let results: Vec<&str> = f
+        .results
+        .iter()
+        .chain(&t.rejected)
+        .map(String::as_str)
+        .collect();
+    tracing::info!(
+        message_id = %maildex_accounts::LogName::new(f.message_id.as_deref().unwrap_or("")),
+        from = %maildex_accounts::LogName::new(&t.reverse_path),
+        results = %results.join(", "),
+        "message"
+    );
 }

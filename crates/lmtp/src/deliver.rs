@@ -31,7 +31,69 @@ pub(crate) enum Body {
     /// in one trip to the blocking pool. `tmp` is also None while a write runs there.
     Writing { tmp: Option<TmpFile>, buf: Vec<u8> },
     /// Writing failed: every recipient gets this status; further data is dropped.
-    Failed(Status),
+    Failed(Failure),
+}
+
+/// A failure: the status the client gets and its real cause, for the log.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub status: Status,
+    pub cause: String,
+}
+
+impl Failure {
+    pub(crate) fn new(status: Status, cause: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            cause: cause.into(),
+        }
+    }
+
+    pub(crate) fn internal() -> Failure {
+        Failure::new(Status::temporary("Internal error"), "internal error")
+    }
+
+    /// A store error: its text names the file (and, for a permission error, who lacks
+    /// what: `maildex_maildir::explain_denied`).
+    fn store(e: &StoreError) -> Failure {
+        Failure::new(failure_status(e), e.to_string())
+    }
+
+    fn accounts(e: &maildex_accounts::AccountsError) -> Failure {
+        Failure::new(accounts_status(e), e.to_string())
+    }
+}
+
+/// What the end of the data did: one outcome per accepted RCPT (for the replies) and
+/// one result text per accepted RCPT (for the log), and the message's Message-ID.
+pub(crate) struct Finished {
+    pub outcomes: Vec<RcptOutcome>,
+    pub results: Vec<String>,
+    pub message_id: Option<String>,
+}
+
+impl Finished {
+    /// Every recipient failed the same way before any delivery.
+    pub(crate) fn failed(rcpts: &[Rcpt], f: &Failure) -> Finished {
+        Finished {
+            outcomes: vec![RcptOutcome::Failed(f.status.clone()); rcpts.len()],
+            results: rcpts.iter().map(|r| failed_text(&r.address, f)).collect(),
+            message_id: None,
+        }
+    }
+}
+
+/// A recipient's result in the message log line.
+fn failed_text(address: &str, f: &Failure) -> String {
+    let s = &f.status;
+    let address = LogName::new(address);
+    format!("<{address}> failed {} {}: {}", s.code, s.enhanced, f.cause)
+}
+
+/// A recipient refused at RCPT, in the message log line.
+pub(crate) fn rejected_text(address: &str, s: &Status) -> String {
+    let address = LogName::new(address);
+    format!("<{address}> rejected at RCPT {} {}", s.code, s.enhanced)
 }
 
 /// A transaction, from MAIL to the end of the data.
@@ -43,6 +105,8 @@ pub(crate) struct Txn {
     pub declared_size: Option<u64>,
     /// Accepted recipients, in RCPT order (as the session's `accepted_recipients`).
     pub rcpts: Vec<Rcpt>,
+    /// Recipients refused at RCPT, as [`rejected_text`] (for the message's log line).
+    pub rejected: Vec<String>,
     pub body: Body,
 }
 
@@ -143,30 +207,37 @@ fn decide_rcpt(
 }
 
 /// Opens the message file in `tmp/` of the first target that can take it.
-pub(crate) fn start(accounts: &Accounts, rcpts: &[Rcpt]) -> Result<TmpFile, Status> {
-    let mut last = Status::temporary("No recipient can take the message");
+pub(crate) fn start(accounts: &Accounts, rcpts: &[Rcpt]) -> Result<TmpFile, Failure> {
+    let mut last = Failure::new(
+        Status::temporary("No recipient can take the message"),
+        "no recipient",
+    );
     for t in rcpts.iter().flat_map(|r| &r.targets) {
         let opened = accounts
             .store(&t.user)
-            .map_err(|e| accounts_status(&e))
-            .and_then(|s| s.create_tmp(&t.mailbox).map_err(|e| failure_status(&e)));
+            .map_err(|e| Failure::accounts(&e))
+            .and_then(|s| s.create_tmp(&t.mailbox).map_err(|e| Failure::store(&e)));
         match opened {
             Ok(tmp) => return Ok(tmp),
-            Err(status) => {
-                tracing::warn!(user = %t.user.name, mailbox = %t.mailbox, reason = %status.text, "cannot start a message file here");
-                last = status;
+            Err(f) => {
+                tracing::warn!(user = %t.user.name, mailbox = %t.mailbox, error = %f.cause, "cannot start a message file here");
+                last = f;
             }
         }
     }
     Err(last)
 }
 
-fn io_status(e: &std::io::Error, tmp: &TmpFile) -> Status {
-    tracing::error!(file = %tmp.path().display(), error = %e, "writing the message failed");
+fn io_failure(e: &std::io::Error, tmp: &TmpFile) -> Failure {
+    let cause = format!("writing {}: {e}", tmp.path().display());
+    tracing::error!(error = %cause, "writing the message failed");
     if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
-        Status::disk_full()
+        Failure::new(Status::disk_full(), cause)
     } else {
-        Status::temporary("Temporary local failure, try again later")
+        Failure::new(
+            Status::temporary("Temporary local failure, try again later"),
+            cause,
+        )
     }
 }
 
@@ -176,44 +247,50 @@ pub(crate) fn write(
     rcpts: &[Rcpt],
     tmp: Option<TmpFile>,
     buf: &[u8],
-) -> Result<TmpFile, Status> {
+) -> Result<TmpFile, Failure> {
     let mut tmp = match tmp {
         Some(t) => t,
         None => start(accounts, rcpts)?,
     };
     match tmp.write_all(buf) {
         Ok(()) => Ok(tmp),
-        Err(e) => Err(io_status(&e, &tmp)),
+        Err(e) => Err(io_failure(&e, &tmp)),
     }
 }
 
 /// Ends the data: writes the rest (creating the file when `tmp` is None: then `buf` is
 /// the whole message, which is summarized from memory instead of read back), fsyncs and
 /// summarizes once, delivers to every recipient (in order), and returns one outcome per
-/// accepted RCPT. The `tmp/` file is removed when this returns (the deliveries are links
+/// accepted RCPT ([`Finished`]). The `tmp/` file is removed when this returns (the deliveries are links
 /// or copies of it).
 pub(crate) fn finish(
     accounts: &Accounts,
     tmp: Option<TmpFile>,
     buf: &[u8],
     rcpts: &[Rcpt],
-) -> Vec<RcptOutcome> {
+) -> Finished {
     let whole = tmp.is_none().then_some(buf);
     let mut tmp = match write(accounts, rcpts, tmp, buf) {
         Ok(t) => t,
-        Err(status) => return vec![RcptOutcome::Failed(status); rcpts.len()],
+        Err(f) => return Finished::failed(rcpts, &f),
     };
     let prepared = PreparedMessage::prepare_from(&mut tmp, None, whole).map_err(|e| {
         tracing::error!(file = %tmp.path().display(), error = %e, "preparing the message failed");
-        failure_status(&e)
+        Failure::store(&e)
     });
     let prepared = match prepared {
         Ok(p) => p,
-        Err(status) => return vec![RcptOutcome::Failed(status); rcpts.len()],
+        Err(f) => return Finished::failed(rcpts, &f),
     };
-    let outcomes = for_each_parallel(rcpts, |r| deliver_rcpt(accounts, &prepared, r));
+    let (outcomes, results) = for_each_parallel(rcpts, |r| deliver_rcpt(accounts, &prepared, r))
+        .into_iter()
+        .unzip();
     drop(tmp);
-    outcomes
+    Finished {
+        outcomes,
+        results,
+        message_id: prepared.message_id(),
+    }
 }
 
 /// Most recipients of one transaction delivered at once.
@@ -258,46 +335,60 @@ fn for_each_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) 
 
 /// Delivers to the targets of one RCPT. Several targets (an alias): a temporary
 /// failure of any wins (the client retries; targets already served may get the
-/// message again, which beats losing it), else delivered if any was.
-fn deliver_rcpt(accounts: &Accounts, msg: &PreparedMessage, rcpt: &Rcpt) -> RcptOutcome {
-    let mut delivered = 0usize;
+/// message again, which beats losing it), else delivered if any was. With the result
+/// text for the log line.
+fn deliver_rcpt(accounts: &Accounts, msg: &PreparedMessage, rcpt: &Rcpt) -> (RcptOutcome, String) {
+    let mut delivered = Vec::new();
     let mut temporary = None;
     let mut permanent = None;
     for t in &rcpt.targets {
         match deliver_target(accounts, msg, t) {
-            Ok(()) => delivered += 1,
-            Err(s) if s.code >= 500 => permanent = Some(s),
-            Err(s) => temporary = Some(s),
+            Ok(place) => delivered.push(place),
+            Err(f) if f.status.code >= 500 => permanent = Some(f),
+            Err(f) => temporary = Some(f),
         }
     }
     match (temporary, permanent) {
-        (Some(s), _) => {
-            if delivered > 0 {
-                tracing::warn!(rcpt = %LogName::new(&rcpt.address), delivered, "alias partly delivered; a retry will repeat those deliveries");
+        (Some(f), _) => {
+            if !delivered.is_empty() {
+                tracing::warn!(rcpt = %LogName::new(&rcpt.address), delivered = delivered.len(), "alias partly delivered; a retry will repeat those deliveries");
             }
-            RcptOutcome::Failed(s)
+            let text = failed_text(&rcpt.address, &f);
+            (RcptOutcome::Failed(f.status), text)
         }
-        (None, Some(s)) if delivered == 0 => RcptOutcome::Failed(s),
-        _ => RcptOutcome::Delivered,
+        (None, Some(f)) if delivered.is_empty() => {
+            let text = failed_text(&rcpt.address, &f);
+            (RcptOutcome::Failed(f.status), text)
+        }
+        _ => {
+            let address = LogName::new(&rcpt.address);
+            let text = format!("<{address}> delivered {}", delivered.join(" "));
+            (RcptOutcome::Delivered, text)
+        }
     }
 }
 
-fn deliver_target(accounts: &Accounts, msg: &PreparedMessage, t: &Recipient) -> Result<(), Status> {
+/// Delivers to one target; Ok names where: `user/mailbox uid=N`.
+fn deliver_target(
+    accounts: &Accounts,
+    msg: &PreparedMessage,
+    t: &Recipient,
+) -> Result<String, Failure> {
     let user = &t.user.name;
     match accounts.over_quota(&t.user, msg.vsize()) {
         Ok(false) => {}
         Ok(true) => {
-            tracing::info!(user = %user, size = msg.vsize(), "message would exceed the quota");
-            return Err(Status::over_quota());
+            let cause = format!("{user} over quota with {} bytes more", msg.vsize());
+            return Err(Failure::new(Status::over_quota(), cause));
         }
         Err(e) => {
             tracing::error!(user = %user, error = %e, "quota check failed");
-            return Err(accounts_status(&e));
+            return Err(Failure::accounts(&e));
         }
     }
     let store = accounts.store(&t.user).map_err(|e| {
         tracing::error!(user = %user, error = %e, "cannot open the user's mail");
-        accounts_status(&e)
+        Failure::accounts(&e)
     })?;
     let opts = DeliverOptions::default();
     let mut mailbox = t.mailbox.as_str();
@@ -309,19 +400,12 @@ fn deliver_target(accounts: &Accounts, msg: &PreparedMessage, t: &Recipient) -> 
     }
     match result {
         Ok((d, how)) => {
-            tracing::info!(
-                user = %user,
-                mailbox,
-                uid = d.uid,
-                size = d.size,
-                linked = how == LinkOrCopy::Linked,
-                "delivered"
-            );
-            Ok(())
+            tracing::debug!(user = %user, mailbox, uid = d.uid, size = d.size, linked = how == LinkOrCopy::Linked, "delivered");
+            Ok(format!("{user}/{mailbox} uid={}", d.uid))
         }
         Err(e) => {
             tracing::error!(user = %user, mailbox, error = %e, "delivery failed");
-            Err(failure_status(&e))
+            Err(Failure::store(&e))
         }
     }
 }

@@ -4,7 +4,6 @@ use std::ffi::CString;
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,27 +168,6 @@ impl Bound {
     }
 }
 
-static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
-
-/// A session id unique across restarts: this process's start time (microseconds,
-/// base 36) and a counter, so log lines and `Received:` ids of two runs never collide.
-fn session_id() -> String {
-    static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let tag = PROCESS.get_or_init(|| {
-        let mut n = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros());
-        let mut digits = Vec::new();
-        while n > 0 {
-            digits.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
-            n /= 36;
-        }
-        digits.reverse();
-        String::from_utf8(digits).unwrap_or_default()
-    });
-    format!("{tag}-{}", SESSION_IDS.fetch_add(1, Ordering::Relaxed))
-}
-
 /// Accepts until `shutdown`, one task per connection holding one of `slots`; then
 /// waits for the connections to end and removes a unix socket file. With `proxy` (the
 /// trusted networks of a listener behind a proxy) each connection must start with a PROXY
@@ -217,7 +195,7 @@ pub(crate) async fn accept_loop(
         };
         match accepted {
             Ok((mut stream, peer, tcp_peer)) => {
-                let id = session_id();
+                let id = maildex_net::session_id();
                 let span = tracing::info_span!(
                     "lmtp",
                     session = %id,

@@ -63,7 +63,21 @@ fn trace_headers(a: &DeliverArgs) -> Vec<u8> {
 }
 
 pub fn run(a: &DeliverArgs) -> ExitCode {
-    let (code, message) = deliver(a);
+    let mut message_id = None;
+    let (code, message) = deliver(a, &mut message_id);
+    // the line LMTP logs per message (docs/ARCHITECTURE.md, "Logs")
+    let rcpt = maildex_auth::LogName::new(a.recipient.as_deref().unwrap_or(&a.user));
+    let result = if code == sysexits::OK {
+        format!("<{rcpt}> {message}")
+    } else {
+        format!("<{rcpt}> failed {code}: {message}")
+    };
+    tracing::info!(
+        message_id = %maildex_auth::LogName::new(message_id.as_deref().unwrap_or("")),
+        from = %maildex_auth::LogName::new(a.from.as_deref().unwrap_or("")),
+        results = %result,
+        "message"
+    );
     if code != sysexits::OK {
         // postfix puts this line in the bounce or in its log
         eprintln!("maildex deliver: {message}");
@@ -71,7 +85,8 @@ pub fn run(a: &DeliverArgs) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn deliver(a: &DeliverArgs) -> (u8, String) {
+/// Delivers; sets `message_id` once the message is read.
+fn deliver(a: &DeliverArgs, message_id: &mut Option<String>) -> (u8, String) {
     let config = match load_config(&a.config) {
         Ok(c) => c,
         Err(e) => return (sysexits::CONFIG, format!("{e:#}")),
@@ -116,16 +131,12 @@ fn deliver(a: &DeliverArgs) -> (u8, String) {
         Err(e) => return (sysexits::TEMPFAIL, format!("reading stdin: {e}")),
     }
     let mut message = std::io::Cursor::new(trace_headers(a)).chain(stdin);
-    let delivered = if user.quota.is_some() {
-        deliver_within_quota(&accounts, &user, &store, mailbox, &mut message)
-    } else {
-        store
-            .deliver(mailbox, &mut message, &DeliverOptions::default())
-            .map(|d| d.uid)
-            .map_err(|e| failure(&e))
-    };
+    let delivered = deliver_prepared(&accounts, &user, &store, mailbox, &mut message, message_id);
     match delivered {
-        Ok(uid) => (sysexits::OK, format!("delivered to {mailbox} as UID {uid}")),
+        Ok(uid) => (
+            sysexits::OK,
+            format!("delivered {}/{mailbox} uid={uid}", user.name),
+        ),
         Err(failed) => failed,
     }
 }
@@ -145,15 +156,16 @@ fn failure(e: &StoreError) -> (u8, String) {
     }
 }
 
-/// With a quota, the size is known only once the message is written: it goes to `tmp/`
-/// first (as over LMTP), is checked, then linked into the mailbox; the `tmp/` file is
-/// removed either way.
-fn deliver_within_quota(
+/// The message goes to `tmp/` first (as over LMTP), is summarized (its Message-ID for the
+/// log) and checked against a quota (its size is known only now), then linked into the
+/// mailbox; the `tmp/` file is removed either way.
+fn deliver_prepared(
     accounts: &Accounts,
     user: &User,
     store: &UserStore,
     mailbox: &str,
     message: &mut dyn Read,
+    message_id: &mut Option<String>,
 ) -> Result<u32, (u8, String)> {
     let mut tmp = store.create_tmp(mailbox).map_err(|e| failure(&e))?;
     std::io::copy(message, &mut tmp).map_err(|e| {
@@ -163,6 +175,7 @@ fn deliver_within_quota(
         )
     })?;
     let prepared = PreparedMessage::prepare(&mut tmp, None).map_err(|e| failure(&e))?;
+    *message_id = prepared.message_id();
     match accounts.over_quota(user, prepared.vsize()) {
         Ok(false) => {}
         Ok(true) => return Err(over_quota(user)),

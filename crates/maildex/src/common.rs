@@ -4,7 +4,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use maildex_config::{Config, UserPaths};
+use maildex_config::{Config, LogFormat, UserPaths};
 use maildex_daemon::privileges::{self, Identity};
 use maildex_store::UserStore;
 
@@ -12,24 +12,37 @@ use crate::UsersArg;
 
 /// Logs to stderr: `$MAILDEX_LOG` (a tracing filter) when set and not empty, else the
 /// config's `[log] level` (an empty `MAILDEX_LOG=` must not silence errors). Colours only
-/// when stderr is a terminal: a log file or journald gets plain text.
-pub fn init_logging(level: &str) {
-    let filter = std::env::var("MAILDEX_LOG")
+/// when stderr is a terminal: a log file or journald gets plain text. `[log] format =
+/// "json"` writes one JSON object per line.
+pub fn init_logging(level: &str, format: LogFormat) {
+    let directives = std::env::var("MAILDEX_LOG")
         .ok()
-        .filter(|v| !v.trim().is_empty())
-        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
+        .filter(|v| !v.trim().is_empty() && tracing_subscriber::EnvFilter::try_new(v).is_ok())
+        .unwrap_or_else(|| level.to_owned());
+    let mut filter = tracing_subscriber::EnvFilter::new(&directives);
+    if !directives.contains("rustls") {
+        // rustls warns for every client that sends an IP address as SNI (openssl
+        // s_client -servername 127.0.0.1, some mail clients): harmless, ignored by the
+        // handshake, and not the admin's to fix. A filter naming rustls keeps them.
+        if let Ok(quiet) = "rustls::msgs::handshake=error".parse() {
+            filter = filter.add_directive(quiet);
+        }
+    }
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    };
 }
 
 pub fn load_config(path: &Path) -> Result<Config> {
     let config =
         Config::load(path).with_context(|| format!("loading config {}", path.display()))?;
-    init_logging(&config.log.level);
+    init_logging(&config.log.level, config.log.format);
     Ok(config)
 }
 

@@ -89,6 +89,28 @@ pub async fn write_all_within<W: AsyncWrite + Unpin + ?Sized>(
         .map_err(|_| stalled())?
 }
 
+/// A session id unique across restarts, for the IMAP and LMTP logs and LMTP's `Received:`
+/// ids: this process's start time (microseconds, base 36) and a counter, so the lines of
+/// two runs never share an id.
+pub fn session_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let tag = PROCESS.get_or_init(|| {
+        let mut n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        let mut digits = Vec::new();
+        while n > 0 {
+            digits.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+            n /= 36;
+        }
+        digits.reverse();
+        String::from_utf8(digits).unwrap_or_default()
+    });
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{tag}-{n}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,6 +138,20 @@ impl PreparedMessage {
     pub fn vsize(&self) -> u64 {
         self.vsize
     }
+
+    /// The message's `Message-ID` field value (unfolded, trimmed), for the delivery log.
+    pub fn message_id(&self) -> Option<String> {
+        let mut field = Vec::new();
+        maildex_mime::header_fields(&self.built.headers, &["message-id"], false, &mut field);
+        // the first field only: up to a line break not followed by a continuation
+        let end = (0..field.len())
+            .find(|&i| field[i] == b'\n' && !matches!(field.get(i + 1), Some(b' ' | b'\t')))
+            .unwrap_or(field.len());
+        let value = field[..end].splitn(2, |&b| b == b':').nth(1)?;
+        let value = String::from_utf8_lossy(value);
+        let value = value.split_whitespace().collect::<Vec<_>>().join(" ");
+        (!value.is_empty()).then_some(value)
+    }
 }
 
 /// Where a delivery lands (see `UserStore::placement`).

@@ -66,7 +66,7 @@ impl Session {
         }
         // a name that is not UTF-8 names no user: it fails like any unknown one
         let login = String::from_utf8_lossy(&username).into_owned();
-        self.check_password(login, password).await
+        self.check_password(login, password, "LOGIN-command").await
     }
 
     pub(super) async fn authenticate(
@@ -93,7 +93,8 @@ impl Session {
             self.sasl_plain(initial).await?
         };
         let login = String::from_utf8_lossy(&login).into_owned();
-        self.check_password(login, password).await
+        let mechanism = if login_mech { "LOGIN" } else { "PLAIN" };
+        self.check_password(login, password, mechanism).await
     }
 
     /// PLAIN (RFC 4616): one message `[authzid] NUL authcid NUL passwd`, as the initial
@@ -165,7 +166,12 @@ impl Session {
     /// whatever failed: no such user, a wrong password, a password over
     /// [`MAX_PASSWORD_LEN`], a user not allowed from this address, a hash the server
     /// cannot check (issue 15 #29).
-    async fn check_password(&mut self, login: String, password: Vec<u8>) -> Result<Done, CmdError> {
+    async fn check_password(
+        &mut self,
+        login: String,
+        password: Vec<u8>,
+        mechanism: &str,
+    ) -> Result<Done, CmdError> {
         let ip = self.peer.ip();
         let delay = self.shared.penalties.delay(ip);
         if !delay.is_zero() {
@@ -204,7 +210,7 @@ impl Session {
             CmdError::no(ResponseCode::Unavailable, "Mail storage is not available.")
         })?;
         tracing::Span::current().record("user", user.name.as_str());
-        tracing::info!(tls = self.stream.is_tls(), "logged in");
+        tracing::info!(tls = self.stream.is_tls(), mechanism, "logged in");
         self.state = State::Authenticated(Authed { user, store });
         let caps = self.capabilities();
         Ok(Done::OkCode(

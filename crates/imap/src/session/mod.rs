@@ -193,6 +193,18 @@ pub(crate) struct Session {
     /// after the session began, however much it sends meanwhile (a client trickling a
     /// byte at a time, or a NOOP now and then, would otherwise keep its slot for ever).
     login_deadline: tokio::time::Instant,
+    /// What the disconnect line reports.
+    stats: Stats,
+}
+
+/// A session's traffic, for the line logged when it ends.
+struct Stats {
+    started: tokio::time::Instant,
+    bytes_in: u64,
+    bytes_out: u64,
+    commands: u64,
+    /// How the session ended, when a deadline or shutdown ended it.
+    ended: Option<&'static str>,
 }
 
 /// What the main loop does after a command.
@@ -213,6 +225,13 @@ impl Session {
             out: Vec::with_capacity(OUT_KEEP),
             state: State::NotAuthenticated,
             read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            stats: Stats {
+                started: tokio::time::Instant::now(),
+                bytes_in: 0,
+                bytes_out: 0,
+                commands: 0,
+                ended: None,
+            },
         }
     }
 
@@ -224,7 +243,14 @@ impl Session {
             None,
             &format!("[CAPABILITY {caps}] maildex ready."),
         );
-        match self.serve().await {
+        let served = self.serve().await;
+        let ended = match (&served, self.stats.ended) {
+            (Ok(()), _) => "LOGOUT",
+            (Err(_), Some(why)) => why,
+            (Err(CmdError::Io(e)), None) if client_closed(e) => "client closed",
+            (Err(_), None) => "error",
+        };
+        match served {
             Ok(()) => {}
             Err(CmdError::Io(e)) => tracing::debug!(error = %e, "connection closed"),
             Err(CmdError::Bye(text)) => {
@@ -235,7 +261,15 @@ impl Session {
         }
         let _ =
             tokio::time::timeout(self.shared.settings.write_timeout, self.stream.shutdown()).await;
-        tracing::debug!("disconnected");
+        // one line per session an admin can grep (the span carries session, peer, user)
+        tracing::info!(
+            ended,
+            bytes_in = self.stats.bytes_in,
+            bytes_out = self.stats.bytes_out,
+            commands = self.stats.commands,
+            duration_ms = self.stats.started.elapsed().as_millis() as u64,
+            "disconnected"
+        );
     }
 
     async fn serve(&mut self) -> Result<(), CmdError> {
@@ -258,15 +292,25 @@ impl Session {
     /// Reads at least one byte, or fails on EOF, autologout or shutdown.
     async fn read_some(&mut self) -> Result<usize, CmdError> {
         let (deadline, why) = self.deadline();
-        tokio::select! {
+        let read = tokio::select! {
             r = self.stream.read(&mut self.read_buf) => match r {
                 Ok(0) => Err(CmdError::Io(std::io::ErrorKind::UnexpectedEof.into())),
                 Ok(n) => Ok(n),
                 Err(e) => Err(CmdError::Io(e)),
             },
-            _ = tokio::time::sleep_until(deadline) => Err(CmdError::Bye(why.into())),
-            _ = self.shared.shutdown.cancelled() => Err(CmdError::Bye("Server shutting down.".into())),
+            _ = tokio::time::sleep_until(deadline) => {
+                self.stats.ended = Some("autologout");
+                Err(CmdError::Bye(why.into()))
+            }
+            _ = self.shared.shutdown.cancelled() => {
+                self.stats.ended = Some("server shutdown");
+                Err(CmdError::Bye("Server shutting down.".into()))
+            }
+        };
+        if let Ok(n) = read {
+            self.stats.bytes_in += n as u64;
         }
+        read
     }
 
     /// When the next read gives up, and the `* BYE` text. RFC 9051 §5.4: after login an
@@ -320,6 +364,7 @@ impl Session {
     async fn command(&mut self, tag: Tag, cmd: Command) -> Result<Flow, CmdError> {
         let name = cmd.name();
         tracing::trace!(tag = %tag, command = name, "command");
+        self.stats.commands += 1;
         let result = match self.state.permits(&cmd) {
             Ok(()) => self.dispatch(&tag, cmd).await,
             Err(e) => Err(e),
@@ -520,15 +565,30 @@ impl Session {
     async fn write(&mut self, bytes: &[u8]) -> Result<(), CmdError> {
         let by = matches!(self.state, State::NotAuthenticated).then_some(self.login_deadline);
         let stall = self.shared.settings.write_timeout;
-        maildex_net::write_all_within(&mut self.stream, bytes, stall, by)
-            .await
-            .map_err(|e| {
+        let written = maildex_net::write_all_within(&mut self.stream, bytes, stall, by).await;
+        match written {
+            Ok(()) => {
+                self.stats.bytes_out += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
                 if e.kind() == std::io::ErrorKind::TimedOut {
+                    self.stats.ended = Some("write deadline");
                     tracing::info!(error = %e, "closing the connection");
                 }
-                CmdError::Io(e)
-            })
+                Err(CmdError::Io(e))
+            }
+        }
     }
+}
+
+/// Whether a read or write failed because the client went away.
+fn client_closed(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::UnexpectedEof | K::ConnectionReset | K::BrokenPipe | K::ConnectionAborted
+    )
 }
 
 /// How a command succeeded.
