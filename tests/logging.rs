@@ -24,9 +24,11 @@ struct Ports {
     lmtp: SocketAddr,
 }
 
-/// A config in `root` (users alice and bob, a self-signed certificate) with `log` as
-/// its `[log]` section; returns its path and the ports.
-fn setup(root: &Path, log: &str) -> (PathBuf, Ports) {
+/// A scratch root with a config (users alice and bob, a self-signed certificate) with
+/// `log` as its `[log]` section; returns the root, the config's path and the ports.
+fn setup(log: &str) -> (tempfile::TempDir, PathBuf, Ports) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
     let r = root.display();
     let at = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
     let ports = Ports {
@@ -55,7 +57,13 @@ fn setup(root: &Path, log: &str) -> (PathBuf, Ports) {
         &root.join("key.pem"),
     )
     .unwrap();
-    (path, ports)
+    (dir, path, ports)
+}
+
+/// A file where `user`'s Maildir belongs: it cannot be created.
+fn block_maildir(root: &Path, user: &str) {
+    std::fs::create_dir_all(root.join("mail")).unwrap();
+    std::fs::write(root.join("mail").join(user), "not a folder").unwrap();
 }
 
 fn start(config: &Path, root: &Path, ports: &Ports) -> Daemon {
@@ -119,12 +127,9 @@ fn lmtp_message(addr: SocketAddr, message_id: &str) {
 
 #[test]
 fn login_disconnect_and_message_lines_carry_their_fields() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, config, ports) = setup("level = \"info\"");
     let root = dir.path();
-    let (config, ports) = setup(root, "level = \"info\"");
-    // bob's Maildir cannot be created: a file is in its place
-    std::fs::create_dir_all(root.join("mail")).unwrap();
-    std::fs::write(root.join("mail/bob"), "not a folder").unwrap();
+    block_maildir(root, "bob");
     let mut daemon = start(&config, root, &ports);
 
     let mut c = Client::connect(ports.imap);
@@ -223,9 +228,8 @@ fn login_disconnect_and_message_lines_carry_their_fields() {
 
 #[test]
 fn json_format_writes_one_object_per_line() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, config, ports) = setup("format = \"json\"");
     let root = dir.path();
-    let (config, ports) = setup(root, "format = \"json\"");
     let mut daemon = start(&config, root, &ports);
     let mut c = Client::connect(ports.imap);
     c.ok("LOGIN alice pw");
@@ -256,9 +260,7 @@ fn json_format_writes_one_object_per_line() {
 
 #[test]
 fn maildex_deliver_logs_the_message_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let (config, _) = setup(root, "level = \"info\"");
+    let (_dir, config, _) = setup("level = \"info\"");
     let mut p = Command::new(maildex_bin())
         .args(["deliver", "--config"])
         .arg(&config)
@@ -285,4 +287,40 @@ fn maildex_deliver_logs_the_message_line() {
         lines[0].contains("<alice> delivered alice/INBOX uid=1"),
         "{err}"
     );
+}
+
+#[test]
+fn an_os_error_appears_once_in_a_message() {
+    let (dir, config, _) = setup("level = \"info\"");
+    let root = dir.path();
+    block_maildir(root, "alice");
+    let missing = root.join("missing.toml");
+    for (args, os_error) in [
+        (
+            vec![
+                "index",
+                "check",
+                "--all",
+                "--config",
+                missing.to_str().unwrap(),
+            ],
+            "(os error 2)",
+        ),
+        (
+            vec![
+                "index",
+                "rebuild",
+                "--user",
+                "alice",
+                "--config",
+                config.to_str().unwrap(),
+            ],
+            "(os error 17)",
+        ),
+    ] {
+        let out = Command::new(maildex_bin()).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.matches(os_error).count(), 1, "{args:?}: {err}");
+    }
 }

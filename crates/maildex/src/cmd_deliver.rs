@@ -17,7 +17,7 @@ use clap::Args;
 use maildex_accounts::{Accounts, User};
 use maildex_store::{DeliverOptions, PreparedMessage, StoreError, UserStore};
 
-use crate::common::{become_mail_owner, load_config};
+use crate::common::{become_mail_owner, error_text, load_config};
 
 /// sysexits(3) codes.
 pub mod sysexits {
@@ -89,11 +89,11 @@ pub fn run(a: &DeliverArgs) -> ExitCode {
 fn deliver(a: &DeliverArgs, message_id: &mut Option<String>) -> (u8, String) {
     let config = match load_config(&a.config) {
         Ok(c) => c,
-        Err(e) => return (sysexits::CONFIG, format!("{e:#}")),
+        Err(e) => return (sysexits::CONFIG, error_text(&e)),
     };
     // run as root, write as the mail's owner (as the daemon does)
     if let Err(e) = become_mail_owner(&config) {
-        return (sysexits::TEMPFAIL, format!("{e:#}"));
+        return (sysexits::TEMPFAIL, error_text(&e));
     }
     let accounts = match Accounts::load(config) {
         Ok(a) => a,

@@ -95,7 +95,7 @@ fn start_up_sync(config: &maildex_config::Config, users: &maildex_auth::UsersFil
             ),
             Err(e) => tracing::error!(
                 user = %entry.name,
-                error = format!("{e:#}"),
+                error = crate::common::error_text(&e),
                 "start-up sync failed; serving the other users"
             ),
         }

@@ -39,6 +39,21 @@ pub fn init_logging(level: &str, format: LogFormat) {
     };
 }
 
+/// `e` and its causes joined by `: ` (anyhow's `{:#}`), each OS error once: most of our
+/// error types show their source's text in their own message (log lines print only
+/// that) and also return it as their `source()` (the full-disk checks walk the chain),
+/// so a cause whose text ends the message already is left out.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !text.ends_with(&c) {
+            text = format!("{text}: {c}");
+        }
+    }
+    text
+}
+
 pub fn load_config(path: &Path) -> Result<Config> {
     let config =
         Config::load(path).with_context(|| format!("loading config {}", path.display()))?;

@@ -103,7 +103,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("maildex: {e:#}");
+            eprintln!("maildex: {}", common::error_text(&e));
             ExitCode::from(2)
         }
     }
