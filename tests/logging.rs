@@ -121,6 +121,11 @@ fn lmtp_message(addr: SocketAddr, message_id: &str) {
     ));
     c.expect("250"); // alice
     c.expect("451"); // bob: his Maildir is a file
+                     // a transaction whose only recipient is refused: no DATA, its line all the same
+    c.send("MAIL FROM:<other@example.org>\r\n");
+    c.expect("250");
+    c.send("RCPT TO:<ghost@example.org>\r\n");
+    c.expect("550");
     c.send("QUIT\r\n");
     c.expect("221");
 }
@@ -189,7 +194,7 @@ fn login_disconnect_and_message_lines_carry_their_fields() {
     assert!(!log.contains("rustls"), "{log}");
 
     // the LMTP message: one line, every recipient, the real cause of bob's failure
-    let msgs = lines_with(&log, &["lmtp{", " message "]);
+    let msgs = lines_with(&log, &["lmtp{", " message ", "<m1@"]);
     assert_eq!(msgs.len(), 1, "{log}");
     let m = msgs[0];
     assert!(m.contains("message_id=<m1@example.org>"), "{m}");
@@ -205,6 +210,13 @@ fn login_disconnect_and_message_lines_carry_their_fields() {
     assert!(m.contains("<bob@example.org> failed 451 4.3.0: "), "{m}");
     assert!(m.contains(&format!("{}/mail/bob", root.display())), "{m}");
     assert!(!m.contains("Temporary local failure"), "{m}");
+    let refused = lines_with(&log, &["lmtp{", " message ", "from=other@example.org"]);
+    assert_eq!(refused.len(), 1, "{log}");
+    assert!(
+        refused[0].contains("results=<ghost@example.org> rejected at RCPT 550 5.1.1"),
+        "{}",
+        refused[0]
+    );
 
     // another run: session ids do not repeat
     let mut again = start(&config, root, &ports);

@@ -89,6 +89,7 @@ pub(crate) async fn serve(
     }
     // dropping the transaction removes any tmp/ file (TmpFile's Drop); off the reactor
     if let Some(t) = c.txn.take() {
+        log_refused(&t);
         let _ = tokio::task::spawn_blocking(move || drop(t)).await;
     }
 }
@@ -249,6 +250,7 @@ impl Conn {
                 }
                 Event::Reset => {
                     if let Some(t) = self.txn.take() {
+                        log_refused(&t);
                         tokio::task::spawn_blocking(move || drop(t));
                     }
                 }
@@ -346,22 +348,29 @@ impl Conn {
             Body::Failed(f) => Finished::failed(&rcpts, &f),
             Body::None => Finished::failed(&rcpts, &Failure::internal()),
         };
-        log_message(&t, &finished);
+        log_message(&t, finished.message_id.as_deref(), &finished.results);
         finished.outcomes
+    }
+}
+
+/// The message line of a transaction that ends without data (every recipient refused,
+/// then RSET or QUIT): its refusals, without a Message-ID.
+fn log_refused(t: &Txn) {
+    if !t.rejected.is_empty() && matches!(t.body, Body::None) {
+        log_message(t, None, &[]);
     }
 }
 
 /// One line per message an admin can grep (the span carries the session id): its
 /// Message-ID, the sender and every recipient's result, refused ones included.
-fn log_message(t: &Txn, f: &Finished) {
-    let results: Vec<&str> = f
-        .results
+fn log_message(t: &Txn, message_id: Option<&str>, results: &[String]) {
+    let results: Vec<&str> = results
         .iter()
         .chain(&t.rejected)
         .map(String::as_str)
         .collect();
     tracing::info!(
-        message_id = %maildex_accounts::LogName::new(f.message_id.as_deref().unwrap_or("")),
+        message_id = %maildex_accounts::LogName::new(message_id.unwrap_or("")),
         from = %maildex_accounts::LogName::new(&t.reverse_path),
         results = %results.join(", "),
         "message"
