@@ -49,7 +49,7 @@ pub struct Imap {
     tag: u64,
     /// The last tagged status line (for error messages), e.g. "a3 NO ...".
     pub last_status: String,
-    /// The number from the last `* N EXISTS` seen.
+    /// The number from the last `* N EXISTS` seen, less the `* N EXPUNGE`s since.
     pub exists: u64,
     /// Matches in the last `* SEARCH` / `* ESEARCH` response.
     pub search_hits: u64,
@@ -215,6 +215,9 @@ impl Imap {
             .and_then(|t| t.parse().ok())
         {
             self.exists = n;
+        } else if text.ends_with(b" EXPUNGE") {
+            // the session's view shrinks by one (RFC 3501 §7.4.1)
+            self.exists = self.exists.saturating_sub(1);
         } else if let Some(rest) = text.strip_prefix(b"* SEARCH") {
             self.search_hits += rest.split(|&b| b == b' ').filter(|t| !t.is_empty()).count() as u64;
         }

@@ -6,11 +6,15 @@
 //!   of one generated Maildir (listings, files opened, SEARCH, FETCH BODY[], LMTP, IDLE);
 //!   writes benches/results/MODE.json, PNG plots and a section of docs/BENCHMARKS.md.
 //!   Until `maildex serve` listens, the maildex side is reported "not available".
+//! - `maildex-bench mixed`: per-command latency percentiles of N clients running a random
+//!   mix of APPEND, STORE, EXPUNGE, FETCH, SEARCH and COPY on shared mailboxes, maildex
+//!   and Dovecot in one run.
 
 mod imap_client;
 mod listing;
 mod lmtp_client;
 mod load;
+mod mixed;
 mod plot;
 mod rebuild;
 mod report;
@@ -80,6 +84,35 @@ enum Cmd {
         /// writes no docs (as --only).
         #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
         dovecot_mail_fsync: String,
+    },
+    /// Per-command latency under concurrent load: N clients doing a random mix of APPEND,
+    /// STORE, EXPUNGE, FETCH, SEARCH and COPY on one user's two mailboxes, Dovecot and
+    /// maildex on copies of the same Maildir; prints p50/p90/p99/max per command.
+    Mixed {
+        /// Client counts (one run per count and server per round).
+        #[arg(long, value_delimiter = ',', default_values_t = [10, 50])]
+        clients: Vec<usize>,
+        /// Seconds per run.
+        #[arg(long, default_value_t = 20)]
+        secs: u64,
+        /// Messages in INBOX at the start.
+        #[arg(long, default_value_t = 2_000)]
+        messages: usize,
+        /// Rounds of all runs.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+        /// The maildex binary (default: `maildex` next to this program).
+        #[arg(long)]
+        maildex_bin: Option<PathBuf>,
+        /// Work folder, kept afterwards (default: a temporary one under /tmp, removed).
+        #[arg(long)]
+        work: Option<PathBuf>,
+        /// Dovecot's `mail_fsync` (see `all`).
+        #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
+        dovecot_mail_fsync: String,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// Rewrites the plots and the docs section of a mode from benches/results/MODE.json
     /// (after a change of the report, without measuring again).
@@ -222,6 +255,36 @@ fn main() -> Result<()> {
                 "full"
             };
             all(mode, maildex_bin, work, write, only, dovecot_mail_fsync)
+        }
+        Cmd::Mixed {
+            clients,
+            secs,
+            messages,
+            rounds,
+            maildex_bin,
+            work,
+            dovecot_mail_fsync,
+            json,
+        } => {
+            let maildex_bin = match maildex_bin {
+                Some(b) => b,
+                None => std::env::current_exe()?.with_file_name("maildex"),
+            };
+            let tmp = tempfile::Builder::new().prefix("mxm").tempdir_in("/tmp")?;
+            let work = work.unwrap_or_else(|| tmp.path().to_owned());
+            let r = mixed::run(&mixed::MixedOpts {
+                clients,
+                secs,
+                messages,
+                rounds,
+                maildex_bin,
+                work,
+                dovecot_mail_fsync,
+            })?;
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")?;
+            }
+            Ok(())
         }
         Cmd::Report { mode } => {
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
