@@ -312,3 +312,56 @@ fn recent_goes_to_exactly_one_session() {
     let mut c = s.login("alice");
     assert_eq!(recent_count(&c.ok("SELECT INBOX")), 0);
 }
+
+/// Issue 15 #22: under load every command listed the Maildir (each flag change leaves
+/// `cur/` "unsettled" for a second), holding the mailbox against every other session's
+/// writes. After FETCH, STORE, SEARCH, COPY, APPEND and EXPUNGE a session now reads only
+/// the index when the Maildir was looked at in the last seconds (Dovecot's
+/// `MAILBOX_SYNC_FLAG_FAST`): changes made through maildex are there already. Another
+/// tool's file waits for the next NOOP (or IDLE, CHECK, SELECT, STATUS), which always looks.
+#[test]
+fn another_tools_file_waits_for_noop_after_fast_commands() {
+    let srv = Server::start();
+    srv.deliver("alice", &simple("first", "one"));
+    // the SELECTs' syncs begin after this; a command that returns within the interval of
+    // it ran inside the interval (on a machine too loaded for that, only NOOP is checked)
+    let selected = std::time::Instant::now();
+    let mut c = srv.select("alice", "INBOX");
+    let mut other = srv.select("alice", "INBOX");
+    std::fs::write(
+        srv.maildir("alice").join("new/1900000000.M1P1.othertool"),
+        crlf(&simple("dropped", "by procmail")),
+    )
+    .unwrap();
+    // a change made through maildex is in the index: seen at once
+    other.ok("STORE 1 +FLAGS (\\Flagged)");
+    let mut announced = false;
+    for cmd in [
+        "FETCH 1 (FLAGS)",
+        "STORE 1 +FLAGS (\\Seen)",
+        "SEARCH FLAGGED",
+    ] {
+        let r = c.ok(cmd);
+        let inside = selected.elapsed() < maildex_store::FAST_SYNC_INTERVAL;
+        announced |= r.lines("* ").iter().any(|l| l.ends_with(" EXISTS"));
+        assert!(!(inside && announced), "{cmd}: {}", r.all());
+        assert!(
+            r.all().contains("\\Flagged") || cmd.starts_with("SEARCH"),
+            "{}",
+            r.all()
+        );
+        if cmd.starts_with("SEARCH") {
+            assert!(
+                r.lines("* SEARCH").iter().any(|l| l == "* SEARCH 1"),
+                "{}",
+                r.all()
+            );
+        }
+    }
+    let r = c.ok("NOOP");
+    assert!(
+        announced || r.lines("* ").iter().any(|l| l == "* 2 EXISTS"),
+        "{}",
+        r.all()
+    );
+}

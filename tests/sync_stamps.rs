@@ -117,3 +117,35 @@ fn a_sync_always_sees_what_was_there_when_it_was_called_even_when_others_run() {
     });
     assert_eq!(store.check().unwrap(), vec![]);
 }
+
+/// Issue 15 #22: `sync_mailbox_fast` looks at the Maildir only when no sync of the mailbox
+/// began in the last `FAST_SYNC_INTERVAL`; `sync_mailbox` always does.
+#[test]
+fn a_fast_sync_right_after_a_sync_reads_nothing_and_a_full_one_still_does() {
+    let s = Scratch::new();
+    let store = s.open();
+    store
+        .deliver("INBOX", &mut &message("a")[..], &Default::default())
+        .unwrap();
+    store.sync_mailbox("INBOX").unwrap();
+    put_file(
+        &s.maildir,
+        "new",
+        "1900000000.M1P1.othertool",
+        &message("b"),
+    );
+    let fast = store.sync_mailbox_fast("INBOX").unwrap();
+    assert_eq!((fast.unchanged, fast.added), (1, 0), "{fast:?}");
+    let full = store.sync_mailbox("INBOX").unwrap();
+    assert_eq!(full.added, 1, "{full:?}");
+    // a store that never synced the mailbox looks at it in a fast sync too
+    put_file(
+        &s.maildir,
+        "new",
+        "1900000001.M2P1.othertool",
+        &message("c"),
+    );
+    let other = s.open();
+    let first = other.sync_mailbox_fast("INBOX").unwrap();
+    assert_eq!(first.added, 1, "{first:?}");
+}

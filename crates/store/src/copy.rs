@@ -127,7 +127,15 @@ impl UserStore {
         }
         let letters = self.letters(&d, &names, true)?;
         let same = s.id == d.id;
-        let serial = self.serial(&[&s.name, &d.name]);
+        // A COPY only writes dst: the source files it links may be renamed meanwhile (by a
+        // STORE of this process as by another tool), which placing chases by base name, so
+        // it does not queue behind the source mailbox's writers too (issue 15 item 22). A
+        // MOVE removes the source records and holds both.
+        let serial = if moving {
+            self.serial(&[&s.name, &d.name])
+        } else {
+            self.serial(&[&d.name])
+        };
         let (outcome, placed_bases) = serial.hold(|| -> Result<_, OpError> {
             let placed = if moving && !same {
                 self.place_moved(&s, &d, sources, &src_table, &letters)?

@@ -45,7 +45,7 @@ pub use mailboxes::{MailboxInfo, SpecialUse};
 pub use op_error::{OpError, Refusal};
 pub use rebuild::{Progress, RebuildReport};
 pub use subscriptions::SUBSCRIPTIONS_FILE;
-pub use sync::SyncReport;
+pub use sync::{SyncReport, FAST_SYNC_INTERVAL};
 
 /// What can go wrong in the store.
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +156,8 @@ pub(crate) struct MailboxSerial {
     syncs_begun: std::sync::atomic::AtomicU64,
     /// The number of the last sync that completed (written under `lock`).
     last_synced: std::sync::atomic::AtomicU64,
+    /// When the last sync that completed began (see [`UserStore::sync_mailbox_fast`]).
+    last_look: Mutex<Option<std::time::Instant>>,
 }
 
 impl MailboxSerial {

@@ -65,6 +65,9 @@ impl SyncReport {
 const BATCH: usize = 256;
 /// Full passes before giving up on a Maildir that keeps changing under us.
 const PASSES: usize = 4;
+/// How long after a sync [`UserStore::sync_mailbox_fast`] skips the Maildir: Dovecot's
+/// `MAILBOX_FULL_SYNC_INTERVAL` (src/lib-storage/index/index-storage.h), 5 s.
+pub const FAST_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 type Update = (u32, String, bool, u8, u32);
 
@@ -122,6 +125,33 @@ impl UserStore {
         self.sync_mailbox_with(name, false)
     }
 
+    /// As [`UserStore::sync_mailbox`], unless a sync of `name` by this process began less
+    /// than [`FAST_SYNC_INTERVAL`] ago: then nothing is looked at and no lock is taken.
+    /// For the commands after which Dovecot syncs with `MAILBOX_SYNC_FLAG_FAST` (FETCH,
+    /// STORE, SEARCH, COPY; maildex adds APPEND, MOVE and EXPUNGE): every change made through maildex (this process or
+    /// another, LMDB being shared) is in the index already, and only another tool's change
+    /// to the files needs the Maildir, which NOOP, CHECK, IDLE, STATUS and SELECT still
+    /// look at every time. Without it, each command under load listed the folders: every
+    /// flag change leaves `cur/` unsettled for a second (see the module docs), so the sync
+    /// of every command of every session re-read the whole folder while holding the
+    /// mailbox against other sessions' writes (issue 15 item 22).
+    pub fn sync_mailbox_fast(&self, name: &str) -> Result<SyncReport, StoreError> {
+        let lock = self.mailbox_lock(Self::canonical(name));
+        let recent = lock
+            .last_look
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|t| t.elapsed() < FAST_SYNC_INTERVAL);
+        if recent {
+            return Ok(SyncReport {
+                mailboxes: 1,
+                unchanged: 1,
+                ..SyncReport::default()
+            });
+        }
+        self.sync_mailbox(name)
+    }
+
     /// As [`UserStore::sync_mailbox`]; `force` ignores the stamps and lists the folders.
     pub(crate) fn sync_mailbox_with(
         &self,
@@ -149,9 +179,11 @@ impl UserStore {
             return Ok(report);
         }
         let number = lock.syncs_begun.fetch_add(1, SeqCst) + 1;
+        let began = std::time::Instant::now();
         for _ in 0..PASSES {
             if self.sync_pass(&name, &path, force, &mut report)? {
                 lock.last_synced.store(number, SeqCst);
+                *lock.last_look.lock().unwrap_or_else(|p| p.into_inner()) = Some(began);
                 return Ok(report);
             }
         }

@@ -264,7 +264,7 @@ impl Session {
                 }
             }
         }
-        self.refresh(true).await?;
+        self.refresh_fast(true).await?;
         let uids = SequenceSet::Ranges(
             compact(&appended)
                 .into_iter()

@@ -244,7 +244,7 @@ impl Session {
             }
         }
         // RFC 3501 §7.4.1: no EXPUNGE during FETCH; UID FETCH may carry them
-        self.refresh(uid_cmd).await?;
+        self.refresh_fast(uid_cmd).await?;
         // RFC 3501 §6.4.8: a UID that no longer exists is ignored, not an error. A
         // sequence number still names the message until EXPUNGE is sent: RFC 2180
         // §4.1.2 lets that FETCH answer NO, which we do (RFC 5530 EXPUNGEISSUED).

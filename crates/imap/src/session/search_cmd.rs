@@ -123,7 +123,7 @@ impl Session {
             None => search::search(&mut self.out, &numbers),
         }
         // RFC 3501 §7.4.1: no EXPUNGE during SEARCH; UID SEARCH may carry them
-        self.refresh(uid_cmd).await?;
+        self.refresh_fast(uid_cmd).await?;
         Ok(Done::ok("Search completed."))
     }
 }

@@ -50,10 +50,14 @@ impl Selected {
     }
 
     fn recent_count(&self) -> u32 {
-        self.view
-            .uids()
-            .filter(|&u| self.is_recent(u))
-            .count()
+        // the claimed ranges are disjoint (each claim starts where the mailbox's unclaimed
+        // UIDs began); counted through the view's runs, not UID by UID over every range
+        // (that was quadratic: a session under load holds hundreds of ranges)
+        self.recent
+            .iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| self.view.uids_in(r.start, r.end - 1).count())
+            .sum::<usize>()
             .try_into()
             .unwrap_or(u32::MAX)
     }
@@ -131,6 +135,9 @@ fn recent_unclaimed(store: &UserStore, name: &str) -> Result<bool, CmdError> {
 pub(super) enum Source {
     /// Sync with the Maildir first (two `stat`s when nothing changed).
     Maildir,
+    /// As `Maildir` unless this process synced the mailbox in the last few seconds
+    /// ([`UserStore::sync_mailbox_fast`]).
+    MaildirFast,
     /// Only the index.
     Index,
 }
@@ -150,8 +157,13 @@ fn snapshot(
     claim_recent: bool,
     want_unseen: bool,
 ) -> Result<Option<Snapshot>, CmdError> {
-    if source == Source::Maildir {
-        match store.sync_mailbox(name) {
+    let synced = match source {
+        Source::Maildir => Some(store.sync_mailbox(name)),
+        Source::MaildirFast => Some(store.sync_mailbox_fast(name)),
+        Source::Index => None,
+    };
+    if let Some(synced) = synced {
+        match synced {
             Ok(_) => {}
             Err(maildex_store::StoreError::NoMailbox(_)) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -381,6 +393,15 @@ impl Session {
         self.refresh_from(Source::Maildir, expunges_allowed).await
     }
 
+    /// [`Self::refresh`] after FETCH, STORE, SEARCH, COPY, MOVE, APPEND and EXPUNGE: the
+    /// Maildir is looked at only when no session of this process has in the last seconds
+    /// (Dovecot syncs after most of these with `MAILBOX_SYNC_FLAG_FAST`, see
+    /// [`UserStore::sync_mailbox_fast`]); NOOP, CHECK, IDLE, STATUS and SELECT always look.
+    pub(super) async fn refresh_fast(&mut self, expunges_allowed: bool) -> Result<(), CmdError> {
+        self.refresh_from(Source::MaildirFast, expunges_allowed)
+            .await
+    }
+
     /// [`Self::refresh`] from `source`: [`Source::Index`] when an index commit of this
     /// process woke an IDLE session (what it changed is already in the index; the Maildir
     /// is looked at when inotify or the periodic tick says so).
@@ -426,7 +447,11 @@ impl Session {
             ));
         };
         if let Some(c) = snap.claimed.clone().filter(|r| !r.is_empty()) {
-            sel.recent.push(c);
+            match sel.recent.last_mut() {
+                // one range for consecutive claims (is_recent looks at every range)
+                Some(last) if last.end == c.start => last.end = c.end,
+                _ => sel.recent.push(c),
+            }
         }
         let out = &mut self.out;
         // EXPUNGE first (RFC 3501 §7.4.1: each shifts the numbers after it at once)

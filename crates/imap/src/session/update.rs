@@ -140,7 +140,7 @@ impl Session {
             lines.extend_from_slice(b")\r\n");
         }
         self.out.extend_from_slice(&lines);
-        self.refresh(uid_cmd).await?;
+        self.refresh_fast(uid_cmd).await?;
         if !outcome.modified.is_empty() {
             // RFC 7162 §3.1.3: the messages UNCHANGEDSINCE kept
             let (_, sel) = self.selected_parts()?;
@@ -190,7 +190,7 @@ impl Session {
             }
         }
         self.out.extend_from_slice(&lines);
-        self.refresh(true).await?;
+        self.refresh_fast(true).await?;
         Ok(Done::ok("Expunge completed."))
     }
 
@@ -282,7 +282,7 @@ impl Session {
             ),
         });
         if !is_move {
-            self.refresh(uid_cmd).await?;
+            self.refresh_fast(uid_cmd).await?;
             return Ok(match code {
                 Some(c) => Done::OkCode(c, "Copy completed.".into()),
                 // RFC 3501 §6.4.8: UIDs that no longer exist are skipped, not an error
@@ -313,7 +313,7 @@ impl Session {
             }
         }
         self.out.extend_from_slice(&lines);
-        self.refresh(true).await?;
+        self.refresh_fast(true).await?;
         Ok(Done::ok("Move completed."))
     }
 }
