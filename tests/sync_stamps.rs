@@ -57,14 +57,20 @@ fn an_unchanged_mailbox_costs_only_stats_and_a_change_is_seen() {
     assert_eq!(store.check().unwrap(), vec![]);
 }
 
-#[test]
-fn a_folder_changed_within_the_last_second_is_always_read() {
+/// A store with one message delivered to INBOX and INBOX synced.
+fn one_message_synced() -> (Scratch, maildex_store::UserStore) {
     let s = Scratch::new();
     let store = s.open();
     store
         .deliver("INBOX", &mut &message("a")[..], &Default::default())
         .unwrap();
     store.sync_mailbox("INBOX").unwrap();
+    (s, store)
+}
+
+#[test]
+fn a_folder_changed_within_the_last_second_is_always_read() {
+    let (_s, store) = one_message_synced();
     // the folders changed just now: equal stamps are not trusted (a change in the same
     // timestamp tick could hide), so every sync lists them
     let again = store.sync_mailbox("INBOX").unwrap();
@@ -122,12 +128,7 @@ fn a_sync_always_sees_what_was_there_when_it_was_called_even_when_others_run() {
 /// began in the last `FAST_SYNC_INTERVAL`; `sync_mailbox` always does.
 #[test]
 fn a_fast_sync_right_after_a_sync_reads_nothing_and_a_full_one_still_does() {
-    let s = Scratch::new();
-    let store = s.open();
-    store
-        .deliver("INBOX", &mut &message("a")[..], &Default::default())
-        .unwrap();
-    store.sync_mailbox("INBOX").unwrap();
+    let (s, store) = one_message_synced();
     put_file(
         &s.maildir,
         "new",

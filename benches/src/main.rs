@@ -154,10 +154,7 @@ fn all(
         .parent()
         .context("workspace root")?
         .to_owned();
-    let maildex_bin = match maildex_bin {
-        Some(b) => b,
-        None => std::env::current_exe()?.with_file_name("maildex"),
-    };
+    let maildex_bin = maildex_bin_or_default(maildex_bin)?;
     // A short work path: Dovecot's unix sockets live under it.
     let tmp;
     let work = match work {
@@ -187,6 +184,14 @@ fn all(
         return Ok(());
     }
     write_outputs(&root, mode, &r, &command)
+}
+
+/// The maildex binary given, or `maildex` next to this program.
+fn maildex_bin_or_default(given: Option<PathBuf>) -> Result<PathBuf> {
+    match given {
+        Some(b) => Ok(b),
+        None => Ok(std::env::current_exe()?.with_file_name("maildex")),
+    }
 }
 
 /// Writes benches/results/MODE.json, the PNG plots and the docs section for a results
@@ -266,10 +271,7 @@ fn main() -> Result<()> {
             dovecot_mail_fsync,
             json,
         } => {
-            let maildex_bin = match maildex_bin {
-                Some(b) => b,
-                None => std::env::current_exe()?.with_file_name("maildex"),
-            };
+            let maildex_bin = maildex_bin_or_default(maildex_bin)?;
             let tmp = tempfile::Builder::new().prefix("mxm").tempdir_in("/tmp")?;
             let work = work.unwrap_or_else(|| tmp.path().to_owned());
             let r = mixed::run(&mixed::MixedOpts {
