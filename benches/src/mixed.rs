@@ -179,10 +179,7 @@ fn client_run(
         match one_command(&mut c, kind, &mut rng, client, mine) {
             Ok(wall) => out.micros[kind].push(wall.as_micros() as u64),
             // a message expunged meanwhile (RFC 2180): counted, not timed
-            Err(e) if c.last_status.contains(" NO ") => {
-                let _ = e;
-                out.refused[kind] += 1;
-            }
+            Err(_) if c.last_status.contains(" NO ") => out.refused[kind] += 1,
             Err(e) => return Err(e.context(format!("client {client}, {}", KINDS[kind]))),
         }
     }
