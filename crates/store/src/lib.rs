@@ -139,6 +139,11 @@ pub struct UserStore {
     /// operation holds it, so names that never existed (STATUS on made-up names) do not
     /// accumulate; dead entries are swept as the map grows ([`UserStore::mailbox_lock`]).
     mailbox_locks: Mutex<HashMap<String, Weak<MailboxSerial>>>,
+    /// The locks of mailboxes a sync found, held so that their sync history (the fast
+    /// sync's last look, a sync to reuse) outlives the commands between syncs; as many as
+    /// the user has mailboxes (a name a sync did not find is not kept, nor is a made-up
+    /// one, which `mailbox_locks` forgets when nobody holds it).
+    synced_locks: Mutex<HashMap<String, Arc<MailboxSerial>>>,
     /// This process's file that the user's dovecot-uidlist locks are links to, kept in
     /// the index folder (see [`LockTemplate`]).
     lock_template: Arc<LockTemplate>,
@@ -195,6 +200,7 @@ impl UserStore {
             index,
             opts,
             mailbox_locks: Mutex::default(),
+            synced_locks: Mutex::default(),
             lock_template: Arc::new(LockTemplate::new(index_dir)),
             feed,
             _feed_listener: listener,
@@ -258,6 +264,20 @@ impl UserStore {
         let lock = Arc::new(MailboxSerial::default());
         locks.insert(name.to_string(), Arc::downgrade(&lock));
         lock
+    }
+
+    /// Keeps `lock` of mailbox `name`, which a sync found.
+    pub(crate) fn keep_lock(&self, name: &str, lock: &Arc<MailboxSerial>) {
+        let mut kept = self.synced_locks.lock().unwrap_or_else(|p| p.into_inner());
+        if !kept.contains_key(name) {
+            kept.insert(name.to_string(), Arc::clone(lock));
+        }
+    }
+
+    /// Lets the lock of mailbox `name` go (a sync did not find it, or it was deleted).
+    pub(crate) fn forget_lock(&self, name: &str) {
+        let mut kept = self.synced_locks.lock().unwrap_or_else(|p| p.into_inner());
+        kept.remove(name);
     }
 }
 

@@ -160,6 +160,7 @@ impl UserStore {
                 self.index.write(move |w| w.delete_mailbox(id))?;
             }
             fs::remove_dir_all(&trash).map_err(|e| StoreError::io(&trash, e))?;
+            self.forget_lock(&name);
             Ok(())
         })
     }

@@ -181,9 +181,17 @@ impl UserStore {
         let number = lock.syncs_begun.fetch_add(1, SeqCst) + 1;
         let began = std::time::Instant::now();
         for _ in 0..PASSES {
-            if self.sync_pass(&name, &path, force, &mut report)? {
+            let passed = match self.sync_pass(&name, &path, force, &mut report) {
+                Err(e @ StoreError::NoMailbox(_)) => {
+                    self.forget_lock(&name);
+                    return Err(e);
+                }
+                other => other?,
+            };
+            if passed {
                 lock.last_synced.store(number, SeqCst);
                 *lock.last_look.lock().unwrap_or_else(|p| p.into_inner()) = Some(began);
+                self.keep_lock(&name, &lock);
                 return Ok(report);
             }
         }
