@@ -132,7 +132,7 @@ fn commented_out_lines_of_the_example_are_valid_too() {
     assert_eq!(
         c.lmtp.listen,
         [Listen::Unix(PathBuf::from(
-            "/var/spool/postfix/private/maildex"
+            "/var/spool/postfix/private/maildex-lmtp"
         ))]
     );
     assert_eq!(c.lmtp.socket_owner.as_deref(), Some("maildex"));
