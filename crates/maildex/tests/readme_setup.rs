@@ -7,7 +7,7 @@
 //!    `/var/maildex-test`);
 //! 2. the system paths become folders of one scratch root: `/var/maildex-test` -> `mail`,
 //!    `/var/lib/maildex` -> `index`, `/etc/maildex` -> `etc`, the certbot folder -> `tls`,
-//!    `/usr/local/bin` -> `bin` (a link to the binary under test), `/var/spool/postfix`
+//!    `/usr/local/bin` -> `bin` (a copy of the binary under test), `/var/spool/postfix`
 //!    -> the private postfix's queue;
 //! 3. the IMAP ports `0.0.0.0:143` and `0.0.0.0:993` become free loopback ports.
 //!
@@ -227,7 +227,10 @@ fn the_readme_setup_delivers_reloads_and_leaves_the_promised_owners_and_modes() 
         fs::create_dir(s.path(d)).unwrap();
         fs::set_permissions(s.path(d), fs::Permissions::from_mode(0o755)).unwrap();
     }
-    std::os::unix::fs::symlink(maildex_bin(), s.path("bin/maildex")).unwrap();
+    // a copy, not a link: postfix's pipe runs it as the mail user, who may not be able to
+    // reach the build folder (a checkout under a 0700 folder, as `mktemp -d` makes)
+    fs::copy(maildex_bin(), s.path("bin/maildex")).unwrap();
+    fs::set_permissions(s.path("bin/maildex"), fs::Permissions::from_mode(0o755)).unwrap();
 
     // the mail user, the folders, the config, the first user
     s.run("system", "");
