@@ -206,9 +206,12 @@ fn postfix_pipes_to_maildex_deliver() {
     if !postfix_available() {
         return;
     }
-    let bin = maildex_bin();
     let root = tempfile::tempdir().unwrap();
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // a copy the pipe's user (nobody) can run: the build folder may be under a 0700 one
+    let bin = root.path().join("maildex-bin");
+    std::fs::copy(maildex_bin(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let data = root.path().join("maildex");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("users"), lmtp_support::USERS).unwrap();
