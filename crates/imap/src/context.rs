@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::tls::TlsSource;
-use crate::watch::DirWatcher;
+use maildex_store::DirWatcher;
 
 /// Server settings (from `[imap]` in the config; defaults follow Dovecot and RFC 9051).
 #[derive(Clone, Debug)]

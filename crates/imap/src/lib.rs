@@ -13,4 +13,3 @@ mod session;
 pub mod stream;
 pub mod tls;
 pub mod view;
-pub mod watch;

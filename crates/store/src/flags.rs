@@ -61,6 +61,9 @@ pub struct FlagsOutcome {
     pub vanished: Vec<u32>,
     /// The mailbox's highest modseq after the change.
     pub highest_modseq: u64,
+    /// The mailbox's keyword names after the change, in dovecot-keywords letter order (a
+    /// session announces a new one in FLAGS before a FETCH carries it).
+    pub keywords: Vec<String>,
 }
 
 impl FlagOp {
@@ -181,9 +184,10 @@ impl UserStore {
                     done.push((*uid, modseq));
                 }
             }
-            Ok((done, w.reader().require_mailbox(id)?.highest_modseq))
+            let m = w.reader().require_mailbox(id)?;
+            Ok((done, m.highest_modseq, m.keywords))
         });
-        let (done, highest) = match committed {
+        let (done, highest, keywords) = match committed {
             Ok(c) => c,
             Err(e) => {
                 Self::unrename(t, &renamed);
@@ -191,6 +195,7 @@ impl UserStore {
             }
         };
         out.highest_modseq = highest;
+        out.keywords = keywords;
         let table = &letters.table;
         for r in renamed {
             match done.iter().find(|(u, _)| *u == r.uid) {

@@ -7,6 +7,10 @@
 //! - [`UserStore::deliver`] is the write path for LMTP, `maildex deliver` and APPEND: stream
 //!   into `tmp/`, fsync, summarize, rename into `new/`/`cur/`, fsync the directory, record the
 //!   UID in dovecot-uidlist, commit the index.
+//! - [`UserStore::snapshot`], [`UserStore::load`] and [`UserStore::open_message`] are the
+//!   read side sessions use: what changed since their view (from the change log), messages
+//!   in batches, message files (see `read.rs`). Nothing outside the store builds a Maildir
+//!   path or opens an index transaction for a session.
 //! - [`UserStore::rebuild`] and [`UserStore::check`] serve the admin CLI.
 //!
 //! UIDs live in `dovecot-uidlist` (the authority, shared with Dovecot); the index mirrors them.
@@ -20,10 +24,12 @@ mod flags;
 mod mailboxes;
 mod op_error;
 mod opctx;
+mod read;
 mod rebuild;
 mod subscriptions;
 mod sync;
 mod uids;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,10 +48,16 @@ pub use deliver::{
 };
 pub use flags::{FlagOp, FlagState, FlagsOutcome};
 pub use mailboxes::{MailboxInfo, SpecialUse};
+pub use maildex_maildir::{mutf7, Flags};
 pub use op_error::{OpError, Refusal};
+pub use read::{
+    Changes, Contents, Expunged, Loaded, Mailbox, MessageFile, Since, Snapshot, SnapshotRequest,
+    SyncFirst,
+};
 pub use rebuild::{Progress, RebuildReport};
 pub use subscriptions::SUBSCRIPTIONS_FILE;
 pub use sync::{SyncReport, FAST_SYNC_INTERVAL};
+pub use watch::{DirWatch, DirWatcher};
 
 /// What can go wrong in the store.
 #[derive(Debug, thiserror::Error)]

@@ -6,10 +6,10 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use maildex_maildir::Flags;
 use maildex_proto::{
     encode, Flag, Input, Mailbox, ResponseCode, SeqNum, SeqRange, SequenceSet, Tag,
 };
+use maildex_store::Flags;
 use maildex_store::{DeliverOptions, FlagOp, UserStore};
 use tokio::sync::mpsc;
 
@@ -128,12 +128,7 @@ impl Session {
             Err(e) => return self.refuse_append(&tag, e),
         };
         let (s, n) = (Arc::clone(&store), name.clone());
-        let exists = blocking(move || {
-            s.mailbox_path(&n)
-                .map(|p| maildex_maildir::folder::is_mailbox_dir(&p))
-                .unwrap_or(false)
-        })
-        .await?;
+        let exists = blocking(move || s.mailbox_exists(&n)).await?;
         if !exists {
             // RFC 3501 §6.3.11: TRYCREATE when the mailbox does not exist
             return self.refuse_append(

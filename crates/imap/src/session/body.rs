@@ -4,9 +4,8 @@
 //! advance. Memory per session stays at one chunk whatever the message size.
 
 use std::io::SeekFrom;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use maildex_index::MessageState;
 use maildex_mime::CrlfWriter;
 use maildex_proto::Partial;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -29,13 +28,6 @@ pub(crate) fn partial_window(vsize: u64, partial: Option<Partial>) -> (u64, u64)
             }
         }
     }
-}
-
-/// The path of a message file.
-pub(crate) fn message_path(mailbox_dir: &Path, st: &MessageState) -> PathBuf {
-    mailbox_dir
-        .join(if st.in_new { "new" } else { "cur" })
-        .join(&st.file_name)
 }
 
 impl Session {

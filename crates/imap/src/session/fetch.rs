@@ -5,17 +5,16 @@
 
 use std::collections::HashSet;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use maildex_index::{CachedFields, MessageState};
-use maildex_maildir::Flags;
+use maildex_index::CachedFields;
 use maildex_proto::{FetchArgs, FetchItem, ResponseCode, SectionText, SequenceSet};
-use maildex_store::{FlagOp, UserStore};
+use maildex_store::Flags;
+use maildex_store::{FlagOp, Loaded, Mailbox, MessageFile, UserStore};
 
 use super::binary::locate_binary;
-use super::body::message_path;
-use super::messages::{load_batch, resolve, Loaded};
+use super::messages::resolve;
 use super::render::{hot_section, want_of, Plan, Render, Rendered, NO_PLAN};
 use super::{blocking, CmdError, Done, Session, State, FLUSH_AT};
 use crate::section::{locate, Located};
@@ -132,17 +131,6 @@ fn write_part_path(out: &mut Vec<u8>, part: &[u32]) {
     }
 }
 
-fn load(
-    store: &UserStore,
-    id: u32,
-    uids: &[u32],
-    n: Needs,
-) -> Result<Vec<Option<Loaded>>, CmdError> {
-    Ok(store
-        .index()
-        .read(|r| load_batch(r, id, uids, n.fields, n.headers))?)
-}
-
 impl Session {
     pub(super) async fn fetch(
         &mut self,
@@ -162,12 +150,12 @@ impl Session {
         }
         let items = merge_items(items)?;
         let need = needs(&items);
-        let (id, name, read_only) = (sel.id, sel.name.clone(), sel.read_only);
+        let (mailbox, read_only) = (sel.mailbox.clone(), sel.read_only);
         // implicit \Seen, before anything is sent, so FLAGS in the answer are true
         let mut seen_now: HashSet<u32> = HashSet::new();
         if !read_only && items.iter().any(sets_seen) && !targets.is_empty() {
             let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
-            let (s, n) = (Arc::clone(&store), name.clone());
+            let (s, n) = (Arc::clone(&store), mailbox.name().to_string());
             let outcome =
                 blocking(move || s.set_flags(&n, &uids, FlagOp::Add, Flags::SEEN, &[], None))
                     .await??;
@@ -178,23 +166,22 @@ impl Session {
         }
         let index_only = !items.iter().any(reads_file);
         let render = Arc::new(Render {
-            name: name.clone(),
+            name: mailbox.name().to_string(),
             plan: items.iter().map(Plan::of).collect(),
             items,
             keywords: sel.keywords.clone(),
             recent: sel.recent.clone(),
             seen_now,
         });
-        let mailbox_dir = store.mailbox_path(&name)?;
         let mut expunged = false;
         // Each batch is read (and, when no item needs the file, rendered) on a blocking
         // thread while earlier ones are written out.
         let start = |batch: &[(u32, u32)]| {
             let targets = batch.to_vec();
-            let (s, r) = (Arc::clone(&store), Arc::clone(&render));
+            let (s, r, m) = (Arc::clone(&store), Arc::clone(&render), mailbox.clone());
             tokio::task::spawn_blocking(move || -> Result<Batch, CmdError> {
                 let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
-                let loaded = load(&s, id, &uids, need)?;
+                let loaded = s.load(&m, &uids, need.fields, need.headers)?;
                 if index_only {
                     Ok(Batch::Rendered(
                         r.batch(targets.into_iter().zip(loaded).collect())?,
@@ -230,7 +217,7 @@ impl Session {
                     for (&(seq, uid), msg) in targets.iter().zip(loaded) {
                         let shown = match msg {
                             Some(msg) => {
-                                self.fetch_one(&store, &render, &mailbox_dir, (seq, uid), msg)
+                                self.fetch_one(&store, &render, &mailbox, (seq, uid), msg)
                                     .await?
                             }
                             None => false,
@@ -258,57 +245,22 @@ impl Session {
         }
     }
 
-    /// Opens a message file, following a rename by another Maildir tool (flag change) by
-    /// syncing and looking the UID up again. `None` when the message is gone.
-    async fn open_message(
-        &self,
-        store: &Arc<UserStore>,
-        name: &str,
-        dir: &Path,
-        uid: u32,
-        st: &MessageState,
-    ) -> Result<Option<(tokio::fs::File, PathBuf)>, CmdError> {
-        let path = message_path(dir, st);
-        match open_file(&path).await {
-            Ok(f) => return Ok(Some((f, path))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(CmdError::server(format!("{}: {e}", path.display()))),
-        }
-        let (s, n) = (Arc::clone(store), name.to_string());
-        let again = blocking(move || -> Result<Option<MessageState>, CmdError> {
-            s.sync_mailbox(&n)?;
-            let index = s.index();
-            Ok(index.read(|r| match r.mailbox_id(&n)? {
-                Some(id) => r.state(id, uid),
-                None => Ok(None),
-            })?)
-        })
-        .await??;
-        let Some(st) = again else { return Ok(None) };
-        let path = message_path(dir, &st);
-        match open_file(&path).await {
-            Ok(f) => Ok(Some((f, path))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(CmdError::server(format!("{}: {e}", path.display()))),
-        }
-    }
-
     /// Writes one `* n FETCH (...)` of a message some of whose items read the file.
     /// Returns false when the message turned out to be gone.
     async fn fetch_one(
         &mut self,
         store: &Arc<UserStore>,
         r: &Render,
-        dir: &Path,
+        mailbox: &Mailbox,
         (seq, uid): (u32, u32),
         msg: Loaded,
     ) -> Result<bool, CmdError> {
-        let Some((mut file, path)) = self
-            .open_message(store, &r.name, dir, uid, &msg.state)
-            .await?
-        else {
+        let (s, m, st) = (Arc::clone(store), mailbox.clone(), msg.state.clone());
+        let opened = blocking(move || s.open_message(&m, uid, &st)).await??;
+        let Some(MessageFile { file, path }) = opened else {
             return Ok(false);
         };
+        let mut file = tokio::fs::File::from_std(file);
         // the implicit \Seen was stored before this batch was read: the state has it
         let _ = write!(self.out, "* {seq} FETCH (");
         let extra = r.flags_too(uid).then_some(&FetchItem::Flags);
@@ -400,16 +352,6 @@ enum Batch {
     Rendered(Rendered),
     /// The messages, for items that read the file.
     Loaded(Vec<(u32, u32)>, Vec<Option<Loaded>>),
-}
-
-/// Opens a message file off the reactor with `O_NOFOLLOW`, regular files only: a link
-/// planted in `cur/` is refused, not served (issue 15 #2).
-async fn open_file(path: &Path) -> std::io::Result<tokio::fs::File> {
-    let p = path.to_path_buf();
-    match tokio::task::spawn_blocking(move || maildex_maildir::open_message(&p)).await {
-        Ok(f) => f.map(tokio::fs::File::from_std),
-        Err(e) => Err(std::io::Error::other(e)),
-    }
 }
 
 #[cfg(test)]

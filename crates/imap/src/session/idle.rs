@@ -1,7 +1,7 @@
 //! IDLE (RFC 2177): the session waits for DONE while index commits (deliveries, other
 //! sessions' changes) wake it to send EXISTS/EXPUNGE/FETCH at once. Changes by other
 //! processes (`maildex deliver`, other Maildir tools) commit nothing in this process: inotify
-//! on the folder's `new/` and `cur/` ([`crate::watch`]) wakes the session for those, and a
+//! on the folder's `new/` and `cur/` ([`maildex_store::DirWatcher`]) wakes the session for those, and a
 //! periodic sync (two `stat`s when nothing changed) is the fallback, which also completes
 //! removals (the store removes a message only once its folder has been quiet).
 //! An idle session holds no read transaction, no loaded mailbox and no file.
@@ -11,8 +11,8 @@ use std::time::Duration;
 use maildex_proto::Tag;
 use tokio::io::AsyncReadExt;
 
-use super::selected::Source;
 use super::{CmdError, Done, Session, State};
+use maildex_store::SyncFirst;
 
 /// How often an idle session looks at its Maildir for changes made by other processes.
 const POLL: Duration = Duration::from_secs(5);
@@ -43,11 +43,7 @@ impl Session {
         let deadline = tokio::time::Instant::now() + self.shared.settings.idle_timeout;
         // other processes' changes to the selected folder (inotify), besides our commits
         let mut folder = match &self.state {
-            State::Selected(a, s) => a
-                .store
-                .mailbox_path(&s.name)
-                .ok()
-                .and_then(|dir| self.shared.watcher.watch(&dir)),
+            State::Selected(a, s) => self.shared.watcher.watch_mailbox(&a.store, &s.mailbox),
             _ => None,
         };
         // when an inotify event asked for a sync
@@ -101,7 +97,7 @@ impl Session {
                 // by a delivery only read (hundreds of them each syncing the folder queued
                 // behind one another for the mailbox).
                 Event::Committed => {
-                    self.refresh_from(Source::Index, true).await?;
+                    self.refresh_from(SyncFirst::Never, true).await?;
                     self.flush().await?;
                 }
                 Event::Changed => {

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use maildex_index::MailboxRecord;
-use maildex_maildir::mutf7;
 use maildex_proto::{encode, ListArgs, ListReturn, ListSelect, Mailbox, ResponseCode, StatusItem};
+use maildex_store::mutf7;
 use maildex_store::{MailboxInfo, UserStore};
 
 use super::subscriptions::{subscribed_parents, unlisted_parents};
@@ -165,24 +165,10 @@ fn status_line(
     out.extend_from_slice(b")\r\n");
 }
 
-/// Syncs and reads one mailbox's record.
-fn mailbox_record(store: &UserStore, name: &str) -> Result<Option<MailboxRecord>, CmdError> {
-    match store.sync_mailbox(name) {
-        Ok(_) => {}
-        Err(maildex_store::StoreError::NoMailbox(_)) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
-    let index = store.index();
-    Ok(index.read(|r| match r.mailbox_id(name)? {
-        Some(id) => r.mailbox(id),
-        None => Ok(None),
-    })?)
-}
-
 impl Session {
     fn selected_name(&self) -> Option<&str> {
         match &self.state {
-            State::Selected(_, s) => Some(&s.name),
+            State::Selected(_, s) => Some(s.name()),
             _ => None,
         }
     }
@@ -373,7 +359,7 @@ impl Session {
             if let (Some(items), true) = (&status_items, selectable.contains(name)) {
                 let store = self.store()?;
                 let n = name.clone();
-                if let Some(rec) = blocking(move || mailbox_record(&store, &n)).await?? {
+                if let Some(rec) = blocking(move || store.mailbox_status(&n)).await?? {
                     let limit = self.shared.settings.limits.max_append;
                     status_line(&mut self.out, name, &rec, items, limit);
                 }
@@ -427,7 +413,7 @@ impl Session {
         let name = imap_name(&mailbox)?;
         let store: Arc<UserStore> = self.store()?;
         let n = name.clone();
-        let Some(rec) = blocking(move || mailbox_record(&store, &n)).await?? else {
+        let Some(rec) = blocking(move || store.mailbox_status(&n)).await?? else {
             return Err(CmdError::no(
                 ResponseCode::NonExistent,
                 "Mailbox doesn't exist.",

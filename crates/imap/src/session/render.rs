@@ -12,10 +12,10 @@ use maildex_index::{Cached, HOT_HEADERS};
 use maildex_proto::{encode, FetchItem, Partial, Section, SectionText};
 
 use super::body::partial_window;
-use super::messages::Loaded;
 use super::selected::write_flags;
 use super::CmdError;
 use crate::section::{header_block, locate, Located, Want};
+use maildex_store::Loaded;
 
 fn is_hot(names: &[String]) -> bool {
     names.iter().all(|n| {

@@ -7,8 +7,6 @@ use std::sync::Arc;
 use maildex_proto::{ResponseCode, SearchArgs, Tag};
 use maildex_store::UserStore;
 
-use super::body::message_path;
-use super::messages::load_batch;
 use super::{blocking, CmdError, Done, Session, State};
 use crate::search::{self, Candidate, Context};
 
@@ -41,24 +39,23 @@ impl Session {
             hot_headers: need.cached,
             ..Default::default()
         };
-        let (id, name) = (sel.id, sel.name.clone());
+        let mailbox = sel.mailbox.clone();
         let keywords = sel.keywords.clone();
         let saved = sel.saved.clone();
         let recent = sel.recent.clone();
         let max_seq = sel.view.len();
         let max_uid = sel.view.max_uid().unwrap_or(0);
-        let dir = store.mailbox_path(&name)?;
         let keys = Arc::new(args.keys);
         let mut hits: Vec<(u32, u32)> = Vec::new();
         for batch in targets.chunks(BATCH) {
             let batch = batch.to_vec();
-            let (s, k, kw, sv, rc, d) = (
+            let (s, k, kw, sv, rc, m) = (
                 Arc::clone(&store),
                 Arc::clone(&keys),
                 keywords.clone(),
                 saved.clone(),
                 recent.clone(),
-                dir.clone(),
+                mailbox.clone(),
             );
             let found = blocking(move || -> Result<Vec<(u32, u32)>, CmdError> {
                 let now = std::time::SystemTime::now()
@@ -72,35 +69,26 @@ impl Session {
                     now,
                     tz_offset_secs: 0,
                 };
-                Ok(s.index().read(|r| {
-                    let uids: Vec<u32> = batch.iter().map(|&(_, u)| u).collect();
-                    let loaded = load_batch(r, id, &uids, fields, need.headers)?;
-                    let mut out = Vec::new();
-                    for (&(seq, uid), msg) in batch.iter().zip(loaded) {
-                        let Some(msg) = msg else { continue };
-                        let c = Candidate {
-                            seq,
-                            uid,
-                            state: &msg.state,
-                            cached: msg.cached.as_ref(),
-                            headers: msg.headers.as_deref(),
-                            recent: rc.iter().any(|x| x.contains(&uid)),
-                        };
-                        // BODY/TEXT: the file, read only when such a key is reached
-                        let mut body = || {
-                            let mut f =
-                                maildex_maildir::open_message(&message_path(&d, &msg.state))
-                                    .ok()?;
-                            let mut bytes = Vec::new();
-                            std::io::Read::read_to_end(&mut f, &mut bytes).ok()?;
-                            Some(bytes)
-                        };
-                        if search::matches(&k, &c, &ctx, &mut body) {
-                            out.push((seq, uid));
-                        }
+                let uids: Vec<u32> = batch.iter().map(|&(_, u)| u).collect();
+                let loaded = s.load(&m, &uids, fields, need.headers)?;
+                let mut out = Vec::new();
+                for (&(seq, uid), msg) in batch.iter().zip(loaded) {
+                    let Some(msg) = msg else { continue };
+                    let c = Candidate {
+                        seq,
+                        uid,
+                        state: &msg.state,
+                        cached: msg.cached.as_ref(),
+                        headers: msg.headers.as_deref(),
+                        recent: rc.iter().any(|x| x.contains(&uid)),
+                    };
+                    // BODY/TEXT: the file, read only when such a key is reached
+                    let mut body = || s.read_message(&m, &msg.state);
+                    if search::matches(&k, &c, &ctx, &mut body) {
+                        out.push((seq, uid));
                     }
-                    Ok(out)
-                })?)
+                }
+                Ok(out)
             })
             .await??;
             hits.extend(found);

@@ -39,11 +39,11 @@ fn set_of(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
 fn write_flag_state(out: &mut Vec<u8>, m: &FlagState, recent: bool) {
     let mut parts: Vec<&str> = Vec::new();
     for (f, name) in [
-        (maildex_maildir::Flags::SEEN, "\\Seen"),
-        (maildex_maildir::Flags::ANSWERED, "\\Answered"),
-        (maildex_maildir::Flags::FLAGGED, "\\Flagged"),
-        (maildex_maildir::Flags::DELETED, "\\Deleted"),
-        (maildex_maildir::Flags::DRAFT, "\\Draft"),
+        (maildex_store::Flags::SEEN, "\\Seen"),
+        (maildex_store::Flags::ANSWERED, "\\Answered"),
+        (maildex_store::Flags::FLAGGED, "\\Flagged"),
+        (maildex_store::Flags::DELETED, "\\Deleted"),
+        (maildex_store::Flags::DRAFT, "\\Draft"),
     ] {
         if m.flags.contains(f) {
             parts.push(name);
@@ -96,31 +96,17 @@ impl Session {
             StoreMode::Add => FlagOp::Add,
             StoreMode::Remove => FlagOp::Remove,
         };
-        let (name, id) = (sel.name.clone(), sel.id);
+        let name = sel.name().to_string();
         let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
         let unchanged_since = args.unchanged_since;
-        let known = sel.keywords.clone();
-        let (outcome, table) = blocking(move || -> Result<_, CmdError> {
-            let outcome = store.set_flags(&name, &uids, op, flags, &keywords, unchanged_since)?;
-            // a keyword new to the mailbox: its table, to announce before the FETCHes
-            let new = keywords
-                .iter()
-                .any(|k| !known.iter().any(|n| n.eq_ignore_ascii_case(k)));
-            let table = if new {
-                store.index().read(|r| r.mailbox(id))?.map(|m| m.keywords)
-            } else {
-                None
-            };
-            Ok((outcome, table))
-        })
-        .await??;
+        let outcome =
+            blocking(move || store.set_flags(&name, &uids, op, flags, &keywords, unchanged_since))
+                .await??;
         let (_, sel) = self.selected_parts()?;
         let mut lines = Vec::new();
         // RFC 3501 §7.2.6: FLAGS (and PERMANENTFLAGS) name a new keyword before a FETCH
         // carries it, in this session as in the others
-        if let Some(table) = table {
-            announce_keywords(&mut lines, sel, &table);
-        }
+        announce_keywords(&mut lines, sel, &outcome.keywords);
         for m in &outcome.messages {
             if m.changed {
                 sel.own.insert(m.uid, m.modseq);
@@ -178,7 +164,7 @@ impl Session {
             ),
             None => None,
         };
-        let name = sel.name.clone();
+        let name = sel.name().to_string();
         let gone = blocking(move || store.expunge(&name, only.as_deref())).await??;
         let (_, sel) = self.selected_parts()?;
         let mut gone = gone;
@@ -198,7 +184,7 @@ impl Session {
     pub(super) async fn close(&mut self, expunge: bool) -> Result<Done, CmdError> {
         let (store, sel) = self.selected_parts()?;
         if expunge && !sel.read_only {
-            let name = sel.name.clone();
+            let name = sel.name().to_string();
             blocking(move || store.expunge(&name, None)).await??;
         }
         if let State::Selected(a, _) = std::mem::replace(&mut self.state, State::Logout) {
@@ -227,14 +213,9 @@ impl Session {
             ));
         }
         let targets = resolve(sel, &set, uid_cmd)?;
-        let src = sel.name.clone();
+        let src = sel.name().to_string();
         let (s, d) = (Arc::clone(&store), dst.clone());
-        let exists = blocking(move || {
-            s.mailbox_path(&d)
-                .map(|p| maildex_maildir::folder::is_mailbox_dir(&p))
-                .unwrap_or(false)
-        })
-        .await?;
+        let exists = blocking(move || s.mailbox_exists(&d)).await?;
         if !exists {
             // RFC 3501 §6.4.7: TRYCREATE when the destination does not exist
             return Err(CmdError::no(

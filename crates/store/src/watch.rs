@@ -5,7 +5,8 @@
 //! user by default, so one per IDLE session would not scale); each watched mailbox folder
 //! has a reference count and a `watch` channel that the event task bumps. Written here
 //! because the `notify` crate adds a thread and debouncing machinery we do not need, while
-//! the `inotify` crate's stream fits the tokio reactor directly. When inotify is not
+//! the `inotify` crate's stream fits the tokio reactor directly. It lives in the store, which
+//! owns the Maildir layout: sessions ask for a [`crate::Mailbox`]'s changes, not a folder's. When inotify is not
 //! available the sessions' periodic sync is the fallback (see `session::idle`).
 
 use std::collections::HashMap;
@@ -96,8 +97,19 @@ impl DirWatcher {
         })
     }
 
+    /// Subscribes to changes of `mailbox`'s folder in `store` made by any process (its
+    /// `new/` and `cur/`). `None` without inotify or when the folder cannot be watched.
+    pub fn watch_mailbox(
+        self: &Arc<Self>,
+        store: &crate::UserStore,
+        mailbox: &crate::Mailbox,
+    ) -> Option<DirWatch> {
+        let dir = store.mailbox_path(mailbox.name()).ok()?;
+        self.watch(&dir)
+    }
+
     /// Subscribes to changes of the mailbox folder `dir` (its `new/` and `cur/`).
-    pub fn watch(self: &Arc<Self>, dir: &Path) -> Option<DirWatch> {
+    fn watch(self: &Arc<Self>, dir: &Path) -> Option<DirWatch> {
         let watches = self.watches.as_ref()?;
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = inner.dirs.get_mut(dir) {

@@ -1,0 +1,624 @@
+//! The read side of the store: what an IMAP session asks of a mailbox, answered from the
+//! index, with the Maildir layout kept inside the store.
+//!
+//! - [`UserStore::snapshot`]: a mailbox's state at SELECT, or what changed since a
+//!   session's view (from the change log, not by listing the mailbox), with the `\Recent`
+//!   claim (RFC 3501 §2.3.2) in the same transaction as the read.
+//! - [`UserStore::load`]: a batch of messages' states, listing data and header blocks.
+//! - [`UserStore::open_message`]: a message file, found again after another tool renamed it.
+//!
+//! A session holds a [`Mailbox`]: the index id and UIDVALIDITY it selected, which every
+//! later read checks, so a mailbox deleted, renamed away or renumbered under it is noticed.
+
+use std::ops::{ControlFlow, Range};
+use std::path::{Path, PathBuf};
+
+use maildex_index::{Cached, CachedFields, IndexError, MailboxRecord, MessageState, Reader};
+
+use crate::{StoreError, UserStore};
+
+/// A mailbox a session has opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mailbox {
+    name: String,
+    id: u32,
+    uidvalidity: u32,
+}
+
+impl Mailbox {
+    /// Its name (UTF-8, INBOX canonical).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its index id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Its UIDVALIDITY when it was opened.
+    pub fn uidvalidity(&self) -> u32 {
+        self.uidvalidity
+    }
+}
+
+/// Whether a read first brings the index up to date with the Maildir.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncFirst {
+    /// Sync (two `stat`s when nothing changed).
+    Always,
+    /// Sync unless this process synced the mailbox in the last seconds
+    /// ([`UserStore::sync_mailbox_fast`]).
+    Fast,
+    /// Only the index (what this process's commits changed is there already).
+    Never,
+}
+
+/// A session's view of a mailbox, to catch up from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Since {
+    /// Messages the session believes exist (announced and not known expunged).
+    pub messages: u32,
+    /// The highest UID it announced.
+    pub max_uid: u32,
+    /// The highest modseq whose changes it has been told.
+    pub modseq: u64,
+}
+
+/// What a [`UserStore::snapshot`] reads.
+#[derive(Clone, Copy, Debug)]
+pub struct SnapshotRequest {
+    /// Sync with the Maildir first?
+    pub sync: SyncFirst,
+    /// Catch up from this view; `None` reads every UID (SELECT).
+    pub since: Option<Since>,
+    /// Claim the messages no session has claimed as `\Recent` (a read-write SELECT).
+    pub claim_recent: bool,
+    /// Find the first unseen message (SELECT's `[UNSEEN n]`).
+    pub first_unseen: bool,
+}
+
+/// A mailbox as the index has it now.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The mailbox (its UIDVALIDITY now: a session compares it with its own).
+    pub mailbox: Mailbox,
+    /// UIDNEXT.
+    pub uid_next: u32,
+    /// HIGHESTMODSEQ.
+    pub highest_modseq: u64,
+    /// Messages now.
+    pub messages: u32,
+    /// The first UID no session has claimed as `\Recent` (the unclaimed run up to
+    /// `uid_next`).
+    pub first_recent_uid: u32,
+    /// Keyword names in dovecot-keywords letter order.
+    pub keywords: Vec<String>,
+    /// Every UID (without [`SnapshotRequest::since`]) or what changed since the view.
+    pub contents: Contents,
+    /// The first unseen message's UID, when asked for.
+    pub first_unseen_uid: Option<u32>,
+    /// The UIDs this read claimed as `\Recent`, when it claimed.
+    pub claimed: Option<Range<u32>>,
+}
+
+impl Snapshot {
+    /// Whether messages no session has claimed as `\Recent` exist.
+    pub fn unclaimed(&self) -> bool {
+        self.first_recent_uid < self.uid_next
+    }
+
+    /// The unclaimed UIDs from `from` on, if any.
+    pub fn unclaimed_from(&self, from: u32) -> Option<Range<u32>> {
+        let range = self.first_recent_uid.max(from)..self.uid_next;
+        (!range.is_empty()).then_some(range)
+    }
+}
+
+/// The messages of a [`Snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Contents {
+    /// Every UID, ascending.
+    All(Vec<u32>),
+    /// What changed since a session's view, read from the change log.
+    Changes(Changes),
+}
+
+/// What changed in a mailbox since a session's view ([`Since`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Messages above the view's highest UID, ascending.
+    pub added: Vec<u32>,
+    /// Messages of the view whose flags changed, ascending UID, with their state now.
+    pub changed: Vec<(u32, MessageState)>,
+    /// The view's messages that are gone.
+    pub expunged: Expunged,
+    /// Index records read to answer (what catching up cost).
+    pub records_read: usize,
+}
+
+/// How a [`Changes`] names the expunged messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expunged {
+    /// The UIDs expunged since the view's modseq, ascending (some may never have been in
+    /// the view).
+    Uids(Vec<u32>),
+    /// The change log no longer reaches back to the view (or disagrees with its count):
+    /// every UID present now, ascending; the view's others are gone.
+    Present(Vec<u32>),
+}
+
+impl Default for Expunged {
+    fn default() -> Self {
+        Expunged::Uids(Vec::new())
+    }
+}
+
+/// One message as the index has it, read for one command.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// Flags, sizes, dates, file name.
+    pub state: MessageState,
+    /// Listing data, when asked for.
+    pub cached: Option<Cached>,
+    /// Raw header blocks, when asked for.
+    pub headers: Option<Vec<u8>>,
+}
+
+/// A message file opened for reading.
+#[derive(Debug)]
+pub struct MessageFile {
+    /// The file (opened with `O_NOFOLLOW`, a regular file).
+    pub file: std::fs::File,
+    /// Where it is, for error messages.
+    pub path: PathBuf,
+}
+
+impl UserStore {
+    /// Mailbox `name` as the index has it (see [`SnapshotRequest`]); `None` when it does not
+    /// exist. With `since`, what changed is read from the change log: the records of the
+    /// changed messages and the expunge tombstones, not the mailbox's UID list, so a
+    /// thousand IDLE sessions woken by one delivery each read a few keys.
+    pub fn snapshot(
+        &self,
+        name: &str,
+        req: &SnapshotRequest,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        let synced = match req.sync {
+            SyncFirst::Always => Some(self.sync_mailbox(name)),
+            SyncFirst::Fast => Some(self.sync_mailbox_fast(name)),
+            SyncFirst::Never => None,
+        };
+        match synced {
+            Some(Err(StoreError::NoMailbox(_))) => return Ok(None),
+            Some(Err(e)) => return Err(e),
+            _ => {}
+        }
+        let name = Self::canonical(name).to_string();
+        let Some(id) = self.index.read(|r| r.mailbox_id(&name))? else {
+            return Ok(None);
+        };
+        // claim \Recent only when there is something to claim: a write commit wakes every
+        // IDLE session of the user, which must not answer with commits of its own
+        if !req.claim_recent || !self.unclaimed_in(id)? {
+            let n = name.clone();
+            let snap = self.index.read(|r| read_snapshot(r, n, id, req))?;
+            // a message that arrived since the check is claimed with the read below
+            if !(req.claim_recent && snap.as_ref().is_some_and(Snapshot::unclaimed)) {
+                return Ok(snap);
+            }
+        }
+        // RFC 3501 §2.3.2: the claim and the read in one transaction, so that every message
+        // a session is told of was claimed by it or by a session before it. Read after the
+        // claim's commit, a message delivered in between was announced unclaimed and went
+        // to whichever session claimed next, possibly one that had already announced it
+        // without \Recent (found by tests/concurrency.rs).
+        let req = *req;
+        let (claimed, snap) = self.index.write(move |w| {
+            let claimed = w.claim_recent(id)?;
+            let snap = read_snapshot(&w.reader(), name, id, &req)?;
+            Ok((claimed, snap))
+        })?;
+        Ok(snap.map(|mut s| {
+            s.claimed = Some(claimed);
+            s
+        }))
+    }
+
+    /// Whether mailbox `name` has messages no session has claimed as `\Recent` yet (index
+    /// only: a session decides with it whether its catch-up needs the claiming write).
+    pub fn has_unclaimed_recent(&self, name: &str) -> Result<bool, StoreError> {
+        let name = Self::canonical(name);
+        match self.index.read(|r| r.mailbox_id(name))? {
+            Some(id) => self.unclaimed_in(id),
+            None => Ok(false),
+        }
+    }
+
+    fn unclaimed_in(&self, id: u32) -> Result<bool, StoreError> {
+        Ok(self
+            .index
+            .read(|r| r.mailbox(id))?
+            .is_some_and(|m| m.first_recent_uid < m.uid_next))
+    }
+
+    /// Mailbox `name`'s record after a sync with its Maildir (STATUS), `None` when it does
+    /// not exist.
+    pub fn mailbox_status(&self, name: &str) -> Result<Option<MailboxRecord>, StoreError> {
+        match self.sync_mailbox(name) {
+            Ok(_) => {}
+            Err(StoreError::NoMailbox(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        Ok(self.indexed_mailbox(Self::canonical(name))?.map(|(_, m)| m))
+    }
+
+    /// Whether mailbox `name` exists on disk (APPEND's and COPY's TRYCREATE).
+    pub fn mailbox_exists(&self, name: &str) -> bool {
+        self.mailbox_path(Self::canonical(name))
+            .is_ok_and(|p| maildex_maildir::folder::is_mailbox_dir(&p))
+    }
+
+    /// Reads messages `uids` (ascending) of `mailbox` in one read transaction: states, and
+    /// the `fields` of the listing data and the header blocks when asked. Dense batches
+    /// walk each database once over the UID range, so every compressed segment is decoded
+    /// once, not once per message; sparse ones look each UID up. `None` for a UID that is
+    /// gone.
+    pub fn load(
+        &self,
+        mailbox: &Mailbox,
+        uids: &[u32],
+        fields: CachedFields,
+        headers: bool,
+    ) -> Result<Vec<Option<Loaded>>, StoreError> {
+        Ok(self
+            .index
+            .read(|r| load_batch(r, mailbox.id, uids, fields, headers))?)
+    }
+
+    /// Opens the file of message `uid` of `mailbox`, whose index state is `state`. When the
+    /// file is not where the index says (another Maildir tool renamed it, giving it new
+    /// flags), the mailbox is synced and the message looked up again. `None` when it is
+    /// gone. Links and other non-regular files are refused (issue 15 #2).
+    pub fn open_message(
+        &self,
+        mailbox: &Mailbox,
+        uid: u32,
+        state: &MessageState,
+    ) -> Result<Option<MessageFile>, StoreError> {
+        let dir = self.mailbox_path(&mailbox.name)?;
+        if let Some(f) = open_at(&dir, state)? {
+            return Ok(Some(f));
+        }
+        self.sync_mailbox(&mailbox.name)?;
+        let id = mailbox.id;
+        let Some(state) = self.index.read(|r| r.state(id, uid))? else {
+            return Ok(None);
+        };
+        open_at(&dir, &state)
+    }
+
+    /// The whole file of a message, `None` when it cannot be read (gone, refused).
+    pub fn read_message(&self, mailbox: &Mailbox, state: &MessageState) -> Option<Vec<u8>> {
+        let dir = self.mailbox_path(&mailbox.name).ok()?;
+        let mut f = open_at(&dir, state).ok()??;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut f.file, &mut bytes).ok()?;
+        Some(bytes)
+    }
+}
+
+/// The message file `state` names in mailbox folder `dir`; `None` when it is not there.
+fn open_at(dir: &Path, state: &MessageState) -> Result<Option<MessageFile>, StoreError> {
+    let sub = if state.in_new {
+        maildex_maildir::Sub::New
+    } else {
+        maildex_maildir::Sub::Cur
+    };
+    let path = sub.path(dir).join(&state.file_name);
+    match maildex_maildir::open_message(&path) {
+        Ok(file) => Ok(Some(MessageFile { file, path })),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StoreError::io(&path, e)),
+    }
+}
+
+/// What [`UserStore::snapshot`] reads of mailbox `id`, in one transaction.
+fn read_snapshot(
+    r: &Reader<'_>,
+    name: String,
+    id: u32,
+    req: &SnapshotRequest,
+) -> Result<Option<Snapshot>, IndexError> {
+    let Some(m) = r.mailbox(id)? else {
+        return Ok(None);
+    };
+    let contents = match req.since {
+        None => Contents::All(r.uids(id)?),
+        Some(since) => Contents::Changes(changes(r, id, &m, since)?),
+    };
+    let mut first_unseen_uid = None;
+    if req.first_unseen && m.counts.unseen > 0 {
+        r.for_each_state(id, 1..=u32::MAX, |uid, st| {
+            if st.is_unseen() {
+                first_unseen_uid = Some(uid);
+                return Ok(ControlFlow::Break(()));
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    }
+    Ok(Some(Snapshot {
+        mailbox: Mailbox {
+            name,
+            id,
+            uidvalidity: m.uidvalidity,
+        },
+        uid_next: m.uid_next,
+        highest_modseq: m.highest_modseq,
+        messages: m.counts.messages,
+        first_recent_uid: m.first_recent_uid,
+        keywords: m.keywords,
+        contents,
+        first_unseen_uid,
+        claimed: None,
+    }))
+}
+
+/// What changed in mailbox `id` (record `m`) since a view, from the change log.
+fn changes(
+    r: &Reader<'_>,
+    id: u32,
+    m: &MailboxRecord,
+    since: Since,
+) -> Result<Changes, IndexError> {
+    let log = r.changes_since(id, since.modseq)?;
+    let mut out = Changes {
+        records_read: log.records_read,
+        ..Changes::default()
+    };
+    for (uid, state) in log.changed {
+        if uid > since.max_uid {
+            out.added.push(uid);
+        } else {
+            out.changed.push((uid, state));
+        }
+    }
+    // The view's count, plus what was added, less what was expunged of it, is the
+    // mailbox's count, unless the log no longer reaches back or the view missed something
+    // (a message indexed below its highest UID): then every UID present, as before the log.
+    let consistent = log.expunged.as_ref().is_some_and(|gone| {
+        let gone_of_view = gone.iter().filter(|&&u| u <= since.max_uid).count();
+        let expected = (since.messages as usize + out.added.len()).checked_sub(gone_of_view);
+        expected == Some(m.counts.messages as usize)
+    });
+    out.expunged = match log.expunged {
+        Some(gone) if consistent => Expunged::Uids(gone),
+        _ => {
+            let all = r.uids(id)?;
+            out.records_read += all.len();
+            Expunged::Present(all)
+        }
+    };
+    Ok(out)
+}
+
+/// [`UserStore::load`] in a read transaction.
+fn load_batch(
+    r: &Reader<'_>,
+    id: u32,
+    uids: &[u32],
+    fields: CachedFields,
+    headers: bool,
+) -> Result<Vec<Option<Loaded>>, IndexError> {
+    let cached = fields.any();
+    let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<Option<Loaded>> = (0..uids.len()).map(|_| None).collect();
+    let dense = u64::from(last - first) <= 4 * uids.len() as u64 + 64;
+    if !dense {
+        for (slot, &uid) in out.iter_mut().zip(uids) {
+            let Some(state) = r.state(id, uid)? else {
+                continue;
+            };
+            *slot = Some(Loaded {
+                state,
+                cached: if cached {
+                    r.cached_fields(id, uid, fields)?
+                } else {
+                    None
+                },
+                headers: if headers { r.headers(id, uid)? } else { None },
+            });
+        }
+        return Ok(out);
+    }
+    let slot = |uid: u32| uids.binary_search(&uid).ok();
+    r.for_each_state(id, first..=last, |uid, state| {
+        if let Some(i) = slot(uid) {
+            out[i] = Some(Loaded {
+                state,
+                cached: None,
+                headers: None,
+            });
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    if cached {
+        r.for_each_cached(id, first..=last, fields, |uid, c| {
+            if let Some(Some(m)) = slot(uid).map(|i| out[i].as_mut()) {
+                m.cached = Some(c);
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    }
+    if headers {
+        r.for_each_headers(id, first..=last, |uid, h| {
+            if let Some(Some(m)) = slot(uid).map(|i| out[i].as_mut()) {
+                m.headers = Some(h);
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DeliverOptions, FlagOp, StoreOptions};
+
+    fn store(dir: &Path) -> UserStore {
+        let opts = StoreOptions {
+            fsync: false,
+            ..StoreOptions::default()
+        };
+        UserStore::open(&dir.join("mail"), &dir.join("index"), opts).unwrap()
+    }
+
+    fn deliver(s: &UserStore, n: usize) -> Vec<u32> {
+        (0..n)
+            .map(|i| {
+                let msg = format!("Subject: m{i}\r\nMessage-ID: <{i}@x>\r\n\r\nbody {i}\r\n");
+                let opts = DeliverOptions::default();
+                s.deliver("INBOX", &mut msg.as_bytes(), &opts).unwrap().uid
+            })
+            .collect()
+    }
+
+    fn select(s: &UserStore) -> Snapshot {
+        let req = SnapshotRequest {
+            sync: SyncFirst::Always,
+            since: None,
+            claim_recent: true,
+            first_unseen: true,
+        };
+        s.snapshot("inbox", &req).unwrap().expect("INBOX")
+    }
+
+    fn catch_up(s: &UserStore, since: Since) -> (Snapshot, Changes) {
+        let req = SnapshotRequest {
+            sync: SyncFirst::Never,
+            since: Some(since),
+            claim_recent: false,
+            first_unseen: false,
+        };
+        let snap = s.snapshot("INBOX", &req).unwrap().expect("INBOX");
+        match &snap.contents {
+            Contents::Changes(c) => {
+                let c = c.clone();
+                (snap, c)
+            }
+            Contents::All(_) => panic!("a catch-up read every UID"),
+        }
+    }
+
+    /// What a woken session reads after one flag change, one expunge and one delivery:
+    /// the same few records in a mailbox of 50 messages as in one of 2,000 (issue 16: an
+    /// IDLE session's cost per delivery does not grow with the mailbox).
+    #[test]
+    fn a_catch_up_reads_the_changes_not_the_mailbox() {
+        let mut cost = Vec::new();
+        for size in [50, 2_000] {
+            let dir = tempfile::tempdir().unwrap();
+            let s = store(dir.path());
+            let uids = deliver(&s, size);
+            let sel = select(&s);
+            assert_eq!(sel.contents, Contents::All(uids.clone()));
+            assert_eq!(sel.claimed, Some(1..size as u32 + 1));
+            let since = Since {
+                messages: size as u32,
+                max_uid: *uids.last().unwrap(),
+                modseq: sel.highest_modseq,
+            };
+            let (flagged, gone) = (uids[7], uids[9]);
+            s.set_flags(
+                "INBOX",
+                &[flagged],
+                FlagOp::Add,
+                crate::Flags::FLAGGED,
+                &[],
+                None,
+            )
+            .unwrap();
+            s.set_flags(
+                "INBOX",
+                &[gone],
+                FlagOp::Add,
+                crate::Flags::DELETED,
+                &[],
+                None,
+            )
+            .unwrap();
+            s.expunge("INBOX", Some(&[gone])).unwrap();
+            let new = deliver(&s, 1)[0];
+            let (snap, changes) = catch_up(&s, since);
+            assert_eq!(changes.added, vec![new]);
+            assert_eq!(
+                changes.changed.iter().map(|(u, _)| *u).collect::<Vec<_>>(),
+                vec![flagged]
+            );
+            assert_eq!(changes.expunged, Expunged::Uids(vec![gone]));
+            assert_eq!(snap.messages, size as u32);
+            assert_eq!(snap.mailbox, sel.mailbox);
+            cost.push(changes.records_read);
+            // nothing since: nothing read
+            let (_, none) = catch_up(
+                &s,
+                Since {
+                    messages: size as u32,
+                    max_uid: new,
+                    modseq: snap.highest_modseq,
+                },
+            );
+            assert_eq!(none, Changes::default());
+        }
+        assert_eq!(cost[0], cost[1], "records read: {cost:?}");
+        assert!(cost[0] <= 6, "records read: {cost:?}");
+    }
+
+    /// A view whose count disagrees with the log (it missed something) gets every UID.
+    #[test]
+    fn a_view_that_disagrees_with_the_log_gets_every_uid() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = store(dir.path());
+        let uids = deliver(&s, 5);
+        let sel = select(&s);
+        let (_, changes) = catch_up(
+            &s,
+            Since {
+                messages: 4,
+                max_uid: uids[4],
+                modseq: sel.highest_modseq,
+            },
+        );
+        assert_eq!(changes.expunged, Expunged::Present(uids));
+    }
+
+    /// A message whose file another tool renamed (new flags) is opened where it is now.
+    #[test]
+    fn open_message_follows_a_rename_by_another_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = store(dir.path());
+        let uid = deliver(&s, 1)[0];
+        let sel = select(&s);
+        let loaded = s
+            .load(&sel.mailbox, &[uid], CachedFields::default(), false)
+            .unwrap();
+        let state = loaded[0].as_ref().expect("loaded").state.clone();
+        let new = dir.path().join("mail/new").join(&state.file_name);
+        let cur = dir
+            .path()
+            .join("mail/cur")
+            .join(format!("{}:2,S", state.file_name));
+        std::fs::rename(&new, &cur).unwrap();
+        let f = s
+            .open_message(&sel.mailbox, uid, &state)
+            .unwrap()
+            .expect("found");
+        assert_eq!(f.path, cur);
+        std::fs::remove_file(&cur).unwrap();
+        assert!(s.open_message(&sel.mailbox, uid, &state).unwrap().is_none());
+        assert_eq!(s.read_message(&sel.mailbox, &state), None);
+    }
+}
