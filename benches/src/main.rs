@@ -6,10 +6,13 @@
 //!   of one generated Maildir (listings, files opened, SEARCH, FETCH BODY[], LMTP, IDLE);
 //!   writes benches/results/MODE.json, PNG plots and a section of docs/BENCHMARKS.md.
 //!   Until `maildex serve` listens, the maildex side is reported "not available".
+//! - `maildex-bench idle-cost`: server CPU per IDLE session per delivery on a big INBOX
+//!   and a small one (maildex only).
 //! - `maildex-bench mixed`: per-command latency percentiles of N clients running a random
 //!   mix of APPEND, STORE, EXPUNGE, FETCH, SEARCH and COPY on shared mailboxes, maildex
 //!   and Dovecot in one run.
 
+mod idle_cost;
 mod imap_client;
 mod listing;
 mod lmtp_client;
@@ -110,6 +113,31 @@ enum Cmd {
         /// Dovecot's `mail_fsync` (see `all`).
         #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
         dovecot_mail_fsync: String,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Server CPU per IDLE session per delivery on a big INBOX and a small one (maildex
+    /// only): a woken session must cost the same whatever the mailbox's size.
+    IdleCost {
+        /// Messages in the big INBOX.
+        #[arg(long, default_value_t = 30_000)]
+        big: usize,
+        /// Messages in the small INBOX.
+        #[arg(long, default_value_t = 100)]
+        small: usize,
+        /// IDLE sessions per user.
+        #[arg(long, default_value_t = 100)]
+        sessions: usize,
+        /// Deliveries measured per user.
+        #[arg(long, default_value_t = 100)]
+        deliveries: usize,
+        /// Rounds of both users.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// The maildex binary (default: `maildex` next to this program).
+        #[arg(long)]
+        maildex_bin: Option<PathBuf>,
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -282,6 +310,31 @@ fn main() -> Result<()> {
                 maildex_bin,
                 work,
                 dovecot_mail_fsync,
+            })?;
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")?;
+            }
+            Ok(())
+        }
+        Cmd::IdleCost {
+            big,
+            small,
+            sessions,
+            deliveries,
+            rounds,
+            maildex_bin,
+            json,
+        } => {
+            let maildex_bin = maildex_bin_or_default(maildex_bin)?;
+            let tmp = tempfile::Builder::new().prefix("mxi").tempdir_in("/tmp")?;
+            let r = idle_cost::run(&idle_cost::IdleCostOpts {
+                big,
+                small,
+                sessions,
+                deliveries,
+                rounds,
+                maildex_bin,
+                work: tmp.path().to_owned(),
             })?;
             if let Some(path) = json {
                 std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")?;

@@ -16,7 +16,7 @@ use maildex_store::{FlagOp, Loaded, Mailbox, MessageFile, UserStore};
 use super::binary::locate_binary;
 use super::messages::resolve;
 use super::render::{hot_section, want_of, Plan, Render, Rendered, NO_PLAN};
-use super::{blocking, CmdError, Done, Session, State, FLUSH_AT};
+use super::{blocking, untagged, CmdError, Done, Session, State, FLUSH_AT};
 use crate::section::{locate, Located};
 
 /// Messages read from the index per read transaction. Each batch is one hop to a blocking
@@ -262,7 +262,7 @@ impl Session {
         };
         let mut file = tokio::fs::File::from_std(file);
         // the implicit \Seen was stored before this batch was read: the state has it
-        let _ = write!(self.out, "* {seq} FETCH (");
+        untagged::fetch_start(&mut self.out, seq);
         let extra = r.flags_too(uid).then_some(&FetchItem::Flags);
         let all = r.items.iter().zip(&r.plan);
         for (i, (item, plan)) in all.chain(extra.map(|f| (f, &NO_PLAN))).enumerate() {
@@ -322,7 +322,7 @@ impl Session {
                 _ => return Err(CmdError::server("a FETCH item the index should answer")),
             }
         }
-        self.out.extend_from_slice(b")\r\n");
+        untagged::fetch_end(&mut self.out);
         Ok(true)
     }
 

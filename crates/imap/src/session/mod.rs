@@ -16,6 +16,7 @@ mod render;
 mod search_cmd;
 mod selected;
 mod subscriptions;
+mod untagged;
 mod update;
 
 use std::net::SocketAddr;

@@ -12,8 +12,7 @@ use maildex_index::{Cached, HOT_HEADERS};
 use maildex_proto::{encode, FetchItem, Partial, Section, SectionText};
 
 use super::body::partial_window;
-use super::selected::write_flags;
-use super::CmdError;
+use super::{untagged, CmdError};
 use crate::section::{header_block, locate, Located, Want};
 use maildex_store::Loaded;
 
@@ -215,7 +214,11 @@ impl Render {
             }
             FetchItem::Flags => {
                 out.extend_from_slice(b"FLAGS ");
-                write_flags(out, st, &self.keywords, self.is_recent(uid));
+                let recent = self.is_recent(uid);
+                untagged::flag_list(
+                    out,
+                    untagged::flags_of(st.flags, st.keywords, &self.keywords, recent),
+                );
             }
             FetchItem::InternalDate => {
                 out.extend_from_slice(b"INTERNALDATE ");
@@ -316,7 +319,7 @@ impl Render {
         (seq, uid): (u32, u32),
         msg: &Loaded,
     ) -> Result<(), CmdError> {
-        let _ = write!(out, "* {seq} FETCH (");
+        untagged::fetch_start(out, seq);
         let extra = self.flags_too(uid).then_some(&FetchItem::Flags);
         let all = self.items.iter().zip(&self.plan);
         for (i, item) in all.chain(extra.map(|f| (f, &NO_PLAN))).enumerate() {
@@ -327,7 +330,7 @@ impl Render {
                 return Err(CmdError::server("an index-only FETCH item needs the file"));
             }
         }
-        out.extend_from_slice(b")\r\n");
+        untagged::fetch_end(out);
         Ok(())
     }
 

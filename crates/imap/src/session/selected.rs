@@ -6,13 +6,12 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use maildex_index::{flag, MessageState};
 use maildex_proto::{Mailbox, ResponseCode};
 use maildex_store::{Contents, Expunged, Since, Snapshot, SnapshotRequest, SyncFirst};
 use tokio::sync::watch;
 
 use super::mailbox::imap_name;
-use super::{blocking, CmdError, Done, Session, State};
+use super::{blocking, untagged, CmdError, Done, Session, State};
 use crate::view::View;
 
 /// The selected mailbox as this session knows it.
@@ -67,68 +66,18 @@ impl Selected {
     }
 }
 
-/// Writes a flag list: system flags, keywords, `\Recent` (RFC 3501 §2.3.2).
-pub(crate) fn write_flags(out: &mut Vec<u8>, st: &MessageState, keywords: &[String], recent: bool) {
-    out.push(b'(');
-    let start = out.len();
-    let put = |out: &mut Vec<u8>, s: &[u8]| {
-        if out.len() > start {
-            out.push(b' ');
-        }
-        out.extend_from_slice(s);
-    };
-    for (bit, name) in [
-        (flag::SEEN, &b"\\Seen"[..]),
-        (flag::ANSWERED, b"\\Answered"),
-        (flag::FLAGGED, b"\\Flagged"),
-        (flag::DELETED, b"\\Deleted"),
-        (flag::DRAFT, b"\\Draft"),
-    ] {
-        if st.flags & bit != 0 {
-            put(out, name);
-        }
-    }
-    for (i, k) in keywords.iter().enumerate().take(32) {
-        if st.keywords & (1 << i) != 0 {
-            put(out, k.as_bytes());
-        }
-    }
-    if recent {
-        put(out, b"\\Recent");
-    }
-    out.push(b')');
-}
-
 /// New keywords: a new FLAGS list, and PERMANENTFLAGS unless read-only (RFC 3501 §7.2.6),
 /// when `keywords` (the mailbox's, in letter order) differ from what `sel` announced.
 pub(crate) fn announce_keywords(out: &mut Vec<u8>, sel: &mut Selected, keywords: &[String]) {
     if keywords.len() == sel.keywords_announced && keywords == sel.keywords {
         return;
     }
-    flags_line(out, keywords);
+    untagged::flags(out, keywords);
     if !sel.read_only {
-        let mut perm = String::from("\\Answered \\Flagged \\Deleted \\Seen \\Draft");
-        for k in keywords {
-            perm.push(' ');
-            perm.push_str(k);
-        }
-        out.extend_from_slice(
-            format!("* OK [PERMANENTFLAGS ({perm} \\*)] Flags permitted.\r\n").as_bytes(),
-        );
+        untagged::permanent_flags(out, Some(keywords));
     }
     sel.keywords_announced = keywords.len();
     sel.keywords = keywords.to_vec();
-}
-
-fn flags_line(out: &mut Vec<u8>, keywords: &[String]) {
-    let mut kw = String::new();
-    for k in keywords {
-        kw.push(' ');
-        kw.push_str(k);
-    }
-    out.extend_from_slice(
-        format!("* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft{kw})\r\n").as_bytes(),
-    );
 }
 
 impl Session {
@@ -187,35 +136,20 @@ impl Session {
             view,
         };
         sel.changes.mark_unchanged();
-        flags_line(&mut self.out, &sel.keywords);
-        let mut perm = String::from("\\Answered \\Flagged \\Deleted \\Seen \\Draft");
-        for k in &sel.keywords {
-            perm.push(' ');
-            perm.push_str(k);
-        }
-        perm.push_str(" \\*");
         let out = &mut self.out;
-        if read_only {
-            out.extend_from_slice(b"* OK [PERMANENTFLAGS ()] Read-only mailbox.\r\n");
-        } else {
-            out.extend_from_slice(
-                format!("* OK [PERMANENTFLAGS ({perm})] Flags permitted.\r\n").as_bytes(),
-            );
-        }
-        out.extend_from_slice(format!("* {} EXISTS\r\n", sel.view.len()).as_bytes());
-        out.extend_from_slice(format!("* {} RECENT\r\n", sel.recent_count()).as_bytes());
+        untagged::flags(out, &sel.keywords);
+        untagged::permanent_flags(out, (!read_only).then_some(&sel.keywords[..]));
+        untagged::exists(out, sel.view.len());
+        untagged::recent(out, sel.recent_count());
         if let Some(seq) = snap.first_unseen_uid.and_then(|u| sel.view.seq(u)) {
-            out.extend_from_slice(format!("* OK [UNSEEN {seq}] First unseen.\r\n").as_bytes());
+            untagged::ok(out, ResponseCode::Unseen(seq), "First unseen.");
         }
-        out.extend_from_slice(
-            format!(
-                "* OK [UIDVALIDITY {}] UIDs valid\r\n",
-                sel.mailbox.uidvalidity()
-            )
-            .as_bytes(),
-        );
-        out.extend_from_slice(
-            format!("* OK [UIDNEXT {}] Predicted next UID\r\n", snap.uid_next).as_bytes(),
+        let uidvalidity = sel.mailbox.uidvalidity();
+        untagged::ok(out, ResponseCode::UidValidity(uidvalidity), "UIDs valid");
+        untagged::ok(
+            out,
+            ResponseCode::UidNext(snap.uid_next),
+            "Predicted next UID",
         );
         let authed = match std::mem::replace(&mut self.state, State::Logout) {
             State::Authenticated(a) => a,
@@ -326,7 +260,7 @@ impl Session {
         if expunges_allowed {
             for uid in std::mem::take(&mut sel.expunged_pending) {
                 if let Some(seq) = sel.view.remove(uid) {
-                    out.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
+                    untagged::expunge(out, seq);
                 }
                 sel.own.remove(&uid);
             }
@@ -343,8 +277,8 @@ impl Session {
                 sel.recent
                     .extend(snap.unclaimed_from(max.saturating_add(1)));
             }
-            out.extend_from_slice(format!("* {} EXISTS\r\n", sel.view.len()).as_bytes());
-            out.extend_from_slice(format!("* {} RECENT\r\n", sel.recent_count()).as_bytes());
+            untagged::exists(out, sel.view.len());
+            untagged::recent(out, sel.recent_count());
         }
         // flag changes made elsewhere
         for (uid, st) in &changes.changed {
@@ -352,9 +286,9 @@ impl Session {
                 continue;
             }
             if let Some(seq) = sel.view.seq(*uid) {
-                out.extend_from_slice(format!("* {seq} FETCH (UID {uid} FLAGS ").as_bytes());
-                write_flags(out, st, &sel.keywords, sel.is_recent(*uid));
-                out.extend_from_slice(b")\r\n");
+                let f =
+                    untagged::flags_of(st.flags, st.keywords, &sel.keywords, sel.is_recent(*uid));
+                untagged::fetch_flags(out, seq, Some(*uid), f);
             }
         }
         sel.own.clear();

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use maildex_proto::{
     encode, Mailbox, ResponseCode, SeqNum, SeqRange, SequenceSet, StoreArgs, StoreMode,
 };
-use maildex_store::{FlagOp, FlagState};
+use maildex_store::FlagOp;
 
 use super::append::split_flags;
 use super::mailbox::imap_name;
 use super::messages::resolve;
 use super::selected::announce_keywords;
-use super::{blocking, CmdError, Done, Session, State};
+use super::{blocking, untagged, CmdError, Done, Session, State};
 
 fn set_of(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
     let mut v: Vec<u32> = uids.into_iter().collect();
@@ -33,31 +33,6 @@ fn set_of(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
             })
             .collect(),
     )
-}
-
-/// Writes the flags of a STORE result (system flags, keywords, `\Recent`).
-fn write_flag_state(out: &mut Vec<u8>, m: &FlagState, recent: bool) {
-    let mut parts: Vec<&str> = Vec::new();
-    for (f, name) in [
-        (maildex_store::Flags::SEEN, "\\Seen"),
-        (maildex_store::Flags::ANSWERED, "\\Answered"),
-        (maildex_store::Flags::FLAGGED, "\\Flagged"),
-        (maildex_store::Flags::DELETED, "\\Deleted"),
-        (maildex_store::Flags::DRAFT, "\\Draft"),
-    ] {
-        if m.flags.contains(f) {
-            parts.push(name);
-        }
-    }
-    for k in &m.keywords {
-        parts.push(k);
-    }
-    if recent {
-        parts.push("\\Recent");
-    }
-    out.push(b'(');
-    out.extend_from_slice(parts.join(" ").as_bytes());
-    out.push(b')');
 }
 
 impl Session {
@@ -117,13 +92,12 @@ impl Session {
             let Some(seq) = sel.view.seq(m.uid) else {
                 continue;
             };
-            lines.extend_from_slice(format!("* {seq} FETCH (").as_bytes());
-            if uid_cmd {
-                lines.extend_from_slice(format!("UID {} ", m.uid).as_bytes());
-            }
-            lines.extend_from_slice(b"FLAGS ");
-            write_flag_state(&mut lines, m, sel.is_recent(m.uid));
-            lines.extend_from_slice(b")\r\n");
+            let f = untagged::FlagsOf {
+                bits: m.flags.0,
+                keywords: m.keywords.iter().map(String::as_str),
+                recent: sel.is_recent(m.uid),
+            };
+            untagged::fetch_flags(&mut lines, seq, uid_cmd.then_some(m.uid), f);
         }
         self.out.extend_from_slice(&lines);
         self.refresh_fast(uid_cmd).await?;
@@ -172,7 +146,7 @@ impl Session {
         let mut lines = Vec::new();
         for uid in gone {
             if let Some(seq) = sel.view.remove(uid) {
-                lines.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
+                untagged::expunge(&mut lines, seq);
             }
         }
         self.out.extend_from_slice(&lines);
@@ -290,7 +264,7 @@ impl Session {
         moved.sort_unstable();
         for uid in moved {
             if let Some(seq) = sel.view.remove(uid) {
-                lines.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
+                untagged::expunge(&mut lines, seq);
             }
         }
         self.out.extend_from_slice(&lines);
