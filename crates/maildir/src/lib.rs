@@ -22,6 +22,7 @@ pub mod folder;
 pub mod fuzzing;
 pub mod keywords;
 pub mod mutf7;
+pub mod own_writes;
 pub mod scan;
 pub mod transfer;
 pub mod uidlist;

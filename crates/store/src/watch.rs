@@ -10,11 +10,12 @@
 //! available the sessions' periodic sync is the fallback (see `session::idle`).
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use inotify::{Inotify, WatchDescriptor, WatchMask, Watches};
+use maildex_maildir::own_writes;
 use tokio::sync::watch;
 
 struct Entry {
@@ -26,7 +27,8 @@ struct Entry {
 #[derive(Default)]
 struct Inner {
     dirs: HashMap<PathBuf, Entry>,
-    wds: HashMap<WatchDescriptor, PathBuf>,
+    /// Each watch's mailbox folder and its sub-folder (`new` or `cur`).
+    wds: HashMap<WatchDescriptor, (PathBuf, &'static str)>,
 }
 
 /// The process's folder watcher.
@@ -57,6 +59,9 @@ impl Drop for DirWatch {
         self.owner.release(&self.dir);
     }
 }
+
+/// The sub-folders watched: where messages are.
+const SUBS: [&str; 2] = ["new", "cur"];
 
 const MASK: WatchMask = WatchMask::CREATE
     .union(WatchMask::DELETE)
@@ -124,7 +129,7 @@ impl DirWatcher {
         let mut wds = Vec::new();
         {
             let mut w = watches.lock().unwrap_or_else(|p| p.into_inner());
-            for sub in ["new", "cur"] {
+            for sub in SUBS {
                 match w.add(dir.join(sub), MASK) {
                     Ok(wd) => wds.push(wd),
                     Err(e) => {
@@ -138,8 +143,9 @@ impl DirWatcher {
             }
         }
         let (tx, rx) = watch::channel(0);
-        for wd in &wds {
-            inner.wds.insert(wd.clone(), dir.to_path_buf());
+        for (wd, sub) in wds.iter().zip(SUBS) {
+            inner.wds.insert(wd.clone(), (dir.to_path_buf(), sub));
+            own_writes::watch(&dir.join(sub));
         }
         inner
             .dirs
@@ -170,6 +176,9 @@ impl DirWatcher {
             return;
         }
         if let Some(e) = inner.dirs.remove(dir) {
+            for sub in SUBS {
+                own_writes::unwatch(&dir.join(sub));
+            }
             for wd in e.wds {
                 inner.wds.remove(&wd);
                 if let Some(w) = &self.watches {
@@ -179,9 +188,17 @@ impl DirWatcher {
         }
     }
 
-    fn notify(&self, wd: &WatchDescriptor) {
+    /// An event for file `name` in the folder of `wd`: the subscribers are woken unless
+    /// this process made the change ([`own_writes`]: the index has it already).
+    fn notify(&self, wd: &WatchDescriptor, name: Option<&OsStr>) {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = inner.wds.get(wd).and_then(|d| inner.dirs.get(d)) {
+        let Some((dir, sub)) = inner.wds.get(wd) else {
+            return;
+        };
+        if name.is_some_and(|n| own_writes::take(&dir.join(sub), n)) {
+            return;
+        }
+        if let Some(e) = inner.dirs.get(dir) {
             e.tx.send_modify(|n| *n += 1);
         }
     }
@@ -192,10 +209,7 @@ async fn run(owner: Weak<DirWatcher>, mut stream: inotify::EventStream<Vec<u8>>)
     while let Some(event) = stream.next().await {
         let Some(w) = owner.upgrade() else { return };
         match event {
-            Ok(ev) => {
-                let _: Option<OsString> = ev.name;
-                w.notify(&ev.wd);
-            }
+            Ok(ev) => w.notify(&ev.wd, ev.name.as_deref()),
             Err(e) => {
                 tracing::warn!(error = %e, "inotify read failed; IDLE falls back to polling");
                 return;
@@ -229,5 +243,26 @@ mod tests {
         assert_eq!(w.watched(), 1);
         drop(b);
         assert_eq!(w.watched(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_change_this_process_noted_wakes_no_one() {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["new", "cur", "tmp"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        let w = DirWatcher::start();
+        let mut a = w.watch(dir.path()).expect("inotify");
+        let own = dir.path().join("new/1.own");
+        own_writes::note(&own);
+        std::fs::write(&own, b"x").unwrap();
+        let foreign = dir.path().join("new/2.foreign");
+        std::fs::write(&foreign, b"x").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), a.changed())
+            .await
+            .expect("woken by the foreign file");
+        // one event task reads the queue in order: the own file's event was handled before
+        // the foreign one's, so the count is 2 had it woken the subscribers too
+        assert_eq!(*a.rx.borrow(), 1);
     }
 }
