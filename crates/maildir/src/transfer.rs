@@ -12,15 +12,14 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::deliver::{link_noreplace, rename_noreplace, Delivered};
-use crate::filename::{base_of, unique_id, with_sizes, MaildirName};
+use crate::deliver::{
+    link_noreplace, link_unique, rename_noreplace, Delivered, LinkInto, LinkSource, NAME_ATTEMPTS,
+};
+use crate::filename::{base_of, unique_id};
 use crate::flags::{Flags, Keywords};
 use crate::scan::Sub;
 use crate::util::create_excl;
 use crate::MaildirError;
-
-/// How many fresh unique names a copy tries before giving up.
-const NAME_ATTEMPTS: u32 = 10;
 
 /// Finds the file whose base is `base` in `cur/` (first) or `new/` of `mailbox`: where a
 /// message is now after another tool renamed it (a flag change keeps the base). Reads the
@@ -100,18 +99,12 @@ pub fn copy_file(
     sizes: (u64, u64),
     durable: bool,
 ) -> Result<Option<Delivered>, MaildirError> {
-    if sub == Sub::New && !(flags.is_empty() && keywords.is_empty()) {
-        return Err(MaildirError::FlagsInNew {
-            path: dst.to_path_buf(),
-        });
-    }
     // link(2) would copy a symbolic link itself: refuse anything but a regular file
     match crate::files::ensure_regular(src) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(MaildirError::io("copy", src, e)),
     }
-    let (size, vsize) = sizes;
     let tmp_dir = dst.join("tmp");
     let mut tmp: Option<PathBuf> = None;
     for _ in 0..NAME_ATTEMPTS {
@@ -147,47 +140,19 @@ pub fn copy_file(
             attempts: NAME_ATTEMPTS,
         });
     };
-    let dir = sub.path(dst);
-    for _ in 0..NAME_ATTEMPTS {
-        let name = MaildirName {
-            base: with_sizes(&unique_id(), size, vsize),
-            size: Some(size),
-            vsize: Some(vsize),
-            flags,
-            keywords,
-            unknown_flags: String::new(),
-            has_info: sub == Sub::Cur,
-        };
-        let file_name = name.file_name();
-        let dest = dir.join(&file_name);
-        let linked = maildex_faults::hit(maildex_faults::Point::CopyLink)
-            .and_then(|()| link_noreplace(&tmp, &dest));
-        match linked {
-            Ok(linked) => {
-                if linked {
-                    if let Err(e) = fs::remove_file(&tmp) {
-                        tracing::warn!(path = %tmp.display(), error = %e, "could not remove temporary link after copy");
-                    }
-                }
-                return Ok(Some(Delivered {
-                    path: dest,
-                    file_name,
-                    name,
-                    size,
-                    vsize,
-                }));
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                return Err(MaildirError::io("link", &dest, e));
-            }
-        }
-    }
-    let _ = fs::remove_file(&tmp);
-    Err(MaildirError::NameCollision {
-        path: dir,
-        attempts: NAME_ATTEMPTS,
+    let to = LinkInto {
+        mailbox: dst,
+        sub,
+        flags,
+        keywords,
+        sizes,
+        first_id: None,
+        fault: maildex_faults::Point::CopyLink,
+        fsync: false,
+        source: LinkSource::Consume,
+    };
+    link_unique(&tmp, to).map(Some).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
     })
 }
 

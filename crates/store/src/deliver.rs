@@ -23,12 +23,9 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use maildex_index::{Built, MessageState};
-use maildex_maildir::filename::unique_id;
 use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::uidlist::AppendScan;
-use maildex_maildir::{
-    deliver, Delivered, Flags, Keywords, MaildirError, MaildirName, Sub, TmpFile, UidRecord,
-};
+use maildex_maildir::{deliver, Delivered, Flags, Keywords, MaildirError, Sub, TmpFile, UidRecord};
 
 use crate::convert::{self, flag_bits};
 use crate::{StoreError, UserStore};
@@ -62,10 +59,6 @@ pub struct DeliveredMessage {
     /// RFC822.SIZE.
     pub vsize: u64,
 }
-
-/// How many fresh unique names a link tries before giving up (a collision needs a clock
-/// jump).
-const LINK_ATTEMPTS: u32 = 10;
 
 /// How [`UserStore::deliver_file`] put the file into the mailbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -381,54 +374,27 @@ impl UserStore {
         flags: Flags,
         keywords: Keywords,
     ) -> Result<(Delivered, LinkOrCopy), StoreError> {
-        let dir = sub.path(path);
-        for _ in 0..LINK_ATTEMPTS {
-            let name = MaildirName {
-                base: format!("{},S={},W={}", unique_id(), msg.size, msg.vsize),
-                size: Some(msg.size),
-                vsize: Some(msg.vsize),
-                flags,
-                keywords,
-                unknown_flags: String::new(),
-                has_info: sub == Sub::Cur,
-            };
-            let file_name = name.file_name();
-            let dest = dir.join(&file_name);
-            let linked = maildex_faults::hit(maildex_faults::Point::Link)
-                .and_then(|()| std::fs::hard_link(&msg.path, &dest));
-            match linked {
-                Ok(()) => {
-                    if self.opts.fsync {
-                        if let Err(e) = deliver::fsync_dir(&dir) {
-                            // not durable, so not delivered: nothing may stay for the retry
-                            deliver::unlink_after_failure(&dest);
-                            return Err(e.into());
-                        }
-                    }
-                    let delivered = Delivered {
-                        path: dest,
-                        file_name,
-                        name,
-                        size: msg.size,
-                        vsize: msg.vsize,
-                    };
-                    return Ok((delivered, LinkOrCopy::Linked));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                // another filesystem (EXDEV) or one without hard links: copy
-                Err(e) if maildex_maildir::transfer::link_unsupported(&e) => {
-                    return self.copy_file(msg, path, sub, flags, keywords);
-                }
-                Err(e) => return Err(StoreError::io(&dest, e)),
+        let to = deliver::LinkInto {
+            mailbox: path,
+            sub,
+            flags,
+            keywords,
+            sizes: (msg.size, msg.vsize),
+            first_id: None,
+            fault: maildex_faults::Point::Link,
+            fsync: self.opts.fsync,
+            source: deliver::LinkSource::Keep,
+        };
+        match deliver::link_unique(&msg.path, to) {
+            Ok(delivered) => Ok((delivered, LinkOrCopy::Linked)),
+            // another filesystem (EXDEV) or one without hard links: copy
+            Err(MaildirError::Io { source, .. })
+                if maildex_maildir::transfer::link_unsupported(&source) =>
+            {
+                self.copy_file(msg, path, sub, flags, keywords)
             }
+            Err(e) => Err(e.into()),
         }
-        Err(StoreError::io(
-            &dir,
-            std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "no unused unique file name",
-            ),
-        ))
     }
 
     fn copy_file(

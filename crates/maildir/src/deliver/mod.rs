@@ -2,6 +2,7 @@
 //! unique name, fsync the directory (the qmail delivery protocol as Dovecot does it).
 //! Also flag renames, expunges and `tmp/` cleanup.
 
+mod link;
 pub(crate) mod ops;
 
 use std::fs::{self, File};
@@ -11,19 +12,20 @@ use std::time::SystemTime;
 
 use maildex_faults::Point;
 
-use crate::filename::{unique_id, with_sizes, MaildirName};
+use crate::filename::{unique_id, MaildirName};
 use crate::flags::{Flags, Keywords};
 use crate::scan::Sub;
 use crate::util::create_excl;
 use crate::MaildirError;
 
 pub use crate::util::fsync_dir;
+pub use link::{link_unique, LinkInto, LinkSource};
 pub use ops::{clean_stale_tmp, clean_tmp, remove, rename_flags, RenameOutcome, TMP_DELETE_AGE};
 pub(crate) use ops::{link_noreplace, rename_noreplace};
 
 /// How many unique names we try before giving up (a collision needs another writer
 /// with our pid, host, time and counter: in practice only a clock jump).
-const NAME_ATTEMPTS: u32 = 10;
+pub(crate) const NAME_ATTEMPTS: u32 = 10;
 
 /// Buffer between callers' small writes and the file.
 const BUF_SIZE: usize = 64 * 1024;
@@ -159,77 +161,34 @@ impl TmpFile {
     }
 
     /// Moves the file into `new/` (no flags allowed) or `cur/` (with `:2,<flags>`)
-    /// under `unique_base(size, vsize)`, never overwriting: `link(2)` fails if the
-    /// name exists (Dovecot links too), then a fresh name is tried. Syncs the file
-    /// first if needed and fsyncs the destination directory after.
+    /// under `unique_base(size, vsize)` keeping its `tmp/` unique part, never
+    /// overwriting ([`link_unique`]). Syncs the file first if needed and fsyncs the
+    /// destination directory after (when durable).
     pub fn commit(
         mut self,
         sub: Sub,
         flags: Flags,
         keywords: Keywords,
     ) -> Result<Delivered, MaildirError> {
-        if sub == Sub::New && !(flags.is_empty() && keywords.is_empty()) {
-            return Err(MaildirError::FlagsInNew {
-                path: self.mailbox.clone(),
-            });
-        }
         if self.dirty {
             self.sync()?;
         }
         // Close before linking; the data is on disk.
         self.out = None;
-        let dir = sub.path(&self.mailbox);
-        let mut id = self.id.clone();
-        for attempt in 0..NAME_ATTEMPTS {
-            if attempt > 0 {
-                id = unique_id();
-            }
-            let name = MaildirName {
-                base: with_sizes(&id, self.size, self.vsize),
-                size: Some(self.size),
-                vsize: Some(self.vsize),
-                flags,
-                keywords,
-                unknown_flags: String::new(),
-                has_info: sub == Sub::Cur,
-            };
-            let file_name = name.file_name();
-            let dest = dir.join(&file_name);
-            let linked = maildex_faults::hit(Point::Link)
-                .and_then(|()| ops::link_noreplace(&self.path, &dest));
-            match linked {
-                Ok(linked) => {
-                    self.done = true;
-                    if linked {
-                        if let Err(e) = fs::remove_file(&self.path) {
-                            // Delivered anyway; clean_tmp will remove it later.
-                            tracing::warn!(path = %self.path.display(), error = %e, "could not remove temporary file after link");
-                        }
-                    }
-                    if self.durable {
-                        if let Err(e) = fsync_dir(&dir) {
-                            // Not durable, so not delivered: the caller reports a temporary
-                            // failure and the sender retries, which must not find this copy.
-                            unlink_after_failure(&dest);
-                            return Err(e);
-                        }
-                    }
-                    return Ok(Delivered {
-                        path: dest,
-                        file_name,
-                        name,
-                        size: self.size,
-                        vsize: self.vsize,
-                    });
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(MaildirError::io("link", &dest, e)),
-            }
-        }
-        Err(MaildirError::NameCollision {
-            path: dir,
-            attempts: NAME_ATTEMPTS,
-        })
+        let to = LinkInto {
+            mailbox: &self.mailbox,
+            sub,
+            flags,
+            keywords,
+            sizes: (self.size, self.vsize),
+            first_id: Some(self.id.clone()),
+            fault: Point::Link,
+            fsync: self.durable,
+            source: LinkSource::Consume,
+        };
+        let delivered = link_unique(&self.path, to)?;
+        self.done = true;
+        Ok(delivered)
     }
 
     fn count(&mut self, data: &[u8]) {

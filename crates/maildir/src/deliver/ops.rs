@@ -30,16 +30,11 @@ pub enum RenameOutcome {
 pub(crate) fn link_noreplace(src: &Path, dest: &Path) -> io::Result<bool> {
     match fs::hard_link(src, dest) {
         Ok(()) => Ok(true),
-        Err(e) if link_unsupported(&e) => rename_noreplace(src, dest).map(|()| false),
+        Err(e) if crate::transfer::link_unsupported(&e) => {
+            rename_noreplace(src, dest).map(|()| false)
+        }
         Err(e) => Err(e),
     }
-}
-
-fn link_unsupported(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EPERM) | Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
-    )
 }
 
 #[cfg(target_os = "linux")]

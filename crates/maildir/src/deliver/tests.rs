@@ -318,3 +318,52 @@ proptest::proptest! {
         proptest::prop_assert_eq!(super::bare_lfs(prev, &data), expected);
     }
 }
+
+#[test]
+fn link_unique_keeps_a_shared_source_and_takes_a_fresh_name_on_a_collision() {
+    let (_t, mb) = mailbox();
+    let src = mb.join("tmp/shared");
+    fs::write(&src, b"x\n").unwrap();
+    let taken = "1.M1P1Q1.h";
+    fs::write(mb.join("new").join(format!("{taken},S=2,W=3")), b"other").unwrap();
+    let to = LinkInto {
+        mailbox: &mb,
+        sub: Sub::New,
+        flags: Flags::EMPTY,
+        keywords: Keywords::EMPTY,
+        sizes: (2, 3),
+        first_id: Some(taken.to_string()),
+        fault: Point::Link,
+        fsync: true,
+        source: LinkSource::Keep,
+    };
+    let d = link_unique(&src, to.clone()).unwrap();
+    assert!(!d.file_name.starts_with(taken), "{}", d.file_name);
+    assert!(d.file_name.ends_with(",S=2,W=3"), "{}", d.file_name);
+    assert_eq!(fs::read(&d.path).unwrap(), b"x\n");
+    assert!(src.exists(), "a kept source stays for the next delivery");
+    assert_eq!(
+        fs::read(mb.join("new").join(format!("{taken},S=2,W=3"))).unwrap(),
+        b"other"
+    );
+    // a consumed source is gone once linked; flags never go to new/
+    let consumed = link_unique(
+        &src,
+        LinkInto {
+            source: LinkSource::Consume,
+            first_id: None,
+            ..to.clone()
+        },
+    )
+    .unwrap();
+    assert!(!src.exists());
+    assert_eq!(fs::read(&consumed.path).unwrap(), b"x\n");
+    let flagged = LinkInto {
+        flags: Flags::SEEN,
+        ..to
+    };
+    assert!(matches!(
+        link_unique(&consumed.path, flagged),
+        Err(MaildirError::FlagsInNew { .. })
+    ));
+}
