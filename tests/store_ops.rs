@@ -599,6 +599,31 @@ fn mailboxes_create_list_rename_delete_like_dovecot() {
 }
 
 #[test]
+fn create_never_makes_a_mailbox_through_a_symbolic_link() {
+    let s = Scratch::new();
+    let store = s.open();
+    // a folder that is a link to a directory outside the Maildir (no cur/ there yet):
+    // CREATE used to make tmp/ new/ cur/ out there
+    let outside = s.dir.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, s.maildir.join(".Evil")).unwrap();
+    assert!(matches!(
+        store.create_mailbox("Evil"),
+        Err(OpError::MailboxExists(_))
+    ));
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    // a half-made folder (no cur/ yet) is completed
+    fs::create_dir_all(s.maildir.join(".Half/tmp")).unwrap();
+    store.create_mailbox("Half").unwrap();
+    assert!(matches!(
+        store.create_mailbox("Half"),
+        Err(OpError::MailboxExists(_))
+    ));
+    assert!(store.mailbox_exists("inbox").unwrap() && store.mailbox_exists("Half").unwrap());
+    assert!(!store.mailbox_exists("Evil").unwrap() && !store.mailbox_exists("None").unwrap());
+}
+
+#[test]
 fn subscriptions_are_dovecots_file() {
     let s = Scratch::new();
     let store = s.open();

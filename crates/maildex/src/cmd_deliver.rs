@@ -119,9 +119,9 @@ fn deliver(a: &DeliverArgs, message_id: &mut Option<String>) -> (u8, String) {
         Ok(s) => s,
         Err(e) => return (sysexits::TEMPFAIL, e.to_string()),
     };
-    let mailbox = match store.mailbox_path(&a.mailbox) {
-        Ok(p) if maildex_maildir::folder::is_mailbox_dir(&p) => a.mailbox.as_str(),
-        Ok(_) => "INBOX",
+    let mailbox = match store.mailbox_exists(&a.mailbox) {
+        Ok(true) => a.mailbox.as_str(),
+        Ok(false) => "INBOX",
         Err(e) => return (sysexits::USAGE, e.to_string()),
     };
     let mut stdin = BufReader::with_capacity(64 * 1024, std::io::stdin().lock());

@@ -314,10 +314,9 @@ impl UserStore {
     /// does not know it yet).
     fn delivery_target<'n>(&self, mailbox: &'n str) -> Result<(&'n str, PathBuf), StoreError> {
         let name = Self::canonical(mailbox);
-        let path = self.mailbox_path(name)?;
-        if !maildex_maildir::folder::is_mailbox_dir(&path) {
+        let Some(path) = self.mailbox_dir(name)? else {
             return Err(StoreError::NoMailbox(name.to_string()));
-        }
+        };
         if self.indexed_mailbox(name)?.is_none() {
             self.sync_mailbox(name)?;
         }

@@ -12,8 +12,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::io;
+use std::path::PathBuf;
 
-use maildex_maildir::folder;
+use maildex_maildir::{folder, Sub};
 
 use crate::{OpError, StoreError, UserStore};
 
@@ -107,7 +108,24 @@ fn exists(path: &std::path::Path) -> bool {
     fs::symlink_metadata(path).is_ok()
 }
 
+fn is_symlink(path: &std::path::Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
 impl UserStore {
+    /// Whether mailbox `name` exists: its folder is one maildex uses
+    /// ([`folder::is_mailbox_dir`]: `cur/` present, no symbolic link). An error when the
+    /// name cannot be a folder.
+    pub fn mailbox_exists(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self.mailbox_dir(name)?.is_some())
+    }
+
+    /// The folder of mailbox `name` when the mailbox exists ([`UserStore::mailbox_exists`]).
+    pub(crate) fn mailbox_dir(&self, name: &str) -> Result<Option<PathBuf>, StoreError> {
+        let path = self.mailbox_path(Self::canonical(name))?;
+        Ok(folder::is_mailbox_dir(&path).then_some(path))
+    }
+
     /// Creates mailbox `name` (RFC 3501 §6.3.3): a trailing separator is dropped; superior
     /// levels are not created (as Dovecot with Maildir++ does). The folder gets `tmp/ new/
     /// cur/` and `maildirfolder`, then a sync creates its dovecot-uidlist (new UIDVALIDITY)
@@ -118,7 +136,9 @@ impl UserStore {
             return Err(OpError::MailboxExists(name));
         }
         let path = self.mailbox_path(&name)?;
-        if path.join("cur").is_dir() {
+        // a folder or cur/ that is a symbolic link takes the name too: it is no mailbox,
+        // and none is made through it (it could lead out of the Maildir, issue 15 #2)
+        if self.mailbox_exists(&name)? || is_symlink(&path) || is_symlink(&Sub::Cur.path(&path)) {
             return Err(OpError::MailboxExists(name));
         }
         folder::create_mailbox(&path, true)?;
@@ -136,10 +156,9 @@ impl UserStore {
                 reason: "INBOX cannot be deleted (RFC 3501 §6.3.4)",
             });
         }
-        let path = self.mailbox_path(&name)?;
-        if !folder::is_mailbox_dir(&path) {
+        let Some(path) = self.mailbox_dir(&name)? else {
             return Err(OpError::NoMailbox(name));
-        }
+        };
         // one trash folder for every DELETE: they take turns, or one wipes (or cannot
         // rename onto) another's trash. The key is no mailbox's, the name being refused.
         let serial = self.serial(&[&name, &TRASH_DIR[1..]]);
@@ -188,8 +207,7 @@ impl UserStore {
             self.move_messages("INBOX", &new, &uids)?;
             return Ok(());
         }
-        let old_path = self.mailbox_path(&old)?;
-        if !folder::is_mailbox_dir(&old_path) {
+        if !self.mailbox_exists(&old)? {
             return Err(OpError::NoMailbox(old));
         }
         let prefix = format!("{old}.");

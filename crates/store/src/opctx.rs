@@ -74,10 +74,9 @@ impl UserStore {
     /// not know it yet). [`OpError::NoMailbox`] when its folder is missing.
     pub(crate) fn target(&self, name: &str) -> Result<Target, OpError> {
         let name = Self::canonical(name).to_string();
-        let path = self.mailbox_path(&name)?;
-        if !maildex_maildir::folder::is_mailbox_dir(&path) {
+        let Some(path) = self.mailbox_dir(&name)? else {
             return Err(OpError::NoMailbox(name));
-        }
+        };
         let found = match self.indexed_mailbox(&name)? {
             Some(found) => found,
             None => {

@@ -107,10 +107,7 @@ impl UserStore {
             // it may have been created (and synced by someone else) since the listing
             let lock = self.mailbox_lock(&name);
             let _serial = lock.hold();
-            if self
-                .mailbox_path(&name)
-                .is_ok_and(|p| maildex_maildir::folder::is_mailbox_dir(&p))
-            {
+            if self.mailbox_exists(&name).unwrap_or(false) {
                 continue;
             }
             tracing::info!(mailbox = %name, "folder gone from the Maildir; dropping it from the index");
