@@ -46,55 +46,10 @@ pub enum Located<'a> {
     Missing,
 }
 
-/// The part a section number path names, with its pre-order position: RFC 3501 §6.4.5 as
-/// `maildex_mime::find_part` implements it for the parsed tree (`[]` is the message, `[1]` of a
-/// non-multipart message is its body, numbers inside a message/rfc822 part count the parts of
-/// the enclosed message).
-pub fn find<'a>(root: &'a PartRecord, path: &[u32]) -> Option<(&'a PartRecord, usize)> {
-    let mut cur = root;
-    let mut pos = 0usize;
-    let Some((&first, rest)) = path.split_first() else {
-        return Some((root, 0));
-    };
-    (cur, pos) = in_message(cur, pos, first)?;
-    for &n in rest {
-        (cur, pos) = match &cur.kind {
-            PartKindRecord::Multipart(_) => child(cur, pos, n)?,
-            PartKindRecord::Message(inner) => in_message(inner, pos + 1, n)?,
-            PartKindRecord::Single => return None,
-        };
-    }
-    Some((cur, pos))
-}
-
-/// Number of parts in the subtree of `p` (itself included), i.e. how many header blocks it
-/// holds.
-fn subtree_len(p: &PartRecord) -> usize {
-    let mut n = 0;
-    p.walk(&mut |_| n += 1);
-    n
-}
-
-/// The n-th child of multipart `p` (at pre-order position `pos`).
-fn child(p: &PartRecord, pos: usize, n: u32) -> Option<(&PartRecord, usize)> {
-    let PartKindRecord::Multipart(children) = &p.kind else {
-        return None;
-    };
-    let i = usize::try_from(n.checked_sub(1)?).ok()?;
-    let mut at = pos + 1;
-    for c in children.iter().take(i) {
-        at += subtree_len(c);
-    }
-    children.get(i).map(|c| (c, at))
-}
-
-/// Part n of a message whose root part is `msg` at position `pos`.
-fn in_message(msg: &PartRecord, pos: usize, n: u32) -> Option<(&PartRecord, usize)> {
-    match &msg.kind {
-        PartKindRecord::Multipart(_) => child(msg, pos, n),
-        _ => (n == 1).then_some((msg, pos)),
-    }
-}
+/// The part a section number path names, with its pre-order position (the order of
+/// [`PartRecord::walk`], in which the index keeps header blocks): RFC 3501 §6.4.5 by the
+/// lookup the parsed tree uses too.
+pub use maildex_mime::find_section as find;
 
 /// Locates section `path` + `want` in a message whose root part is `root`.
 pub fn locate<'a>(root: &'a PartRecord, path: &[u32], want: Want) -> Located<'a> {

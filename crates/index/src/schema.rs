@@ -197,6 +197,18 @@ impl PartRecord {
     }
 }
 
+/// Section numbers (RFC 3501 §6.4.5) are resolved over the stored tree by
+/// [`maildex_mime::find_section`], the lookup the parsed tree uses too.
+impl maildex_mime::PartTree for PartRecord {
+    fn shape(&self) -> maildex_mime::PartShape<'_, PartRecord> {
+        match &self.kind {
+            PartKindRecord::Single => maildex_mime::PartShape::Single,
+            PartKindRecord::Multipart(children) => maildex_mime::PartShape::Multipart(children),
+            PartKindRecord::Message(inner) => maildex_mime::PartShape::Message(inner),
+        }
+    }
+}
+
 /// What changes about a message (`messages` database): small, rewritten in place by flag
 /// changes, and all that sync and check read.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

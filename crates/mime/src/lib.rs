@@ -42,7 +42,9 @@ pub use address::address_search_text;
 pub use crlf::{crlf_len, to_crlf, CrlfWriter};
 pub use decode::{decode_all, Base64Decoder, Decoder, Encoding, QpDecoder};
 pub use render::{write_body_structure, write_envelope};
-pub use section::{find_part, header_fields, header_fields_of_part};
+pub use section::{
+    find_part, find_section, header_fields, header_fields_of_part, PartShape, PartTree,
+};
 
 /// Nesting depth at which a multipart or message/rfc822 part is no longer
 /// opened but kept as one opaque part (Dovecot's default

@@ -4,39 +4,88 @@
 use crate::header::{eq_ci, field_at, line_at};
 use crate::{Part, PartKind};
 
-/// Part `n` inside a message whose root part is `msg`: the n-th body part
-/// of a multipart, or the body itself (n = 1) of a non-multipart message.
-fn in_message(msg: &Part, n: u32) -> Option<&Part> {
-    let i = usize::try_from(n.checked_sub(1)?).ok()?;
-    match &msg.kind {
-        PartKind::Multipart(children) => children.get(i),
-        _ => (i == 0).then_some(msg),
+/// The shape of a MIME part as section numbers walk it.
+#[derive(Clone, Copy, Debug)]
+pub enum PartShape<'a, P> {
+    /// A leaf part.
+    Single,
+    /// A multipart and its body parts in order.
+    Multipart(&'a [P]),
+    /// A message/rfc822 part and the root part of the enclosed message.
+    Message(&'a P),
+}
+
+/// A MIME part tree: this crate's parsed [`Part`] and the index's stored part records
+/// both are one, so [`find_section`] is the one section-number lookup for both.
+pub trait PartTree: Sized {
+    /// What is inside this part.
+    fn shape(&self) -> PartShape<'_, Self>;
+}
+
+impl PartTree for Part {
+    fn shape(&self) -> PartShape<'_, Part> {
+        match &self.kind {
+            PartKind::Single => PartShape::Single,
+            PartKind::Multipart(children) => PartShape::Multipart(children),
+            PartKind::Message { root, .. } => PartShape::Message(root),
+        }
     }
 }
 
-/// Finds the part a section part number names (RFC 3501 §6.4.5): `[]` is
-/// the message itself; `[1]` of a non-multipart message is its body (the
-/// returned part's body; its header is the message header, which is what
-/// `1.MIME` returns in Dovecot); numbers inside a message/rfc822 part count
-/// the parts of the encapsulated message.
-///
-/// `None` when there is no such part (Dovecot then answers an empty
-/// string).
-pub fn find_part<'a>(root: &'a Part, section: &[u32]) -> Option<&'a Part> {
-    let Some((&first, rest)) = section.split_first() else {
-        return Some(root);
+/// Number of parts in the subtree of `p`, itself included.
+fn subtree_len<P: PartTree>(p: &P) -> usize {
+    1 + match p.shape() {
+        PartShape::Single => 0,
+        PartShape::Multipart(children) => children.iter().map(subtree_len).sum(),
+        PartShape::Message(inner) => subtree_len(inner),
+    }
+}
+
+/// The n-th body part of multipart `p` (at pre-order position `pos`), with its position.
+fn child<P: PartTree>(p: &P, pos: usize, n: u32) -> Option<(&P, usize)> {
+    let PartShape::Multipart(children) = p.shape() else {
+        return None;
     };
-    let mut cur = in_message(root, first)?;
+    let i = usize::try_from(n.checked_sub(1)?).ok()?;
+    let at = pos + 1 + children.iter().take(i).map(subtree_len).sum::<usize>();
+    children.get(i).map(|c| (c, at))
+}
+
+/// Part `n` inside a message whose root part is `msg` (at position `pos`): the n-th body
+/// part of a multipart, or the body itself (n = 1) of a non-multipart message.
+fn in_message<P: PartTree>(msg: &P, pos: usize, n: u32) -> Option<(&P, usize)> {
+    match msg.shape() {
+        PartShape::Multipart(_) => child(msg, pos, n),
+        _ => (n == 1).then_some((msg, pos)),
+    }
+}
+
+/// Finds the part a section part number names (RFC 3501 §6.4.5), with its position in
+/// pre-order (a part before its children, a message/rfc822 part before the enclosed
+/// message's root: the order in which the index stores header blocks). `[]` is the
+/// message itself; `[1]` of a non-multipart message is its body (the returned part's
+/// body; its header is the message header, which is what `1.MIME` returns in Dovecot);
+/// numbers inside a message/rfc822 part count the parts of the encapsulated message.
+///
+/// `None` when there is no such part (Dovecot then answers an empty string).
+pub fn find_section<'a, P: PartTree>(root: &'a P, section: &[u32]) -> Option<(&'a P, usize)> {
+    let Some((&first, rest)) = section.split_first() else {
+        return Some((root, 0));
+    };
+    let (mut cur, mut pos) = in_message(root, 0, first)?;
     for &n in rest {
-        cur = match &cur.kind {
-            PartKind::Multipart(children) => {
-                children.get(usize::try_from(n.checked_sub(1)?).ok()?)?
-            }
-            PartKind::Message { root, .. } => in_message(root, n)?,
-            PartKind::Single => return None,
+        (cur, pos) = match cur.shape() {
+            PartShape::Multipart(_) => child(cur, pos, n)?,
+            PartShape::Message(inner) => in_message(inner, pos + 1, n)?,
+            PartShape::Single => return None,
         };
     }
-    Some(cur)
+    Some((cur, pos))
+}
+
+/// [`find_section`] over a parsed message, without the position.
+pub fn find_part<'a>(root: &'a Part, section: &[u32]) -> Option<&'a Part> {
+    find_section(root, section).map(|(p, _)| p)
 }
 
 /// Copies `bytes` to `out` as IMAP sends message text: bare LF as CRLF, NUL
