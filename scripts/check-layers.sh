@@ -28,7 +28,7 @@ for d in maildex-corpus maildex-dovecot-harness; do
     fi
 done
 
-PENDING="maildex-imap:maildex-index maildex-imap:maildex-mime maildex-lmtp:maildex-maildir"
+PENDING="maildex-imap:maildex-index maildex-imap:maildex-mime"
 for c in maildex-imap maildex-lmtp; do
     for d in maildex-maildir maildex-index maildex-mime; do
         edge="$c:$d"

@@ -87,7 +87,7 @@ pub(crate) async fn serve(
     {
         tracing::info!("connection ended inside a transaction; its data is discarded");
     }
-    // dropping the transaction removes any tmp/ file (TmpFile's Drop); off the reactor
+    // dropping the transaction removes any tmp/ file (IncomingMessage's Drop); off the reactor
     if let Some(t) = c.txn.take() {
         log_refused(&t);
         let _ = tokio::task::spawn_blocking(move || drop(t)).await;

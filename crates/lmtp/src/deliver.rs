@@ -6,8 +6,7 @@ use std::io::Write;
 
 use maildex_accounts::{Accounts, LogName, Recipient, RecipientError};
 use maildex_lmtp_proto::{RcptOutcome, RcptResult, Status};
-use maildex_maildir::TmpFile;
-use maildex_store::{DeliverOptions, LinkOrCopy, PreparedMessage, StoreError};
+use maildex_store::{DeliverOptions, IncomingMessage, LinkOrCopy, PreparedMessage, StoreError};
 
 /// Message bytes gathered before one write on the blocking pool.
 pub(crate) const WRITE_BATCH: usize = 64 * 1024;
@@ -29,7 +28,10 @@ pub(crate) enum Body {
     /// only created when [`WRITE_BATCH`] bytes have gathered or the data ends, so a
     /// message smaller than that (most mail) is created, written, synced and delivered
     /// in one trip to the blocking pool. `tmp` is also None while a write runs there.
-    Writing { tmp: Option<TmpFile>, buf: Vec<u8> },
+    Writing {
+        tmp: Option<IncomingMessage>,
+        buf: Vec<u8>,
+    },
     /// Writing failed: every recipient gets this status; further data is dropped.
     Failed(Failure),
 }
@@ -207,7 +209,7 @@ fn decide_rcpt(
 }
 
 /// Opens the message file in `tmp/` of the first target that can take it.
-pub(crate) fn start(accounts: &Accounts, rcpts: &[Rcpt]) -> Result<TmpFile, Failure> {
+pub(crate) fn start(accounts: &Accounts, rcpts: &[Rcpt]) -> Result<IncomingMessage, Failure> {
     let mut last = Failure::new(
         Status::temporary("No recipient can take the message"),
         "no recipient",
@@ -216,7 +218,7 @@ pub(crate) fn start(accounts: &Accounts, rcpts: &[Rcpt]) -> Result<TmpFile, Fail
         let opened = accounts
             .store(&t.user)
             .map_err(|e| Failure::accounts(&e))
-            .and_then(|s| s.create_tmp(&t.mailbox).map_err(|e| Failure::store(&e)));
+            .and_then(|s| s.incoming(&t.mailbox).map_err(|e| Failure::store(&e)));
         match opened {
             Ok(tmp) => return Ok(tmp),
             Err(f) => {
@@ -228,7 +230,7 @@ pub(crate) fn start(accounts: &Accounts, rcpts: &[Rcpt]) -> Result<TmpFile, Fail
     Err(last)
 }
 
-fn io_failure(e: &std::io::Error, tmp: &TmpFile) -> Failure {
+fn io_failure(e: &std::io::Error, tmp: &IncomingMessage) -> Failure {
     let cause = format!("writing {}: {e}", tmp.path().display());
     tracing::error!(error = %cause, "writing the message failed");
     if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
@@ -245,9 +247,9 @@ fn io_failure(e: &std::io::Error, tmp: &TmpFile) -> Failure {
 pub(crate) fn write(
     accounts: &Accounts,
     rcpts: &[Rcpt],
-    tmp: Option<TmpFile>,
+    tmp: Option<IncomingMessage>,
     buf: &[u8],
-) -> Result<TmpFile, Failure> {
+) -> Result<IncomingMessage, Failure> {
     let mut tmp = match tmp {
         Some(t) => t,
         None => start(accounts, rcpts)?,
@@ -265,7 +267,7 @@ pub(crate) fn write(
 /// or copies of it).
 pub(crate) fn finish(
     accounts: &Accounts,
-    tmp: Option<TmpFile>,
+    tmp: Option<IncomingMessage>,
     buf: &[u8],
     rcpts: &[Rcpt],
 ) -> Finished {
@@ -274,7 +276,7 @@ pub(crate) fn finish(
         Ok(t) => t,
         Err(f) => return Finished::failed(rcpts, &f),
     };
-    let prepared = PreparedMessage::prepare_from(&mut tmp, None, whole).map_err(|e| {
+    let prepared = tmp.prepare(None, whole).map_err(|e| {
         tracing::error!(file = %tmp.path().display(), error = %e, "preparing the message failed");
         Failure::store(&e)
     });

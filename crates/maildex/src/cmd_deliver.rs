@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use maildex_accounts::{Accounts, User};
-use maildex_store::{DeliverOptions, PreparedMessage, StoreError, UserStore};
+use maildex_store::{DeliverOptions, StoreError, UserStore};
 
 use crate::common::{become_mail_owner, error_text, load_config};
 
@@ -156,9 +156,10 @@ fn failure(e: &StoreError) -> (u8, String) {
     }
 }
 
-/// The message goes to `tmp/` first (as over LMTP), is summarized (its Message-ID for the
-/// log) and checked against a quota (its size is known only now), then linked into the
-/// mailbox; the `tmp/` file is removed either way.
+/// Without a quota the message goes straight through the store's write path. With one,
+/// its size is known only once it is written: it goes to `tmp/` first (as over LMTP), is
+/// checked against the quota, then linked into the mailbox; the `tmp/` file is removed
+/// either way. Sets `message_id` (for the log) once the message is read.
 fn deliver_prepared(
     accounts: &Accounts,
     user: &User,
@@ -167,14 +168,22 @@ fn deliver_prepared(
     message: &mut dyn Read,
     message_id: &mut Option<String>,
 ) -> Result<u32, (u8, String)> {
-    let mut tmp = store.create_tmp(mailbox).map_err(|e| failure(&e))?;
-    std::io::copy(message, &mut tmp).map_err(|e| {
+    let opts = DeliverOptions::default();
+    if user.quota.is_none() {
+        let d = store
+            .deliver(mailbox, message, &opts)
+            .map_err(|e| failure(&e))?;
+        *message_id = d.message_id;
+        return Ok(d.uid);
+    }
+    let mut incoming = store.incoming(mailbox).map_err(|e| failure(&e))?;
+    std::io::copy(message, &mut incoming).map_err(|e| {
         (
             sysexits::TEMPFAIL,
             format!("4.3.0 writing the message: {e}"),
         )
     })?;
-    let prepared = PreparedMessage::prepare(&mut tmp, None).map_err(|e| failure(&e))?;
+    let prepared = incoming.prepare(None, None).map_err(|e| failure(&e))?;
     *message_id = prepared.message_id();
     match accounts.over_quota(user, prepared.vsize()) {
         Ok(false) => {}
@@ -182,8 +191,8 @@ fn deliver_prepared(
         Err(e) => return Err((sysexits::TEMPFAIL, format!("4.3.0 {e}"))),
     }
     let (d, _) = store
-        .deliver_file(mailbox, &prepared, &DeliverOptions::default())
+        .deliver_file(mailbox, &prepared, &opts)
         .map_err(|e| failure(&e))?;
-    drop(tmp);
+    drop(incoming);
     Ok(d.uid)
 }

@@ -52,6 +52,8 @@ pub struct DeliveredMessage {
     pub uidvalidity: u32,
     /// Modseq of the new record.
     pub modseq: u64,
+    /// Its `Message-ID` (unfolded, trimmed), for the delivery log.
+    pub message_id: Option<String>,
     /// File name in `new/` or `cur/`.
     pub file_name: String,
     /// Physical size.
@@ -71,57 +73,18 @@ pub enum LinkOrCopy {
 
 /// A message file written in some mailbox's `tmp/`, fsynced and summarized once, ready
 /// for [`UserStore::deliver_file`] into any number of mailboxes. It refers to the file by
-/// path: keep the [`TmpFile`] alive until the last delivery, then drop it (which removes
-/// the `tmp/` name; delivered links stay).
+/// path: keep the [`crate::IncomingMessage`] it came from alive until the last delivery,
+/// then drop it (which removes the `tmp/` name; delivered links stay).
 #[derive(Clone, Debug)]
 pub struct PreparedMessage {
-    path: PathBuf,
-    built: Built,
-    size: u64,
-    vsize: u64,
-    mtime: SystemTime,
+    pub(crate) path: PathBuf,
+    pub(crate) built: Built,
+    pub(crate) size: u64,
+    pub(crate) vsize: u64,
+    pub(crate) mtime: SystemTime,
 }
 
 impl PreparedMessage {
-    /// Flushes and fsyncs `tmp` (setting its mtime, the messages' INTERNALDATE, to
-    /// `internal_date` or now) and builds its index record from the file.
-    pub fn prepare(
-        tmp: &mut TmpFile,
-        internal_date: Option<SystemTime>,
-    ) -> Result<PreparedMessage, StoreError> {
-        Self::prepare_from(tmp, internal_date, None)
-    }
-
-    /// [`PreparedMessage::prepare`] for a caller that still holds everything it wrote
-    /// to `tmp` as `whole`: the record is built from those bytes instead of reading the
-    /// file back. `whole` must be exactly the file's content (checked by its size).
-    pub fn prepare_from(
-        tmp: &mut TmpFile,
-        internal_date: Option<SystemTime>,
-        whole: Option<&[u8]>,
-    ) -> Result<PreparedMessage, StoreError> {
-        let mtime = internal_date.unwrap_or_else(SystemTime::now);
-        tmp.set_mtime(mtime);
-        tmp.sync()?;
-        let built = match whole {
-            Some(bytes) if bytes.len() as u64 == tmp.size() => {
-                let state = MessageState {
-                    internal_date: convert::unix_secs(mtime),
-                    ..MessageState::default()
-                };
-                convert::build(bytes, state)?
-            }
-            _ => convert::index_file(tmp.path(), MessageState::default())?,
-        };
-        Ok(PreparedMessage {
-            path: tmp.path().to_path_buf(),
-            built,
-            size: tmp.size(),
-            vsize: tmp.vsize(),
-            mtime,
-        })
-    }
-
     /// Physical size of the file.
     pub fn size(&self) -> u64 {
         self.size
@@ -134,17 +97,22 @@ impl PreparedMessage {
 
     /// The message's `Message-ID` field value (unfolded, trimmed), for the delivery log.
     pub fn message_id(&self) -> Option<String> {
-        let mut field = Vec::new();
-        maildex_mime::header_fields(&self.built.headers, &["message-id"], false, &mut field);
-        // the first field only: up to a line break not followed by a continuation
-        let end = (0..field.len())
-            .find(|&i| field[i] == b'\n' && !matches!(field.get(i + 1), Some(b' ' | b'\t')))
-            .unwrap_or(field.len());
-        let value = field[..end].splitn(2, |&b| b == b':').nth(1)?;
-        let value = String::from_utf8_lossy(value);
-        let value = value.split_whitespace().collect::<Vec<_>>().join(" ");
-        (!value.is_empty()).then_some(value)
+        message_id(&self.built.headers)
     }
+}
+
+/// The `Message-ID` field value (unfolded, trimmed) of a message's header blocks.
+fn message_id(headers: &[u8]) -> Option<String> {
+    let mut field = Vec::new();
+    maildex_mime::header_fields(headers, &["message-id"], false, &mut field);
+    // the first field only: up to a line break not followed by a continuation
+    let end = (0..field.len())
+        .find(|&i| field[i] == b'\n' && !matches!(field.get(i + 1), Some(b' ' | b'\t')))
+        .unwrap_or(field.len());
+    let value = field[..end].splitn(2, |&b| b == b':').nth(1)?;
+    let value = String::from_utf8_lossy(value);
+    let value = value.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!value.is_empty()).then_some(value)
 }
 
 /// Where a delivery lands (see `UserStore::placement`).
@@ -270,21 +238,12 @@ impl UserStore {
         self.finish_delivery(name, &path, target, delivered, built, held)
     }
 
-    /// Starts a message file in `tmp/` of `mailbox`, to be filled by the caller, then
-    /// [`PreparedMessage::prepare`]d and handed to [`UserStore::deliver_file`] for one or
-    /// more mailboxes (LMTP streams DATA into it). Dropping the file without that removes
-    /// it. fsync follows the store's options.
-    pub fn create_tmp(&self, mailbox: &str) -> Result<TmpFile, StoreError> {
-        let (_, path) = self.delivery_target(mailbox)?;
-        self.tmp_in(&path)
-    }
-
     /// Delivers a message file that is already written and summarized (LMTP: one file
     /// for every recipient) into `mailbox` of this store: a hard link into `new/` (or
     /// `cur/` with flags) when the file is on the same filesystem, a copy through this
     /// mailbox's `tmp/` otherwise (EXDEV, or a filesystem without hard links); then the
     /// same steps as [`UserStore::deliver`]: fsync of the folder, dovecot-uidlist, index
-    /// commit. The index record is the one built once by [`PreparedMessage::prepare`]
+    /// commit. The index record is the one built once by [`crate::IncomingMessage::prepare`]
     /// (the file is immutable, so it holds for every link). INTERNALDATE is the file's
     /// mtime: `opts.internal_date` is ignored here.
     pub fn deliver_file(
@@ -312,7 +271,10 @@ impl UserStore {
 
     /// Canonical name and folder of an existing mailbox, indexed (synced once if the index
     /// does not know it yet).
-    fn delivery_target<'n>(&self, mailbox: &'n str) -> Result<(&'n str, PathBuf), StoreError> {
+    pub(crate) fn delivery_target<'n>(
+        &self,
+        mailbox: &'n str,
+    ) -> Result<(&'n str, PathBuf), StoreError> {
         let name = Self::canonical(mailbox);
         let Some(path) = self.mailbox_dir(name)? else {
             return Err(StoreError::NoMailbox(name.to_string()));
@@ -323,7 +285,7 @@ impl UserStore {
         Ok((name, path))
     }
 
-    fn tmp_in(&self, path: &Path) -> Result<TmpFile, StoreError> {
+    pub(crate) fn tmp_in(&self, path: &Path) -> Result<TmpFile, StoreError> {
         let mut tmp = TmpFile::create(path)?;
         tmp.set_durable(self.opts.fsync);
         Ok(tmp)
@@ -427,6 +389,7 @@ impl UserStore {
         held: std::sync::MutexGuard<'_, ()>,
     ) -> Result<DeliveredMessage, StoreError> {
         built.record.state.file_name = delivered.file_name.clone();
+        let message_id = message_id(&built.headers);
         let recorded = self
             .record_delivery(name, path, &delivered, built, target.keyword_table)
             .and_then(|r| {
@@ -440,7 +403,8 @@ impl UserStore {
                         self.find_delivered(name, &delivered)
                     }
                 }
-            });
+            })
+            .map(|d| DeliveredMessage { message_id, ..d });
         recorded.inspect_err(|_| {
             if let Err(rm) = deliver::remove(path, target.sub, &delivered.file_name) {
                 tracing::error!(file = %delivered.path.display(), error = %rm, "could not remove a delivery that failed");
@@ -503,6 +467,7 @@ impl UserStore {
             uid,
             uidvalidity,
             modseq,
+            message_id: None, // set by finish_delivery
             file_name: delivered.file_name.clone(),
             size: delivered.size,
             vsize: delivered.vsize,
@@ -569,6 +534,7 @@ impl UserStore {
             uid,
             uidvalidity,
             modseq,
+            message_id: None, // set by finish_delivery
             file_name: delivered.file_name.clone(),
             size: delivered.size,
             vsize: delivered.vsize,
@@ -609,40 +575,5 @@ impl UserStore {
             bits.insert(i);
         }
         Ok((bits, crate::sync::names_of(&map)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::PreparedMessage;
-    use maildex_maildir::TmpFile;
-    use std::io::Write;
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-    const MSG: &[u8] = b"From: a@example.org\nSubject: hi\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhello\n--b--\n";
-
-    fn prepared(dir: &std::path::Path, when: SystemTime, whole: Option<&[u8]>) -> String {
-        let mut tmp = TmpFile::create(dir).unwrap();
-        tmp.set_durable(false);
-        tmp.write_all(MSG).unwrap();
-        let p = PreparedMessage::prepare_from(&mut tmp, Some(when), whole).unwrap();
-        format!("{:?} {} {}", p.built, p.size, p.vsize)
-    }
-
-    #[test]
-    fn a_record_built_from_memory_is_the_one_read_back_from_the_file() {
-        let d = tempfile::tempdir().unwrap();
-        for sub in ["tmp", "new", "cur"] {
-            std::fs::create_dir(d.path().join(sub)).unwrap();
-        }
-        let after = UNIX_EPOCH + Duration::from_millis(1_700_000_000_500);
-        let before = UNIX_EPOCH - Duration::from_millis(1_500);
-        for when in [after, before] {
-            let from_file = prepared(d.path(), when, None);
-            assert_eq!(prepared(d.path(), when, Some(MSG)), from_file);
-            // bytes that are not the file's are not trusted: the file is read
-            assert_eq!(prepared(d.path(), when, Some(b"other")), from_file);
-        }
-        assert!(prepared(d.path(), before, None).contains("internal_date: -2"));
     }
 }

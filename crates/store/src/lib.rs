@@ -21,6 +21,7 @@ mod copy;
 mod deliver;
 mod expunge;
 mod flags;
+mod incoming;
 mod mailboxes;
 mod op_error;
 mod opctx;
@@ -47,6 +48,7 @@ pub use deliver::{
     Received,
 };
 pub use flags::{FlagOp, FlagState, FlagsOutcome};
+pub use incoming::IncomingMessage;
 pub use mailboxes::{MailboxInfo, SpecialUse};
 pub use maildex_maildir::{mutf7, Flags};
 pub use op_error::{OpError, Refusal};
