@@ -149,15 +149,10 @@ pub struct UserStore {
     index: Arc<Index>,
     opts: StoreOptions,
     /// One sync at a time per mailbox within this process (other processes are kept in step
-    /// by the dovecot-uidlist lock and LMDB transactions). Weak: an entry lives while some
-    /// operation holds it, so names that never existed (STATUS on made-up names) do not
-    /// accumulate; dead entries are swept as the map grows ([`UserStore::mailbox_lock`]).
-    mailbox_locks: Mutex<HashMap<String, Weak<MailboxSerial>>>,
-    /// The locks of mailboxes a sync found, held so that their sync history (the fast
-    /// sync's last look, a sync to reuse) outlives the commands between syncs; as many as
-    /// the user has mailboxes (a name a sync did not find is not kept, nor is a made-up
-    /// one, which `mailbox_locks` forgets when nobody holds it).
-    synced_locks: Mutex<HashMap<String, Arc<MailboxSerial>>>,
+    /// by the dovecot-uidlist lock and LMDB transactions). See [`LockSlot`]: names that
+    /// never existed (STATUS on made-up names) do not accumulate; dead entries are swept
+    /// as the map grows ([`UserStore::mailbox_lock`]).
+    mailbox_locks: Mutex<HashMap<String, LockSlot>>,
     /// This process's file that the user's dovecot-uidlist locks are links to, kept in
     /// the index folder (see [`LockTemplate`]).
     lock_template: Arc<LockTemplate>,
@@ -177,6 +172,26 @@ pub(crate) struct MailboxSerial {
     last_synced: std::sync::atomic::AtomicU64,
     /// When the last sync that completed began (see [`UserStore::sync_mailbox_fast`]).
     last_look: Mutex<Option<std::time::Instant>>,
+}
+
+/// An entry of the mailbox lock map.
+enum LockSlot {
+    /// The lock of a mailbox a sync found, held so that its sync history (the fast sync's
+    /// last look, a sync to reuse) outlives the commands between syncs: as many as the
+    /// user has mailboxes.
+    Kept(Arc<MailboxSerial>),
+    /// Any other name's (one a sync did not find, a made-up one): it lives while some
+    /// operation holds it, and the entry is swept once it is dead (issue 15 #28).
+    Held(Weak<MailboxSerial>),
+}
+
+impl LockSlot {
+    fn live(&self) -> Option<Arc<MailboxSerial>> {
+        match self {
+            LockSlot::Kept(lock) => Some(Arc::clone(lock)),
+            LockSlot::Held(weak) => weak.upgrade(),
+        }
+    }
 }
 
 impl MailboxSerial {
@@ -214,7 +229,6 @@ impl UserStore {
             index,
             opts,
             mailbox_locks: Mutex::default(),
-            synced_locks: Mutex::default(),
             lock_template: Arc::new(LockTemplate::new(index_dir)),
             feed,
             _feed_listener: listener,
@@ -268,30 +282,39 @@ impl UserStore {
     /// callers waiting at the same time), so it is dropped with its last holder and its
     /// map entry swept when the map has doubled since the last sweep.
     pub(crate) fn mailbox_lock(&self, name: &str) -> Arc<MailboxSerial> {
-        let mut locks = self.mailbox_locks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(live) = locks.get(name).and_then(Weak::upgrade) {
+        let mut locks = self.locks();
+        if let Some(live) = locks.get(name).and_then(LockSlot::live) {
             return live;
         }
         if locks.len() >= SWEEP_AT && locks.len().is_power_of_two() {
-            locks.retain(|_, l| l.strong_count() > 0);
+            locks.retain(|_, slot| slot.live().is_some());
         }
         let lock = Arc::new(MailboxSerial::default());
-        locks.insert(name.to_string(), Arc::downgrade(&lock));
+        locks.insert(name.to_string(), LockSlot::Held(Arc::downgrade(&lock)));
         lock
     }
 
-    /// Keeps `lock` of mailbox `name`, which a sync found.
+    /// Keeps `lock` of mailbox `name`, which a sync found (the caller holds it, so it is
+    /// the one the map has).
     pub(crate) fn keep_lock(&self, name: &str, lock: &Arc<MailboxSerial>) {
-        let mut kept = self.synced_locks.lock().unwrap_or_else(|p| p.into_inner());
-        if !kept.contains_key(name) {
-            kept.insert(name.to_string(), Arc::clone(lock));
+        let mut locks = self.locks();
+        if !matches!(locks.get(name), Some(LockSlot::Kept(_))) {
+            locks.insert(name.to_string(), LockSlot::Kept(Arc::clone(lock)));
         }
     }
 
-    /// Lets the lock of mailbox `name` go (a sync did not find it, or it was deleted).
+    /// Lets the lock of mailbox `name` go with its last holder (a sync did not find it, or
+    /// it was deleted).
     pub(crate) fn forget_lock(&self, name: &str) {
-        let mut kept = self.synced_locks.lock().unwrap_or_else(|p| p.into_inner());
-        kept.remove(name);
+        let mut locks = self.locks();
+        if let Some(LockSlot::Kept(lock)) = locks.get(name) {
+            let weak = Arc::downgrade(lock);
+            locks.insert(name.to_string(), LockSlot::Held(weak));
+        }
+    }
+
+    fn locks(&self) -> std::sync::MutexGuard<'_, HashMap<String, LockSlot>> {
+        self.mailbox_locks.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -323,5 +346,13 @@ mod tests {
         );
         // a lock someone holds is the one the next caller gets
         assert!(Arc::ptr_eq(&held, &store.mailbox_lock("INBOX")));
+        drop(held);
+        // a mailbox a sync found keeps its lock, and its last look, with no holder...
+        store.sync_mailbox("INBOX").unwrap();
+        let look = |s: &UserStore| *s.mailbox_lock("INBOX").last_look.lock().unwrap();
+        assert!(look(&store).is_some());
+        // ...until it is let go
+        store.forget_lock("INBOX");
+        assert!(look(&store).is_none());
     }
 }
