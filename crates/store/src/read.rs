@@ -253,12 +253,6 @@ impl UserStore {
         Ok(self.indexed_mailbox(Self::canonical(name))?.map(|(_, m)| m))
     }
 
-    /// Whether mailbox `name` exists on disk (APPEND's and COPY's TRYCREATE).
-    pub fn mailbox_exists(&self, name: &str) -> bool {
-        self.mailbox_path(Self::canonical(name))
-            .is_ok_and(|p| maildex_maildir::folder::is_mailbox_dir(&p))
-    }
-
     /// Reads messages `uids` (ascending) of `mailbox` in one read transaction: states, and
     /// the `fields` of the listing data and the header blocks when asked. Dense batches
     /// walk each database once over the UID range, so every compressed segment is decoded

@@ -128,7 +128,7 @@ impl Session {
             Err(e) => return self.refuse_append(&tag, e),
         };
         let (s, n) = (Arc::clone(&store), name.clone());
-        let exists = blocking(move || s.mailbox_exists(&n)).await?;
+        let exists = blocking(move || s.mailbox_exists(&n).unwrap_or(false)).await?;
         if !exists {
             // RFC 3501 §6.3.11: TRYCREATE when the mailbox does not exist
             return self.refuse_append(

@@ -189,7 +189,7 @@ impl Session {
         let targets = resolve(sel, &set, uid_cmd)?;
         let src = sel.name().to_string();
         let (s, d) = (Arc::clone(&store), dst.clone());
-        let exists = blocking(move || s.mailbox_exists(&d)).await?;
+        let exists = blocking(move || s.mailbox_exists(&d).unwrap_or(false)).await?;
         if !exists {
             // RFC 3501 §6.4.7: TRYCREATE when the destination does not exist
             return Err(CmdError::no(
