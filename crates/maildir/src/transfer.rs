@@ -178,6 +178,8 @@ pub fn move_file(
     durable: bool,
 ) -> Result<MoveOutcome, MaildirError> {
     let dest = sub.path(dst).join(file_name);
+    crate::own_writes::note(src);
+    crate::own_writes::note(&dest);
     let renamed = maildex_faults::hit(maildex_faults::Point::MoveRename)
         .and_then(|()| rename_noreplace(src, &dest));
     match renamed {

@@ -79,6 +79,7 @@ pub fn link_unique(src: &Path, to: LinkInto<'_>) -> Result<Delivered, MaildirErr
         };
         let file_name = name.file_name();
         let dest = dir.join(&file_name);
+        crate::own_writes::note(&dest);
         let linked = maildex_faults::hit(to.fault).and_then(|()| match to.source {
             LinkSource::Consume => ops::link_noreplace(src, &dest),
             LinkSource::Keep => fs::hard_link(src, &dest).map(|()| false),

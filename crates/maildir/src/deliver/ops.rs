@@ -119,6 +119,8 @@ pub fn rename_flags(
         });
     }
     let dest = Sub::Cur.path(mailbox).join(&new_name);
+    crate::own_writes::note(&src);
+    crate::own_writes::note(&dest);
     match maildex_faults::hit(maildex_faults::Point::FlagRename)
         .and_then(|()| fs::rename(&src, &dest))
     {
@@ -135,6 +137,7 @@ pub fn rename_flags(
 pub fn remove(mailbox: &Path, sub: Sub, file_name: &str) -> Result<bool, MaildirError> {
     check_plain_name(file_name)?;
     let path = sub.path(mailbox).join(file_name);
+    crate::own_writes::note(&path);
     match fs::remove_file(&path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
