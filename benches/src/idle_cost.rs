@@ -105,9 +105,24 @@ fn deliveries(
     Ok(spent)
 }
 
+/// Waits (at most 20 s) until the server has used no CPU for half a second.
+fn quiet(server: &dyn Server) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut last = server_cpu(server);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = server_cpu(server);
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 /// One measurement of `user`: CPU for `n` deliveries without sessions and with
 /// `sessions` IDLE sessions.
 fn measure(server: &dyn Server, user: &str, sessions: usize, n: usize) -> Result<Value> {
+    quiet(server);
     let (_tx, none) = mpsc::channel();
     let alone = deliveries(server, user, n, 0, &none)?;
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
@@ -154,6 +169,8 @@ fn measure(server: &dyn Server, user: &str, sessions: usize, n: usize) -> Result
     for t in threads {
         let _ = t.join();
     }
+    // the sessions' DONE and LOGOUT must not count in the next measurement
+    quiet(server);
     let per_session_us =
         (with.as_secs_f64() - alone.as_secs_f64()) * 1e6 / (sessions.max(1) * n.max(1)) as f64;
     Ok(json!({
