@@ -28,9 +28,9 @@ pub struct Aliases {
 impl Aliases {
     /// Reads and parses the aliases file at `path`.
     pub fn load(path: &Path) -> Result<Aliases, AccountsError> {
-        let text = std::fs::read(path).map_err(|source| AccountsError::Io {
+        let text = std::fs::read(path).map_err(|error| AccountsError::Io {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         Aliases::parse(path, &text)
     }

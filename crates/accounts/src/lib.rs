@@ -68,12 +68,12 @@ pub enum AccountsError {
         reason: String,
     },
     /// A file could not be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
+        /// What the OS said (in the message; not a `source()`).
+        error: std::io::Error,
     },
     /// Two users whose `mail_location` (or `index_root`) expand to the same folder: one
     /// would read the other's mail.
@@ -95,27 +95,27 @@ pub enum AccountsError {
         folder: PathBuf,
     },
     /// The user's paths could not be derived from the config.
-    #[error("user {user}: {source}")]
+    #[error("user {user}: {error}")]
     Paths {
         /// The user.
         user: String,
-        /// Why.
-        source: Box<ConfigError>,
+        /// Why (in the message; not a `source()`).
+        error: Box<ConfigError>,
     },
     /// The user's store failed.
-    #[error("user {user}: {source}")]
+    #[error("user {user}: {error}")]
     Store {
         /// The user.
         user: String,
-        /// Why.
-        source: Box<StoreError>,
+        /// Why (in the message; not a `source()`).
+        error: Box<StoreError>,
     },
 }
 
 impl AccountsError {
     /// True when the failure is a full disk or disk quota (ENOSPC/EDQUOT).
     pub fn is_no_space(&self) -> bool {
-        matches!(self, AccountsError::Store { source, .. } if source.is_no_space())
+        matches!(self, AccountsError::Store { error, .. } if error.is_no_space())
     }
 }
 
@@ -602,22 +602,22 @@ impl Accounts {
             *used = now;
             return Ok(Arc::clone(s));
         }
-        let paths = self
-            .config
-            .storage
-            .paths_for(&user.name)
-            .map_err(|source| AccountsError::Paths {
-                user: user.name.clone(),
-                source: Box::new(source),
-            })?;
+        let paths =
+            self.config
+                .storage
+                .paths_for(&user.name)
+                .map_err(|error| AccountsError::Paths {
+                    user: user.name.clone(),
+                    error: Box::new(error),
+                })?;
         let store = UserStore::open_upgrading(
             &paths.maildir,
             &paths.index_dir,
             store_options(&self.config),
         )
-        .map_err(|source| AccountsError::Store {
+        .map_err(|error| AccountsError::Store {
             user: user.name.clone(),
-            source: Box::new(source),
+            error: Box::new(error),
         })?;
         let store = Arc::new(store);
         stores.open.insert(key, (Arc::clone(&store), now));
@@ -632,9 +632,9 @@ impl Accounts {
             return Ok(false);
         };
         let store = self.store(user)?;
-        let used = usage(&store).map_err(|source| AccountsError::Store {
+        let used = usage(&store).map_err(|error| AccountsError::Store {
             user: user.name.clone(),
-            source: Box::new(source),
+            error: Box::new(error),
         })?;
         Ok(used.saturating_add(incoming.max(1)) > limit)
     }

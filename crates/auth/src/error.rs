@@ -13,15 +13,14 @@ pub enum AuthError {
     NotFound(PathBuf),
 
     /// Reading, writing, locking or renaming a file failed.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}: {error}")]
     Io {
         /// What we were doing ("read", "rename", ...).
         op: &'static str,
         /// The file or directory involved.
         path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        /// The underlying error (in the message; not a `source()`).
+        error: std::io::Error,
     },
 
     /// A line of the users file is not a valid passwd-file entry.
@@ -98,7 +97,7 @@ impl AuthError {
         AuthError::Io {
             op,
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }

@@ -8,13 +8,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read (missing, unreadable, not UTF-8).
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {error}")]
     Read {
         /// The config file.
         path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        /// The underlying error (in the message; not a `source()`).
+        error: std::io::Error,
     },
 
     /// TOML syntax error, unknown key or a value of the wrong shape.

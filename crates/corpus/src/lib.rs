@@ -103,28 +103,28 @@ impl Default for Spec {
 #[derive(Debug, thiserror::Error)]
 pub enum CorpusError {
     /// A directory could not be created.
-    #[error("cannot create directory {path}: {source}")]
+    #[error("cannot create directory {path}: {error}")]
     CreateDir {
         /// The directory.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A message or marker file could not be written.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {error}")]
     WriteFile {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file's modification time could not be set.
-    #[error("cannot set the time of {path}: {source}")]
+    #[error("cannot set the time of {path}: {error}")]
     SetTime {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The target Maildir already exists (generation never mixes with existing mail).
     #[error("{path} already exists; generate into an empty directory")]

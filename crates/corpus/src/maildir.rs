@@ -99,9 +99,9 @@ pub fn folder_dir_name(name: &str) -> String {
 }
 
 fn create_dir(path: &Path) -> Result<(), CorpusError> {
-    fs::create_dir_all(path).map_err(|source| CorpusError::CreateDir {
+    fs::create_dir_all(path).map_err(|error| CorpusError::CreateDir {
         path: path.to_owned(),
-        source,
+        error,
     })
 }
 
@@ -249,17 +249,17 @@ impl UserWriter<'_> {
 /// Writes a file and sets its modification and access time to `received`
 /// (Dovecot takes a Maildir message's INTERNALDATE from its mtime).
 fn write_message(path: &Path, bytes: &[u8], received: i64) -> Result<(), CorpusError> {
-    let err = |source| CorpusError::WriteFile {
+    let err = |error| CorpusError::WriteFile {
         path: path.to_owned(),
-        source,
+        error,
     };
     let mut f = File::create(path).map_err(err)?;
     f.write_all(bytes).map_err(err)?;
     let t = UNIX_EPOCH + Duration::from_secs(received.max(0) as u64);
     f.set_times(FileTimes::new().set_modified(t).set_accessed(t))
-        .map_err(|source| CorpusError::SetTime {
+        .map_err(|error| CorpusError::SetTime {
             path: path.to_owned(),
-            source,
+            error,
         })?;
     Ok(())
 }

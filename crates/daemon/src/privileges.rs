@@ -29,14 +29,14 @@ pub enum PrivilegeError {
         uid: u32,
     },
     /// A set*id call failed.
-    #[error("cannot switch to user {user:?}: {call}: {source}")]
+    #[error("cannot switch to user {user:?}: {call}: {error}")]
     Switch {
         /// The configured user.
         user: String,
         /// The call that failed.
         call: &'static str,
-        /// Its error.
-        source: std::io::Error,
+        /// Its error (in the message; not a `source()`).
+        error: std::io::Error,
     },
     /// Root could be taken back after the switch (a kernel or libc that ignored it).
     #[error("still able to become root after switching to {0:?}; refusing to run")]
@@ -107,11 +107,11 @@ pub fn switch_to(user: &str, id: Identity) -> Result<(), PrivilegeError> {
         });
     }
     let fail = |call| {
-        let source = std::io::Error::last_os_error();
+        let error = std::io::Error::last_os_error();
         PrivilegeError::Switch {
             user: user.to_owned(),
             call,
-            source,
+            error,
         }
     };
     let groups = [id.gid as libc::gid_t];

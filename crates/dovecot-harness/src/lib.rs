@@ -47,12 +47,12 @@ pub enum HarnessError {
         packages: String,
     },
     /// A file or folder could not be written or read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file or folder.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A user name or password cannot go into a passwd-file.
     #[error("user {name:?}: names and passwords must be non-empty and free of ':', '\"' and line breaks")]
@@ -64,12 +64,12 @@ pub enum HarnessError {
     #[error("mail_fsync {0:?}: must be optimized, always or never")]
     BadFsync(String),
     /// A program could not be run.
-    #[error("cannot run {program}: {source}")]
+    #[error("cannot run {program}: {error}")]
     Spawn {
         /// The program.
         program: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Dovecot exited during start-up.
     #[error("dovecot ({conf}) exited during start-up with {status}; log:\n{log}")]
@@ -284,22 +284,22 @@ pub fn version() -> Option<String> {
 
 /// A free TCP port on 127.0.0.1 (bound then released; the harness retries on a clash).
 pub fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|source| HarnessError::Io {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|error| HarnessError::Io {
         path: "127.0.0.1:0".into(),
-        source,
+        error,
     })?;
     l.local_addr()
         .map(|a| a.port())
-        .map_err(|source| HarnessError::Io {
+        .map_err(|error| HarnessError::Io {
             path: "127.0.0.1:0".into(),
-            source,
+            error,
         })
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HarnessError + '_ {
-    move |source| HarnessError::Io {
+    move |error| HarnessError::Io {
         path: path.to_owned(),
-        source,
+        error,
     }
 }
 
@@ -359,7 +359,7 @@ impl Dovecot {
         }
         Err(last.unwrap_or_else(|| HarnessError::Io {
             path: dc.conf.clone(),
-            source: std::io::Error::other("no free ports"),
+            error: std::io::Error::other("no free ports"),
         }))
     }
 
@@ -422,9 +422,9 @@ impl Dovecot {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|source| HarnessError::Spawn {
+        let child = cmd.spawn().map_err(|error| HarnessError::Spawn {
             program: program.clone(),
-            source,
+            error,
         })?;
         self.child = Some(child);
         let deadline = Instant::now() + self.opts.start_timeout;
@@ -590,9 +590,9 @@ fn run_checked(program: &Path, args: &[String]) -> Result<String> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|source| HarnessError::Spawn {
+        .map_err(|error| HarnessError::Spawn {
             program: program.to_owned(),
-            source,
+            error,
         })?;
     if !out.status.success() {
         return Err(HarnessError::Command {

@@ -20,12 +20,12 @@ use crate::stream::Stream;
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     /// Binding a listener failed.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Bind {
         /// The address.
         addr: SocketAddr,
-        /// What the OS said.
-        source: std::io::Error,
+        /// What the OS said (in the message; not a `source()`).
+        error: std::io::Error,
     },
     /// An implicit-TLS listener is configured without `[tls]`.
     #[error("IMAPS listener {0} needs a [tls] certificate and key")]
@@ -88,7 +88,7 @@ impl ImapServer {
                 }
                 let socket = maildex_net::bind_tcp(addr, &all)
                     .and_then(TcpListener::from_std)
-                    .map_err(|source| ServerError::Bind { addr, source })?;
+                    .map_err(|error| ServerError::Bind { addr, error })?;
                 listeners.push(Listener {
                     socket,
                     implicit_tls: tls,

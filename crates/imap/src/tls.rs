@@ -46,12 +46,12 @@ pub enum TlsError {
         reason: String,
     },
     /// Writing a generated certificate failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Write {
         /// The file.
         path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
+        /// What the OS said (in the message; not a `source()`).
+        error: std::io::Error,
     },
     /// rcgen could not generate a certificate.
     #[error("generating a self-signed certificate: {0}")]
@@ -208,9 +208,9 @@ pub fn write_self_signed(names: &[&str], cert: &Path, key: &Path) -> Result<(), 
             .mode(mode)
             .open(path)
             .and_then(|mut f| f.write_all(text.as_bytes()))
-            .map_err(|source| TlsError::Write {
+            .map_err(|error| TlsError::Write {
                 path: path.to_path_buf(),
-                source,
+                error,
             })
     };
     write(key, pair.key_pair.serialize_pem(), 0o600)?;

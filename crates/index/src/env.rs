@@ -483,9 +483,9 @@ impl Index {
                 // a planned fault fails the commit as LMDB would (the transaction is aborted)
                 match maildex_faults::hit(maildex_faults::Point::IndexCommit) {
                     Ok(()) => wtxn.commit().map_err(|e| IndexError::lmdb(&self.path, e)),
-                    Err(source) => Err(IndexError::Io {
+                    Err(error) => Err(IndexError::Io {
                         path: self.path.clone(),
-                        source,
+                        error,
                     }),
                 }
             };

@@ -37,12 +37,12 @@ pub use txn::{PageStats, Reader, Writer};
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     /// A filesystem operation on the index folder failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file or folder.
         path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
+        /// What the OS said (in the message; not a `source()`).
+        error: std::io::Error,
     },
     /// LMDB reported an error.
     #[error("LMDB error in {path}: {message}")]
@@ -105,7 +105,7 @@ impl IndexError {
     pub(crate) fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         IndexError::Io {
             path: path.as_ref().to_path_buf(),
-            source,
+            error: source,
         }
     }
 
@@ -113,7 +113,7 @@ impl IndexError {
         let path = path.as_ref().to_path_buf();
         match e {
             heed::Error::Mdb(heed::MdbError::MapFull) => IndexError::MapFull { path },
-            heed::Error::Io(source) => IndexError::Io { path, source },
+            heed::Error::Io(error) => IndexError::Io { path, error },
             heed::Error::Mdb(
                 e @ (heed::MdbError::Invalid
                 | heed::MdbError::Corrupted
@@ -144,12 +144,12 @@ impl IndexError {
     /// A copy for fanning one failure out to every writer of a batch.
     pub(crate) fn duplicate(&self) -> Self {
         match self {
-            IndexError::Io { path, source } => IndexError::Io {
+            IndexError::Io { path, error } => IndexError::Io {
                 path: path.clone(),
                 // the errno survives (ENOSPC decides an LMTP 452 over a 451)
-                source: match source.raw_os_error() {
+                error: match error.raw_os_error() {
                     Some(code) => std::io::Error::from_raw_os_error(code),
-                    None => std::io::Error::new(source.kind(), source.to_string()),
+                    None => std::io::Error::new(error.kind(), error.to_string()),
                 },
             },
             IndexError::Lmdb { path, message } => IndexError::Lmdb {

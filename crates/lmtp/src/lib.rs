@@ -38,14 +38,14 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, thiserror::Error)]
 pub enum LmtpError {
     /// A listener could not be set up; names the address or socket path.
-    #[error("LMTP listener {listen}: {reason}: {source}")]
+    #[error("LMTP listener {listen}: {reason}: {error}")]
     Listen {
         /// The listener (config form).
         listen: String,
         /// What was being done.
         reason: &'static str,
-        /// What the OS said.
-        source: std::io::Error,
+        /// What the OS said (in the message; not a `source()`).
+        error: std::io::Error,
     },
     /// A `socket_owner` / `socket_group` that names no user or group.
     #[error("LMTP socket {what} {name:?}: no such {what}")]

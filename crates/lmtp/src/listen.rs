@@ -28,10 +28,10 @@ pub(crate) enum Listener {
 }
 
 fn err<'a>(l: &'a Listen, reason: &'static str) -> impl FnOnce(std::io::Error) -> LmtpError + 'a {
-    move |source| LmtpError::Listen {
+    move |error| LmtpError::Listen {
         listen: l.to_string(),
         reason,
-        source,
+        error,
     }
 }
 

@@ -39,19 +39,17 @@ pub fn init_logging(level: &str, format: LogFormat) {
     };
 }
 
-/// `e` and its causes joined by `: ` (anyhow's `{:#}`), each OS error once: most of our
-/// error types show their source's text in their own message (log lines print only
-/// that) and also return it as their `source()` (the full-disk checks walk the chain),
-/// so a cause whose text ends the message already is left out.
+/// `e` and its causes joined by `: ` (anyhow's `{:#}`: our context, then the error).
+///
+/// The rule for every error type of the workspace: a variant whose message shows another
+/// error's text (`"{path}: {error}"`) holds it in a field that is not its `source()`
+/// (thiserror: no `#[source]`/`#[from]`, no field named `source`), and a variant that
+/// wraps another error without text of its own is `#[error(transparent)]`. So a message
+/// names each cause once, log lines (which print only the message) lose nothing, and
+/// this chain repeats nothing. Code that needs the OS error asks the type
+/// (`StoreError::is_no_space`) instead of walking `source()`.
 pub fn error_text(e: &anyhow::Error) -> String {
-    let mut text = e.to_string();
-    for cause in e.chain().skip(1) {
-        let c = cause.to_string();
-        if !text.ends_with(&c) {
-            text = format!("{text}: {c}");
-        }
-    }
-    text
+    format!("{e:#}")
 }
 
 pub fn load_config(path: &Path) -> Result<Config> {

@@ -9,15 +9,14 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum MaildirError {
     /// A system call failed on `path`.
-    #[error("{op} {}: {source}", path.display())]
+    #[error("{op} {}: {error}", path.display())]
     Io {
         /// What we were doing (`"open"`, `"rename"`, ...).
         op: &'static str,
         /// The file or directory involved.
         path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: io::Error,
+        /// The underlying error (in the message; not a `source()`).
+        error: io::Error,
     },
     /// A string that cannot be a Maildir message file name.
     #[error("invalid maildir file name {name:?}: {reason}")]
@@ -90,7 +89,7 @@ impl MaildirError {
         let path = path.as_ref().to_path_buf();
         MaildirError::Io {
             op,
-            source: crate::files::explain_denied(&path, source),
+            error: crate::files::explain_denied(&path, source),
             path,
         }
     }
@@ -107,7 +106,7 @@ impl MaildirError {
     /// The kind of the underlying I/O error, if this is an I/O failure.
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         match self {
-            MaildirError::Io { source, .. } => Some(source.kind()),
+            MaildirError::Io { error, .. } => Some(error.kind()),
             _ => None,
         }
     }

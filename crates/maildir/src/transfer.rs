@@ -124,8 +124,8 @@ pub fn copy_file(
                     break;
                 }
                 Ok(None) => return Ok(None),
-                Err(MaildirError::Io { source, .. })
-                    if source.kind() == io::ErrorKind::AlreadyExists =>
+                Err(MaildirError::Io { error, .. })
+                    if error.kind() == io::ErrorKind::AlreadyExists =>
                 {
                     continue
                 }

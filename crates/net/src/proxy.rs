@@ -42,7 +42,15 @@ pub enum ProxyError {
     Malformed(&'static str),
     /// The connection failed or closed while the header was read.
     #[error("reading the PROXY header: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+/// The OS error is in the message, so it is not also the `source()` (see `error_text` in
+/// crates/maildex).
+impl From<io::Error> for ProxyError {
+    fn from(e: io::Error) -> Self {
+        ProxyError::Io(e)
+    }
 }
 
 /// The client of a connection that `peer` made to a PROXY listener: refused unless `peer`

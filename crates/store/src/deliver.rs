@@ -197,21 +197,13 @@ impl StoreError {
     /// EDQUOT): the caller answers "insufficient storage" (LMTP `452 4.3.1`) rather
     /// than a generic temporary failure.
     pub fn is_no_space(&self) -> bool {
-        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(e) = cur {
-            if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                if matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
-                    return true;
-                }
-            }
-            if let Some(MaildirError::Io { source, .. }) = e.downcast_ref::<MaildirError>() {
-                if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
-                    return true;
-                }
-            }
-            cur = e.source();
-        }
-        false
+        let os_error = match self {
+            StoreError::Maildir(MaildirError::Io { error, .. })
+            | StoreError::Io { error, .. }
+            | StoreError::Index(maildex_index::IndexError::Io { error, .. }) => error,
+            _ => return false,
+        };
+        matches!(os_error.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
     }
 }
 
@@ -349,8 +341,8 @@ impl UserStore {
         match deliver::link_unique(&msg.path, to) {
             Ok(delivered) => Ok((delivered, LinkOrCopy::Linked)),
             // another filesystem (EXDEV) or one without hard links: copy
-            Err(MaildirError::Io { source, .. })
-                if maildex_maildir::transfer::link_unsupported(&source) =>
+            Err(MaildirError::Io { error, .. })
+                if maildex_maildir::transfer::link_unsupported(&error) =>
             {
                 self.copy_file(msg, path, sub, flags, keywords)
             }

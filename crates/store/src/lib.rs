@@ -71,12 +71,12 @@ pub enum StoreError {
     #[error(transparent)]
     Index(IndexError),
     /// A file operation outside the Maildir layer failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
+        /// What the OS said (in the message; not a `source()`).
+        error: std::io::Error,
     },
     /// The mailbox does not exist on disk.
     #[error("no mailbox {0:?}")]
@@ -99,7 +99,7 @@ impl StoreError {
     pub(crate) fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         let path = path.as_ref().to_path_buf();
         StoreError::Io {
-            source: maildex_maildir::explain_denied(&path, source),
+            error: maildex_maildir::explain_denied(&path, source),
             path,
         }
     }
@@ -110,8 +110,8 @@ impl StoreError {
 impl From<IndexError> for StoreError {
     fn from(e: IndexError) -> Self {
         match e {
-            IndexError::Io { path, source } => StoreError::Index(IndexError::Io {
-                source: maildex_maildir::explain_denied(&path, source),
+            IndexError::Io { path, error } => StoreError::Index(IndexError::Io {
+                error: maildex_maildir::explain_denied(&path, error),
                 path,
             }),
             e => StoreError::Index(e),

@@ -352,16 +352,16 @@ impl UserStore {
                 let file = e.sub.path(path).join(&e.file_name);
                 match convert::index_file(&file, entry_state(e)) {
                     Ok(b) => built.push((*uid, b)),
-                    Err(StoreError::Io { source, .. })
-                        if source.kind() == std::io::ErrorKind::NotFound
+                    Err(StoreError::Io { error, .. })
+                        if error.kind() == std::io::ErrorKind::NotFound
                             && std::fs::symlink_metadata(&file).is_err() =>
                     {
                         // renamed or expunged by another tool since the listing: list again
                         complete = false;
                         again = true;
                     }
-                    Err(StoreError::Io { path, source }) => {
-                        tracing::warn!(file = %path.display(), error = %source, "cannot read message file; not indexed (its UID is kept)");
+                    Err(StoreError::Io { path, error }) => {
+                        tracing::warn!(file = %path.display(), error = %error, "cannot read message file; not indexed (its UID is kept)");
                         report.unreadable.push(path);
                         // not storing the stamps makes the next sync try it again
                         complete = false;
