@@ -236,7 +236,7 @@ impl Session {
                             uidvalidity = d.uidvalidity;
                         }
                         Err(e) => {
-                            let err = if is_no_space(&e) {
+                            let err = if e.is_no_space() {
                                 tracing::error!(error = %e, "APPEND: disk full");
                                 CmdError::no(ResponseCode::OverQuota, "Not enough disk space.")
                             } else {
@@ -314,21 +314,6 @@ impl Session {
             }
         }
     }
-}
-
-/// Whether an error comes from a full disk or a filesystem quota (Linux ENOSPC 28,
-/// EDQUOT 122), anywhere in its source chain.
-fn is_no_space(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if matches!(io.raw_os_error(), Some(28 | 122)) {
-                return true;
-            }
-        }
-        cur = err.source();
-    }
-    false
 }
 
 /// Sorted, merged ranges of `uids`.
