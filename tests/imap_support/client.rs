@@ -569,7 +569,7 @@ fn without_binary_origin(raw: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// RFC 4731 §3.1: `* ESEARCH [(TAG "t")] [UID] *(SP name SP value)`, names MIN MAX COUNT
-/// (numbers) and ALL (a sequence set), each at most once.
+/// (numbers), ALL (a sequence set) and MODSEQ (RFC 7162), each at most once.
 pub fn check_esearch(raw: &[u8]) {
     let text = std::str::from_utf8(raw).expect("ESEARCH is ASCII");
     let body = text
@@ -599,6 +599,8 @@ pub fn check_esearch(raw: &[u8]) {
             "MIN" | "MAX" | "COUNT" => {
                 assert!(value.parse::<u32>().is_ok(), "{text:?}");
             }
+            // RFC 7162 §3.1.5: the highest modseq of what a SEARCH MODSEQ reported
+            "MODSEQ" => assert!(value.parse::<u64>().is_ok_and(|m| m > 0), "{text:?}"),
             "ALL" => assert!(
                 !value.is_empty()
                     && value

@@ -50,6 +50,7 @@ pub use deliver::{
 pub use flags::{FlagOp, FlagState, FlagsOutcome};
 pub use incoming::IncomingMessage;
 pub use mailboxes::{MailboxInfo, SpecialUse};
+pub use maildex_index::ChangeSet;
 pub use maildex_maildir::{mutf7, Flags};
 pub use op_error::{OpError, Refusal};
 pub use read::{

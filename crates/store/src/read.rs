@@ -13,7 +13,9 @@
 use std::ops::{ControlFlow, Range};
 use std::path::{Path, PathBuf};
 
-use maildex_index::{Cached, CachedFields, IndexError, MailboxRecord, MessageState, Reader};
+use maildex_index::{
+    Cached, CachedFields, ChangeSet, IndexError, MailboxRecord, MessageState, Reader,
+};
 
 use crate::{StoreError, UserStore};
 
@@ -223,6 +225,15 @@ impl UserStore {
             s.claimed = Some(claimed);
             s
         }))
+    }
+
+    /// What changed in `mailbox` since `modseq` (QRESYNC, RFC 7162 §3.2.5; UID FETCH
+    /// (CHANGEDSINCE m VANISHED), §3.2.6): the messages changed or added since, with their
+    /// state now, and the UIDs expunged since (`None` when the tombstones no longer reach
+    /// back that far), from the change log alone.
+    pub fn changes_since(&self, mailbox: &Mailbox, modseq: u64) -> Result<ChangeSet, StoreError> {
+        let id = mailbox.id;
+        Ok(self.index.read(|r| r.changes_since(id, modseq))?)
     }
 
     /// Whether mailbox `name` has messages no session has claimed as `\Recent` yet (index

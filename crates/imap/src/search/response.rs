@@ -17,12 +17,15 @@ fn sorted(results: &[u32]) -> std::borrow::Cow<'_, [u32]> {
 
 /// Writes `* SEARCH 1 2 3\r\n` (RFC 3501 §7.2.5; `* SEARCH\r\n` when
 /// nothing matched). `results` are sequence numbers or UIDs, written in
-/// ascending order.
-pub fn search(out: &mut Vec<u8>, results: &[u32]) {
+/// ascending order; `modseq` adds `(MODSEQ n)` (RFC 7162 §3.1.5) when some matched.
+pub fn search(out: &mut Vec<u8>, results: &[u32], modseq: Option<u64>) {
     out.extend_from_slice(b"* SEARCH");
     for n in sorted(results).iter() {
         out.push(b' ');
         out.extend_from_slice(n.to_string().as_bytes());
+    }
+    if let (false, Some(m)) = (results.is_empty(), modseq) {
+        out.extend_from_slice(format!(" (MODSEQ {m})").as_bytes());
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -41,8 +44,16 @@ fn wants(returns: &[SearchReturn], r: SearchReturn) -> bool {
 /// that order. MIN, MAX and ALL are left out when nothing matched, COUNT is
 /// always written when asked (RFC 4731 §3.1). `RETURN ()` is ALL. When SAVE
 /// is the only option nothing is written (RFC 5182 §2.1: the untagged
-/// ESEARCH is not returned then). `results` need not be sorted.
-pub fn esearch(out: &mut Vec<u8>, tag: &Tag, uid: bool, returns: &[SearchReturn], results: &[u32]) {
+/// ESEARCH is not returned then). `results` need not be sorted. `modseq` adds `MODSEQ n`
+/// (RFC 7162 §3.1.5, the highest modseq of the messages reported) when some matched.
+pub fn esearch(
+    out: &mut Vec<u8>,
+    tag: &Tag,
+    uid: bool,
+    returns: &[SearchReturn],
+    results: &[u32],
+    modseq: Option<u64>,
+) {
     if !returns.is_empty() && returns.iter().all(|r| *r == SearchReturn::Save) {
         return;
     }
@@ -69,6 +80,9 @@ pub fn esearch(out: &mut Vec<u8>, tag: &Tag, uid: bool, returns: &[SearchReturn]
     if !results.is_empty() && wants(returns, SearchReturn::All) {
         out.extend_from_slice(b" ALL ");
         encode::compact_sorted(out, &results);
+    }
+    if let (false, Some(m)) = (results.is_empty(), modseq) {
+        out.extend_from_slice(format!(" MODSEQ {m}").as_bytes());
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -106,7 +120,7 @@ mod tests {
     fn es(uid: bool, returns: &[SearchReturn], results: &[u32]) -> String {
         let mut out = Vec::new();
         let tag = Tag::new("x").expect("tag");
-        esearch(&mut out, &tag, uid, returns, results);
+        esearch(&mut out, &tag, uid, returns, results, None);
         String::from_utf8(out).expect("ascii")
     }
 
@@ -147,11 +161,14 @@ mod tests {
     #[test]
     fn classic_search_line() {
         let mut out = Vec::new();
-        search(&mut out, &[3, 1, 2]);
+        search(&mut out, &[3, 1, 2], None);
         assert_eq!(out, b"* SEARCH 1 2 3\r\n");
         out.clear();
-        search(&mut out, &[]);
+        search(&mut out, &[], Some(7));
         assert_eq!(out, b"* SEARCH\r\n");
+        out.clear();
+        search(&mut out, &[4], Some(7));
+        assert_eq!(out, b"* SEARCH 4 (MODSEQ 7)\r\n");
     }
 
     #[test]

@@ -138,17 +138,39 @@ impl Session {
         set: SequenceSet,
         args: FetchArgs,
     ) -> Result<Done, CmdError> {
-        let State::Selected(authed, sel) = &mut self.state else {
-            return Err(CmdError::Bad("no mailbox selected".into()));
-        };
-        let store = Arc::clone(&authed.store);
-        let targets = resolve(sel, &set, uid_cmd)?;
+        let changed_since = args.changed_since;
+        if args.vanished {
+            // RFC 7162 §3.2.6: only UID FETCH, only with CHANGEDSINCE, only with QRESYNC
+            if !uid_cmd || changed_since.is_none() || !self.enabled.qresync {
+                return Err(CmdError::Bad(
+                    "VANISHED needs UID FETCH, CHANGEDSINCE and ENABLE QRESYNC.".into(),
+                ));
+            }
+        }
         let mut items = args.items;
+        // RFC 7162 §3.1: FETCH MODSEQ or CHANGEDSINCE enables CONDSTORE; CHANGEDSINCE
+        // answers with MODSEQ (§3.1.4.1), and once CONDSTORE is on so does any FETCH of
+        // flags (as Dovecot does: a client keeps flags and their modseq together)
+        if changed_since.is_some() || items.contains(&FetchItem::ModSeq) {
+            self.enable_condstore();
+        }
+        let flags_told = items.contains(&FetchItem::Flags) || items.iter().any(sets_seen);
+        if changed_since.is_some() || (self.enabled.condstore && flags_told) {
+            items.push(FetchItem::ModSeq);
+        }
         // RFC 3501 §6.4.8: UID FETCH always returns UID
         if uid_cmd && !items.contains(&FetchItem::Uid) {
             items.insert(0, FetchItem::Uid);
         }
         let items = merge_items(items)?;
+        if let (true, Some(m)) = (args.vanished, changed_since) {
+            self.fetch_vanished(&set, m).await?;
+        }
+        let State::Selected(authed, sel) = &mut self.state else {
+            return Err(CmdError::Bad("no mailbox selected".into()));
+        };
+        let store = Arc::clone(&authed.store);
+        let targets = resolve(sel, &set, uid_cmd)?;
         let need = needs(&items);
         let (mailbox, read_only) = (sel.mailbox.clone(), sel.read_only);
         // implicit \Seen, before anything is sent, so FLAGS in the answer are true
@@ -182,6 +204,16 @@ impl Session {
             tokio::task::spawn_blocking(move || -> Result<Batch, CmdError> {
                 let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
                 let loaded = s.load(&m, &uids, need.fields, need.headers)?;
+                // RFC 7162 §3.1.4.1: only messages changed since (a gone one still counts
+                // as gone)
+                let (targets, loaded): (Vec<_>, Vec<_>) = match changed_since {
+                    Some(since) => targets
+                        .into_iter()
+                        .zip(loaded)
+                        .filter(|(_, msg)| msg.as_ref().is_none_or(|m| m.state.modseq > since))
+                        .unzip(),
+                    None => (targets, loaded),
+                };
                 if index_only {
                     Ok(Batch::Rendered(
                         r.batch(targets.into_iter().zip(loaded).collect())?,

@@ -411,6 +411,10 @@ impl Session {
         items: Vec<StatusItem>,
     ) -> Result<Done, CmdError> {
         let name = imap_name(&mailbox)?;
+        // RFC 7162 §3.1: STATUS HIGHESTMODSEQ enables CONDSTORE
+        if items.contains(&StatusItem::HighestModSeq) {
+            self.enable_condstore();
+        }
         let store: Arc<UserStore> = self.store()?;
         let n = name.clone();
         let Some(rec) = blocking(move || store.mailbox_status(&n)).await?? else {

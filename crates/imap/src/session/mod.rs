@@ -8,6 +8,7 @@ mod append;
 mod auth;
 mod binary;
 mod body;
+mod condstore;
 mod fetch;
 mod idle;
 mod mailbox;
@@ -196,6 +197,19 @@ pub(crate) struct Session {
     login_deadline: tokio::time::Instant,
     /// What the disconnect line reports.
     stats: Stats,
+    /// Extensions the client enabled (RFC 5161, RFC 7162 §3.1, §3.2.3).
+    enabled: Enabled,
+}
+
+/// Extensions that change what the server sends once enabled, for the rest of the
+/// connection.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Enabled {
+    /// CONDSTORE (RFC 7162 §3.1): MODSEQ in flag FETCHes, HIGHESTMODSEQ at SELECT.
+    pub condstore: bool,
+    /// QRESYNC (RFC 7162 §3.2; implies CONDSTORE): VANISHED instead of EXPUNGE,
+    /// SELECT (QRESYNC ...), CLOSED.
+    pub qresync: bool,
 }
 
 /// A session's traffic, for the line logged when it ends.
@@ -233,6 +247,7 @@ impl Session {
                 commands: 0,
                 ended: None,
             },
+            enabled: Enabled::default(),
         }
     }
 
@@ -454,13 +469,9 @@ impl Session {
                     .extend_from_slice(b"* NAMESPACE ((\"\" \".\")) NIL NIL\r\n");
                 Ok(Done::ok("Namespace completed."))
             }
-            C::Enable { .. } => {
-                // RFC 5161 §3.1: nothing we support needs enabling yet
-                self.out.extend_from_slice(b"* ENABLED\r\n");
-                Ok(Done::ok("Enabled."))
-            }
-            C::Select { mailbox, .. } => self.select(mailbox, false).await,
-            C::Examine { mailbox, .. } => self.select(mailbox, true).await,
+            C::Enable { capabilities } => Ok(self.enable(&capabilities)),
+            C::Select { mailbox, params } => self.select(mailbox, false, params).await,
+            C::Examine { mailbox, params } => self.select(mailbox, true, params).await,
             C::Create { mailbox, .. } => self.create(mailbox).await,
             C::Delete { mailbox } => self.delete(mailbox).await,
             C::Rename { from, to } => self.rename(from, to).await,
@@ -515,6 +526,8 @@ impl Session {
                     "WITHIN",
                     "MULTIAPPEND",
                     "BINARY",
+                    "CONDSTORE",
+                    "QRESYNC",
                 ] {
                     caps.push(c.into());
                 }

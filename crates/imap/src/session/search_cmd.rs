@@ -7,6 +7,7 @@ use std::sync::Arc;
 use maildex_proto::{ResponseCode, SearchArgs, Tag};
 use maildex_store::UserStore;
 
+use super::condstore::uses_modseq;
 use super::{blocking, CmdError, Done, Session, State};
 use crate::search::{self, Candidate, Context};
 
@@ -28,6 +29,12 @@ impl Session {
                 ));
             }
         }
+        // RFC 7162 §3.1.5: SEARCH MODSEQ enables CONDSTORE and answers with the highest
+        // modseq of what it found
+        let with_modseq = uses_modseq(&args.keys);
+        if with_modseq {
+            self.enable_condstore();
+        }
         let State::Selected(authed, sel) = &mut self.state else {
             return Err(CmdError::Bad("no mailbox selected".into()));
         };
@@ -46,7 +53,7 @@ impl Session {
         let max_seq = sel.view.len();
         let max_uid = sel.view.max_uid().unwrap_or(0);
         let keys = Arc::new(args.keys);
-        let mut hits: Vec<(u32, u32)> = Vec::new();
+        let mut hits: Vec<(u32, u32, u64)> = Vec::new();
         for batch in targets.chunks(BATCH) {
             let batch = batch.to_vec();
             let (s, k, kw, sv, rc, m) = (
@@ -57,7 +64,7 @@ impl Session {
                 recent.clone(),
                 mailbox.clone(),
             );
-            let found = blocking(move || -> Result<Vec<(u32, u32)>, CmdError> {
+            let found = blocking(move || -> Result<Vec<(u32, u32, u64)>, CmdError> {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs() as i64);
@@ -85,7 +92,7 @@ impl Session {
                     // BODY/TEXT: the file, read only when such a key is reached
                     let mut body = || s.read_message(&m, &msg.state);
                     if search::matches(&k, &c, &ctx, &mut body) {
-                        out.push((seq, uid));
+                        out.push((seq, uid, msg.state.modseq));
                     }
                 }
                 Ok(out)
@@ -93,22 +100,36 @@ impl Session {
             .await??;
             hits.extend(found);
         }
-        let uids: Vec<u32> = hits.iter().map(|&(_, u)| u).collect();
+        let uids: Vec<u32> = hits.iter().map(|&(_, u, _)| u).collect();
         let numbers: Vec<u32> = if uid_cmd {
             uids.clone()
         } else {
-            hits.iter().map(|&(s, _)| s).collect()
+            hits.iter().map(|&(s, _, _)| s).collect()
+        };
+        // the highest modseq of the messages reported (MIN/MAX alone report only those)
+        let modseq_of = |reported: &[u32]| {
+            hits.iter()
+                .filter(|(_, u, _)| reported.binary_search(u).is_ok())
+                .map(|&(_, _, m)| m)
+                .max()
         };
         match &args.returns {
             Some(returns) => {
+                let reported = search::save_result(returns, &uids);
+                let modseq = with_modseq.then(|| modseq_of(&reported)).flatten();
                 if returns.contains(&maildex_proto::SearchReturn::Save) {
                     if let State::Selected(_, sel) = &mut self.state {
-                        sel.saved = Some(search::save_result(returns, &uids));
+                        sel.saved = Some(reported);
                     }
                 }
-                search::esearch(&mut self.out, tag, uid_cmd, returns, &numbers);
+                search::esearch(&mut self.out, tag, uid_cmd, returns, &numbers, modseq);
             }
-            None => search::search(&mut self.out, &numbers),
+            None => {
+                let modseq = with_modseq
+                    .then(|| hits.iter().map(|h| h.2).max())
+                    .flatten();
+                search::search(&mut self.out, &numbers, modseq);
+            }
         }
         // RFC 3501 §7.4.1: no EXPUNGE during SEARCH; UID SEARCH may carry them
         self.refresh_fast(uid_cmd).await?;

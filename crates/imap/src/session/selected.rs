@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use maildex_proto::{Mailbox, ResponseCode};
+use maildex_proto::{Mailbox, ResponseCode, SelectParams};
 use maildex_store::{Contents, Expunged, Since, Snapshot, SnapshotRequest, SyncFirst};
 use tokio::sync::watch;
 
@@ -86,11 +86,31 @@ impl Session {
         &mut self,
         mailbox: Mailbox,
         read_only: bool,
+        params: SelectParams,
     ) -> Result<Done, CmdError> {
         let name = imap_name(&mailbox)?;
+        // RFC 7162 §3.2.5: QRESYNC without ENABLE QRESYNC is a BAD command
+        if params.qresync.is_some() && !self.enabled.qresync {
+            return Err(CmdError::Bad("QRESYNC is not enabled.".into()));
+        }
+        // RFC 7162 §3.1.8: SELECT (CONDSTORE) enables CONDSTORE
+        if params.condstore {
+            self.enable_condstore();
+        }
         // a SELECT deselects first, even when it fails (RFC 3501 §6.3.1)
         let authed = match std::mem::replace(&mut self.state, State::Logout) {
-            State::Selected(a, _) | State::Authenticated(a) => a,
+            State::Selected(a, _) => {
+                // RFC 7162 §3.2.11: where the old mailbox's responses end
+                if self.enabled.qresync {
+                    untagged::ok(
+                        &mut self.out,
+                        ResponseCode::Closed,
+                        "Previous mailbox closed.",
+                    );
+                }
+                a
+            }
+            State::Authenticated(a) => a,
             other => {
                 self.state = other;
                 return Err(CmdError::Bad("not logged in".into()));
@@ -151,11 +171,22 @@ impl Session {
             ResponseCode::UidNext(snap.uid_next),
             "Predicted next UID",
         );
+        // RFC 7162 §3.1.2.1: HIGHESTMODSEQ once CONDSTORE is enabled
+        if self.enabled.condstore {
+            untagged::ok(
+                out,
+                ResponseCode::HighestModSeq(snap.highest_modseq),
+                "Highest",
+            );
+        }
         let authed = match std::mem::replace(&mut self.state, State::Logout) {
             State::Authenticated(a) => a,
             _ => return Err(CmdError::Server("state changed during SELECT".into())),
         };
         self.state = State::Selected(authed, Box::new(sel));
+        if let Some(q) = &params.qresync {
+            self.qresync_select(q, snap.uid_next).await?;
+        }
         let (code, verb) = if read_only {
             (ResponseCode::ReadOnly, "Examine")
         } else {
@@ -256,15 +287,23 @@ impl Session {
         }
         sel.expunged_pending.sort_unstable();
         sel.expunged_pending.dedup();
-        // EXPUNGE first (RFC 3501 §7.4.1: each shifts the numbers after it at once)
+        // EXPUNGE first (RFC 3501 §7.4.1: each shifts the numbers after it at once), or
+        // one VANISHED once QRESYNC is enabled (RFC 7162 §3.2.10)
+        let (condstore, qresync) = (self.enabled.condstore, self.enabled.qresync);
+        let mut vanished = Vec::new();
         if expunges_allowed {
             for uid in std::mem::take(&mut sel.expunged_pending) {
                 if let Some(seq) = sel.view.remove(uid) {
-                    untagged::expunge(out, seq);
+                    if qresync {
+                        vanished.push(uid);
+                    } else {
+                        untagged::expunge(out, seq);
+                    }
                 }
                 sel.own.remove(&uid);
             }
         }
+        untagged::vanished(out, false, &untagged::ranges_of(&vanished));
         announce_keywords(out, sel, &snap.keywords);
         // new messages: EXISTS (and RECENT)
         let max = sel.view.max_uid().unwrap_or(0);
@@ -288,10 +327,18 @@ impl Session {
             if let Some(seq) = sel.view.seq(*uid) {
                 let f =
                     untagged::flags_of(st.flags, st.keywords, &sel.keywords, sel.is_recent(*uid));
-                untagged::fetch_flags(out, seq, Some(*uid), f);
+                untagged::fetch_flags(out, seq, Some(*uid), f, condstore.then_some(st.modseq));
             }
         }
         sel.own.clear();
+        // RFC 7162 §3.2.10: expunges raise HIGHESTMODSEQ without a FETCH that says so
+        if !vanished.is_empty() && snap.highest_modseq > sel.modseq_seen {
+            untagged::ok(
+                out,
+                ResponseCode::HighestModSeq(snap.highest_modseq),
+                "Highest",
+            );
+        }
         sel.modseq_seen = sel.modseq_seen.max(snap.highest_modseq);
         Ok(())
     }

@@ -142,12 +142,14 @@ pub(crate) fn fetch_end(out: &mut Vec<u8>) {
     out.extend_from_slice(b")\r\n");
 }
 
-/// `* seq FETCH ([UID uid ]FLAGS (...))`: a flag change told to a client.
+/// `* seq FETCH ([UID uid ]FLAGS (...)[ MODSEQ (m)])`: a flag change told to a client;
+/// MODSEQ once CONDSTORE is enabled (RFC 7162 §3.1.4, §3.1.3).
 pub(crate) fn fetch_flags<'a>(
     out: &mut Vec<u8>,
     seq: u32,
     uid: Option<u32>,
     f: FlagsOf<impl Iterator<Item = &'a str>>,
+    modseq: Option<u64>,
 ) {
     fetch_start(out, seq);
     if let Some(uid) = uid {
@@ -155,7 +157,47 @@ pub(crate) fn fetch_flags<'a>(
     }
     out.extend_from_slice(b"FLAGS ");
     flag_list(out, f);
+    if let Some(m) = modseq {
+        let _ = write!(out, " MODSEQ ({m})");
+    }
     fetch_end(out);
+}
+
+/// `* VANISHED [(EARLIER) ]uid-set` (RFC 7162 §3.2.10): expunged UIDs, told instead of
+/// EXPUNGE once QRESYNC is enabled (without EARLIER: each one leaves the view now), or
+/// what a client that was away missed (EARLIER). Nothing for no UIDs.
+pub(crate) fn vanished(out: &mut Vec<u8>, earlier: bool, ranges: &[(u32, u32)]) {
+    if ranges.is_empty() {
+        return;
+    }
+    out.extend_from_slice(if earlier {
+        b"* VANISHED (EARLIER) "
+    } else {
+        b"* VANISHED "
+    });
+    for (i, &(a, b)) in ranges.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if a == b {
+            let _ = write!(out, "{a}");
+        } else {
+            let _ = write!(out, "{a}:{b}");
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Sorted, duplicate-free UIDs as ranges.
+pub(crate) fn ranges_of(sorted: &[u32]) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for &u in sorted {
+        match out.last_mut() {
+            Some(l) if l.1.checked_add(1) == Some(u) => l.1 = u,
+            _ => out.push((u, u)),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -167,11 +209,16 @@ mod tests {
         let table = vec!["$Label1".to_string(), "Work".into(), "Junk".into()];
         let mut out = Vec::new();
         let f = flags_of(flag::SEEN | flag::DRAFT, 0b101, &table, true);
-        fetch_flags(&mut out, 3, Some(9), f);
+        fetch_flags(&mut out, 3, Some(9), f, Some(12));
         assert_eq!(
             out,
-            b"* 3 FETCH (UID 9 FLAGS (\\Seen \\Draft $Label1 Junk \\Recent))\r\n"
+            b"* 3 FETCH (UID 9 FLAGS (\\Seen \\Draft $Label1 Junk \\Recent) MODSEQ (12))\r\n"
         );
+        out.clear();
+        vanished(&mut out, true, &ranges_of(&[3, 4, 5, 9]));
+        vanished(&mut out, false, &[(7, 7)]);
+        vanished(&mut out, false, &[]);
+        assert_eq!(out, b"* VANISHED (EARLIER) 3:5,9\r\n* VANISHED 7\r\n");
         out.clear();
         flag_list(&mut out, flags_of(0, 0, &table, false));
         assert_eq!(out, b"()");

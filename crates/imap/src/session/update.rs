@@ -36,6 +36,28 @@ fn set_of(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
 }
 
 impl Session {
+    /// Takes `uids` (ascending) out of the view and tells the client: an EXPUNGE each, or
+    /// one VANISHED once QRESYNC is enabled (RFC 7162 §3.2.10).
+    fn tell_expunged(&mut self, uids: &[u32]) -> Result<(), CmdError> {
+        let qresync = self.enabled.qresync;
+        let (_, sel) = self.selected_parts()?;
+        let mut lines = Vec::new();
+        let mut vanished = Vec::new();
+        for &uid in uids {
+            if let Some(seq) = sel.view.remove(uid) {
+                sel.expunged_pending.retain(|&u| u != uid);
+                if qresync {
+                    vanished.push(uid);
+                } else {
+                    untagged::expunge(&mut lines, seq);
+                }
+            }
+        }
+        untagged::vanished(&mut lines, false, &untagged::ranges_of(&vanished));
+        self.out.extend_from_slice(&lines);
+        Ok(())
+    }
+
     fn selected_parts(
         &mut self,
     ) -> Result<
@@ -57,6 +79,11 @@ impl Session {
         set: SequenceSet,
         args: StoreArgs,
     ) -> Result<Done, CmdError> {
+        // RFC 7162 §3.1: STORE (UNCHANGEDSINCE) enables CONDSTORE
+        if args.unchanged_since.is_some() {
+            self.enable_condstore();
+        }
+        let (condstore, qresync) = (self.enabled.condstore, self.enabled.qresync);
         let (store, sel) = self.selected_parts()?;
         if sel.read_only {
             return Err(CmdError::No(
@@ -86,7 +113,10 @@ impl Session {
             if m.changed {
                 sel.own.insert(m.uid, m.modseq);
             }
-            if args.silent {
+            // RFC 7162 §3.1.3: with UNCHANGEDSINCE, the changed messages' FETCH (with
+            // their new MODSEQ) goes out even under .SILENT
+            let conditional = args.unchanged_since.is_some() && m.changed;
+            if args.silent && !conditional {
                 continue;
             }
             let Some(seq) = sel.view.seq(m.uid) else {
@@ -97,7 +127,8 @@ impl Session {
                 keywords: m.keywords.iter().map(String::as_str),
                 recent: sel.is_recent(m.uid),
             };
-            untagged::fetch_flags(&mut lines, seq, uid_cmd.then_some(m.uid), f);
+            let uid = (uid_cmd || qresync).then_some(m.uid);
+            untagged::fetch_flags(&mut lines, seq, uid, f, condstore.then_some(m.modseq));
         }
         self.out.extend_from_slice(&lines);
         self.refresh_fast(uid_cmd).await?;
@@ -140,16 +171,9 @@ impl Session {
         };
         let name = sel.name().to_string();
         let gone = blocking(move || store.expunge(&name, only.as_deref())).await??;
-        let (_, sel) = self.selected_parts()?;
         let mut gone = gone;
         gone.sort_unstable();
-        let mut lines = Vec::new();
-        for uid in gone {
-            if let Some(seq) = sel.view.remove(uid) {
-                untagged::expunge(&mut lines, seq);
-            }
-        }
-        self.out.extend_from_slice(&lines);
+        self.tell_expunged(&gone)?;
         self.refresh_fast(true).await?;
         Ok(Done::ok("Expunge completed."))
     }
@@ -258,16 +282,9 @@ impl Session {
                 "Moved UIDs.",
             );
         }
-        let (_, sel) = self.selected_parts()?;
-        let mut lines = Vec::new();
         let mut moved: Vec<u32> = outcome.pairs.iter().map(|&(s, _)| s).collect();
         moved.sort_unstable();
-        for uid in moved {
-            if let Some(seq) = sel.view.remove(uid) {
-                untagged::expunge(&mut lines, seq);
-            }
-        }
-        self.out.extend_from_slice(&lines);
+        self.tell_expunged(&moved)?;
         self.refresh_fast(true).await?;
         Ok(Done::ok("Move completed."))
     }
