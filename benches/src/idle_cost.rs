@@ -60,21 +60,11 @@ fn make_inbox(maildir: &Path, n: usize) -> Result<()> {
 
 /// CPU time of the server's processes so far.
 fn server_cpu(server: &dyn Server) -> Duration {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let mut ticks = 0u64;
-    for pid in server.pids() {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // fields after the command name (which may hold spaces), from field 3 on
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        // utime and stime are fields 14 and 15: indexes 11 and 12 after the name
-        ticks += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        ticks += f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    }
-    Duration::from_micros(ticks * 1_000_000 / hz)
+    let ms = server
+        .root_pid()
+        .map(maildex_dovecot_harness::procs::tree_cpu_ms)
+        .unwrap_or(0.0);
+    Duration::from_secs_f64(ms / 1e3)
 }
 
 /// Delivers `n` messages to `user` one at a time; after each, waits for `seen` to report

@@ -53,6 +53,10 @@ pub struct Imap {
     pub exists: u64,
     /// Matches in the last `* SEARCH` / `* ESEARCH` response.
     pub search_hits: u64,
+    /// When set, the first line of every untagged response is kept in `captured`.
+    pub capture: bool,
+    /// Untagged lines kept while `capture` is set (the caller clears it).
+    pub captured: Vec<String>,
 }
 
 impl Imap {
@@ -80,6 +84,8 @@ impl Imap {
             last_status: String::new(),
             exists: 0,
             search_hits: 0,
+            capture: false,
+            captured: Vec::new(),
         };
         let greeting = c.read_line_text()?;
         if !greeting.starts_with("* OK") && !greeting.starts_with("* PREAUTH") {
@@ -208,6 +214,10 @@ impl Imap {
     fn note_untagged(&mut self, s: usize, e: usize) {
         let line = &self.buf[s..e];
         let text = trim_crlf(line);
+        if self.capture {
+            self.captured
+                .push(String::from_utf8_lossy(text).into_owned());
+        }
         if let Some(n) = text
             .strip_suffix(b" EXISTS")
             .and_then(|t| t.strip_prefix(b"* "))

@@ -8,6 +8,8 @@
 //!   Until `maildex serve` listens, the maildex side is reported "not available".
 //! - `maildex-bench idle-cost`: server CPU per IDLE session per delivery on a big INBOX
 //!   and a small one (maildex only).
+//! - `maildex-bench resync`: a reconnecting client's QRESYNC resync against a full one,
+//!   Dovecot and maildex side by side.
 //! - `maildex-bench mixed`: per-command latency percentiles of N clients running a random
 //!   mix of APPEND, STORE, EXPUNGE, FETCH, SEARCH and COPY on shared mailboxes, maildex
 //!   and Dovecot in one run.
@@ -21,6 +23,7 @@ mod mixed;
 mod plot;
 mod rebuild;
 mod report;
+mod resync;
 mod servers;
 mod suite;
 
@@ -138,6 +141,31 @@ enum Cmd {
         /// The maildex binary (default: `maildex` next to this program).
         #[arg(long)]
         maildex_bin: Option<PathBuf>,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// A reconnecting client's resync after flag changes and expunges: QRESYNC against a
+    /// full resync, Dovecot and maildex on copies of the same Maildir.
+    Resync {
+        /// Messages in INBOX.
+        #[arg(long, default_value_t = 30_000)]
+        messages: usize,
+        /// Flag changes made while the client is away.
+        #[arg(long, default_value_t = 100)]
+        flags: usize,
+        /// Expunges made while the client is away.
+        #[arg(long, default_value_t = 50)]
+        expunges: usize,
+        /// Rounds.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// The maildex binary (default: `maildex` next to this program).
+        #[arg(long)]
+        maildex_bin: Option<PathBuf>,
+        /// Dovecot's `mail_fsync` (see `all`).
+        #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
+        dovecot_mail_fsync: String,
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -335,6 +363,31 @@ fn main() -> Result<()> {
                 rounds,
                 maildex_bin,
                 work: tmp.path().to_owned(),
+            })?;
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")?;
+            }
+            Ok(())
+        }
+        Cmd::Resync {
+            messages,
+            flags,
+            expunges,
+            rounds,
+            maildex_bin,
+            dovecot_mail_fsync,
+            json,
+        } => {
+            let maildex_bin = maildex_bin_or_default(maildex_bin)?;
+            let tmp = tempfile::Builder::new().prefix("mxr").tempdir_in("/tmp")?;
+            let r = resync::run(&resync::ResyncOpts {
+                messages,
+                flags,
+                expunges,
+                rounds,
+                maildex_bin,
+                work: tmp.path().to_owned(),
+                dovecot_mail_fsync,
             })?;
             if let Some(path) = json {
                 std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")?;

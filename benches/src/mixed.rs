@@ -249,10 +249,16 @@ fn run_once(server: &dyn Server, clients: usize, secs: u64, seed: u64) -> Result
     }))
 }
 
-/// Writes the corpus: `messages` in INBOX, a tenth of that in Archive.
-fn prepare(work: &Path, messages: usize, seed: u64) -> Result<PathBuf> {
+/// Writes a generated INBOX of `messages` for `user` under `work/template` (the mail root
+/// both servers get a copy of); returns the template and the corpus's bytes.
+pub fn one_user_corpus(
+    work: &Path,
+    user: &str,
+    messages: usize,
+    seed: u64,
+) -> Result<(PathBuf, u64)> {
     let template = work.join("template");
-    let user_dir = template.join(DOMAIN).join(USER);
+    let user_dir = template.join(DOMAIN).join(user);
     std::fs::create_dir_all(user_dir.parent().context("domain")?)?;
     let gen = work.join("gen");
     let spec = maildex_corpus::Spec {
@@ -266,6 +272,51 @@ fn prepare(work: &Path, messages: usize, seed: u64) -> Result<PathBuf> {
     let maildir = maildex_corpus::user_maildir(&gen, 0);
     std::fs::rename(maildir.parent().context("user dir")?, &user_dir)?;
     std::fs::remove_dir_all(&gen)?;
+    Ok((template, stats.bytes))
+}
+
+/// Copies the mail root `template` for Dovecot and maildex (then removes it) and starts
+/// both on loopback: Dovecot first.
+pub fn start_both(
+    work: &Path,
+    template: &Path,
+    users: &[String],
+    max_connections: usize,
+    dovecot_mail_fsync: &str,
+    maildex_bin: &Path,
+) -> Result<Vec<Box<dyn Server>>> {
+    for name in ["dovecot", "maildex"] {
+        let dst = work.join(name);
+        std::fs::create_dir_all(&dst)?;
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(template)
+            .arg(dst.join("mail"))
+            .status()?;
+        anyhow::ensure!(st.success(), "cp -a of the corpus failed");
+    }
+    std::fs::remove_dir_all(template)?;
+    Ok(vec![
+        Box::new(DovecotServer::start(
+            &work.join("dc"),
+            &work.join("dovecot/mail"),
+            users,
+            max_connections,
+            dovecot_mail_fsync,
+        )?),
+        Box::new(MaildexServer::start(
+            maildex_bin,
+            &work.join("mx"),
+            &work.join("maildex/mail"),
+            users,
+        )?),
+    ])
+}
+
+/// Writes the corpus: `messages` in INBOX, a tenth of that in Archive.
+fn prepare(work: &Path, messages: usize, seed: u64) -> Result<PathBuf> {
+    let (template, bytes) = one_user_corpus(work, USER, messages, seed)?;
+    let user_dir = template.join(DOMAIN).join(USER);
     // Archive: a Maildir++ folder holding a copy of every tenth INBOX message
     let inbox = user_dir.join("Maildir");
     let archive = inbox.join(format!(".{}", MAILBOXES[1]));
@@ -286,7 +337,7 @@ fn prepare(work: &Path, messages: usize, seed: u64) -> Result<PathBuf> {
     }
     eprintln!(
         "corpus: {messages} messages, {:.1} MB, in INBOX; every tenth copied to {}",
-        stats.bytes as f64 / 1e6,
+        bytes as f64 / 1e6,
         MAILBOXES[1]
     );
     Ok(template)
@@ -299,34 +350,16 @@ pub fn run(o: &MixedOpts) -> Result<Value> {
     std::fs::create_dir_all(work)?;
     let seed = 42;
     let template = prepare(work, o.messages, seed)?;
-    for name in ["dovecot", "maildex"] {
-        let dst = work.join(name);
-        std::fs::create_dir_all(&dst)?;
-        let st = Command::new("cp")
-            .arg("-a")
-            .arg(&template)
-            .arg(dst.join("mail"))
-            .status()?;
-        anyhow::ensure!(st.success(), "cp -a of the corpus failed");
-    }
-    std::fs::remove_dir_all(&template)?;
     let users = vec![USER.to_owned()];
     let max_clients = o.clients.iter().copied().max().unwrap_or(0);
-    let servers: Vec<Box<dyn Server>> = vec![
-        Box::new(DovecotServer::start(
-            &work.join("dc"),
-            &work.join("dovecot/mail"),
-            &users,
-            max_clients + 16,
-            &o.dovecot_mail_fsync,
-        )?),
-        Box::new(MaildexServer::start(
-            &o.maildex_bin,
-            &work.join("mx"),
-            &work.join("maildex/mail"),
-            &users,
-        )?),
-    ];
+    let servers = start_both(
+        work,
+        &template,
+        &users,
+        max_clients + 16,
+        &o.dovecot_mail_fsync,
+        &o.maildex_bin,
+    )?;
     let mut runs = Vec::new();
     for round in 0..o.rounds {
         for &n in &o.clients {
