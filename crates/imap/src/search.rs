@@ -16,8 +16,12 @@
 //! both sides are lower-cased with Unicode simple lowercase
 //! (`char::to_lowercase`) and compared as substrings. FROM/TO/CC/BCC see the
 //! addresses as ENVELOPE parses them, written out with display names;
-//! SUBJECT sees its white space compressed (both as Dovecot does). Bodies: see [`body`] (MIME walk, base64 and
-//! quoted-printable decoded, text parts only).
+//! SUBJECT sees its white space compressed (both as Dovecot does). Bodies: text parts,
+//! base64 and quoted-printable decoded, as the store's [`UserStore::message_text`] gives
+//! them. The text rules live in maildex-text ([`maildex_store::text`]), shared with
+//! full-text indexing.
+//!
+//! [`UserStore::message_text`]: maildex_store::UserStore::message_text
 //!
 //! Date rules: BEFORE/ON/SINCE compare the calendar day of INTERNALDATE as
 //! seen in the server's zone ([`Context::tz_offset_secs`]); SENTBEFORE/
@@ -25,10 +29,8 @@
 //! (its own zone, i.e. time and zone disregarded as RFC 3501 asks), which is
 //! what Dovecot does (`search_arg_match_cached`, `sent_time += tz*60`).
 
-mod body;
 mod date;
 mod response;
-mod text;
 
 #[cfg(test)]
 mod prop_tests;
@@ -37,6 +39,7 @@ mod tests;
 
 use maildex_index::{flag, Cached, MessageState, HOT_HEADERS};
 use maildex_proto::{Date, SearchKey, SequenceSet};
+use maildex_store::text::{self, MessageText, SearchText};
 
 pub use response::{esearch, save_result, search};
 
@@ -150,14 +153,16 @@ fn key_needs(key: &SearchKey) -> Needs {
 /// Evaluates the AND of `keys` for one message (RFC 3501 §6.4.4: "multiple
 /// search keys ... are the intersection (AND function)").
 ///
-/// `body` returns the whole message file (header and body, as stored; LF or
-/// CRLF) for BODY/TEXT keys; it is called lazily, at most once, and only
-/// when such a key is reached. `None` (file gone) makes those keys fail.
+/// `body` returns the message's decoded text ([`UserStore::message_text`]) for
+/// BODY/TEXT keys; it is called lazily, at most once, and only when such a key
+/// is reached. `None` (file gone) makes those keys fail.
+///
+/// [`UserStore::message_text`]: maildex_store::UserStore::message_text
 pub fn matches(
     keys: &[SearchKey],
     c: &Candidate,
     ctx: &Context,
-    body: &mut dyn FnMut() -> Option<Vec<u8>>,
+    body: &mut dyn FnMut() -> Option<MessageText>,
 ) -> bool {
     let mut ev = Eval {
         c,
@@ -172,9 +177,9 @@ pub fn matches(
 struct Eval<'e, 'a> {
     c: &'e Candidate<'a>,
     ctx: &'e Context<'a>,
-    body: &'e mut dyn FnMut() -> Option<Vec<u8>>,
+    body: &'e mut dyn FnMut() -> Option<MessageText>,
     /// The message text, once asked for (`Some(None)`: unavailable).
-    text: Option<Option<body::MessageText>>,
+    text: Option<Option<SearchText>>,
 }
 
 impl Eval<'_, '_> {
@@ -290,11 +295,11 @@ impl Eval<'_, '_> {
 
     /// FROM/TO/CC/BCC (RFC 3501 §6.4.4): matched against the addresses as
     /// ENVELOPE reads them, written out with their display names
-    /// ([`maildex_mime::address_search_text`]), as Dovecot does: comments and
+    /// ([`text::address_text`]), as Dovecot does: comments and
     /// folding inside an address do not hide it. From the hot header fields of
     /// the index, never the message file.
     fn address(&self, name: &[u8], needle: &[u8]) -> bool {
-        self.field_matches(name, needle, maildex_mime::address_search_text)
+        self.field_matches(name, needle, text::address_text)
     }
 
     /// Whether some occurrence of field `name`, turned into text by `render`,
@@ -322,7 +327,7 @@ impl Eval<'_, '_> {
     /// BODY (text parts) or TEXT (text parts and every header block).
     fn body_text(&mut self, needle: &[u8], with_headers: bool) -> bool {
         if self.text.is_none() {
-            let t = (self.body)().map(|msg| body::MessageText::new(&msg));
+            let t = (self.body)().map(SearchText::new);
             self.text = Some(t);
         }
         let Some(Some(t)) = &self.text else {
@@ -332,7 +337,10 @@ impl Eval<'_, '_> {
             return true;
         }
         let needle = text::normalize(&String::from_utf8_lossy(needle));
-        t.bodies.iter().any(|b| b.contains(&needle))
-            || (with_headers && t.headers.iter().any(|h| h.contains(&needle)))
+        if with_headers {
+            t.text_contains(&needle)
+        } else {
+            t.body_contains(&needle)
+        }
     }
 }

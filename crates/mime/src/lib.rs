@@ -235,6 +235,16 @@ pub fn unfold(value: &[u8]) -> Vec<u8> {
     render::remove_newlines(value)
 }
 
+/// The Content-* values of the part whose header block is `block` (the bytes
+/// `header_start..body_start` of a [`Part`], or of the index's part record), read exactly
+/// as [`summarize`] reads them, so a caller holding the part tree need not summarize the
+/// message again. `in_multipart`: the part is a body part of a multipart (MIME applies
+/// without MIME-Version, RFC 2046 §5.1); otherwise (the message, an encapsulated message)
+/// the values count only with MIME-Version or Content-Type, as in Dovecot.
+pub fn part_content(block: &[u8], in_multipart: bool) -> ContentInfo {
+    structure::part_content(block, in_multipart)
+}
+
 /// Summarizes one message file. Never fails: any bytes (binary, NULs,
 /// truncated, broken MIME, no header/body separator, empty) give a summary,
 /// the way Dovecot still serves such messages. Bodies are never decoded.

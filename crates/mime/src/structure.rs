@@ -107,6 +107,26 @@ pub(crate) fn build(data: &[u8]) -> (Part, Envelope) {
     (built.part, built.envelope.unwrap_or_default())
 }
 
+/// The Content-* values of one part's header block as [`build`] reads them: `in_multipart`
+/// for a body part of a multipart, where MIME applies without MIME-Version (RFC 2046 §5.1);
+/// elsewhere (a message, an encapsulated message) the values count only with MIME-Version
+/// or Content-Type.
+pub(crate) fn part_content(block: &[u8], in_multipart: bool) -> ContentInfo {
+    let b = Builder {
+        data: block,
+        boundaries: Vec::new(),
+        parts: 0,
+        opaque: false,
+        finder: delimiter_finder(),
+    };
+    let (info, ..) = b.parse_header(0, in_multipart, false);
+    if info.is_mime {
+        info.content
+    } else {
+        ContentInfo::default()
+    }
+}
+
 impl Builder<'_> {
     /// If the line at `ls` is a delimiter of an open multipart, which one
     /// and whether it closes it.

@@ -252,6 +252,39 @@ fn golden_messages_match_dovecot() {
     }
 }
 
+/// Every part's Content-* values, read again from its header block alone by
+/// [`maildex_mime::part_content`] (what search text extraction does with the index's part
+/// tree), equal what the summary read in its pass over the whole message.
+#[test]
+fn part_content_reads_each_golden_part_as_the_summary() {
+    fn check(msg: &[u8], p: &Part, in_multipart: bool, name: &str) {
+        let got = maildex_mime::part_content(header_of(msg, p), in_multipart);
+        assert_eq!(got, p.content, "{name}: part at {}", p.header_start);
+        match &p.kind {
+            PartKind::Single => {}
+            PartKind::Multipart(children) => {
+                children.iter().for_each(|c| check(msg, c, true, name))
+            }
+            PartKind::Message { root, .. } => check(msg, root, false, name),
+        }
+    }
+    let mut n = 0;
+    for e in fs::read_dir(golden_dir()).expect("golden dir") {
+        let path = e.expect("entry").path();
+        if path.extension().is_some_and(|x| x == "eml") {
+            let msg = fs::read(&path).expect("read");
+            check(
+                &msg,
+                &summarize(&msg).root,
+                false,
+                &path.display().to_string(),
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 40, "only {n} golden messages");
+}
+
 #[test]
 fn spec_splitting() {
     assert_eq!(split_spec("1.2.MIME"), (vec![1, 2], "MIME"));

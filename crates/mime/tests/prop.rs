@@ -3,13 +3,15 @@
 //! parts and bodies the generator wrote.
 
 use maildex_mime::{
-    crlf_len, find_part, header_fields, summarize, write_body_structure, write_envelope,
-    CrlfWriter, Part, PartKind,
+    crlf_len, find_part, header_fields, part_content, summarize, write_body_structure,
+    write_envelope, CrlfWriter, Part, PartKind,
 };
 use proptest::prelude::*;
 
-/// Checks the offset and size invariants of `p` and its descendants.
-fn check_part(msg: &[u8], p: &Part) -> Result<(), TestCaseError> {
+/// Checks the offset and size invariants of `p` and its descendants, and that
+/// [`part_content`] reads each header block as the summary did (`in_multipart`: `p` is a
+/// body part of a multipart).
+fn check_part(msg: &[u8], p: &Part, in_multipart: bool) -> Result<(), TestCaseError> {
     let (hs, bs, end) = (p.header_start, p.body_start, p.end);
     prop_assert!(hs <= bs && bs <= end && end <= msg.len() as u64);
     let header = &msg[hs as usize..bs as usize];
@@ -24,6 +26,7 @@ fn check_part(msg: &[u8], p: &Part) -> Result<(), TestCaseError> {
         p.body_lines as usize,
         body.iter().filter(|&&c| c == b'\n').count()
     );
+    prop_assert_eq!(&part_content(header, in_multipart), &p.content);
     match &p.kind {
         PartKind::Single => {}
         PartKind::Multipart(children) => {
@@ -31,14 +34,14 @@ fn check_part(msg: &[u8], p: &Part) -> Result<(), TestCaseError> {
             for c in children {
                 prop_assert!(c.header_start >= prev, "children in order");
                 prop_assert!(c.end <= end, "child inside parent");
-                check_part(msg, c)?;
+                check_part(msg, c, true)?;
                 prev = c.end;
             }
         }
         PartKind::Message { root, .. } => {
             prop_assert_eq!(root.header_start, bs);
             prop_assert!(root.end <= end);
-            check_part(msg, root)?;
+            check_part(msg, root, false)?;
         }
     }
     Ok(())
@@ -71,7 +74,7 @@ fn check_message(msg: &[u8]) -> Result<(), TestCaseError> {
     prop_assert_eq!(s.vsize, crlf_len(msg));
     prop_assert_eq!(s.root.header_start, 0);
     prop_assert_eq!(s.root.end, msg.len() as u64);
-    check_part(msg, &s.root)?;
+    check_part(msg, &s.root, false)?;
     check_paths(msg, &s.root)?;
     let mut out = Vec::new();
     write_envelope(&s.envelope, &mut out);

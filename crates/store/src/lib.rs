@@ -23,6 +23,7 @@ mod expunge;
 mod flags;
 mod incoming;
 mod mailboxes;
+mod message_text;
 mod op_error;
 mod opctx;
 mod read;
@@ -52,6 +53,9 @@ pub use incoming::IncomingMessage;
 pub use mailboxes::{MailboxInfo, SpecialUse};
 pub use maildex_index::ChangeSet;
 pub use maildex_maildir::{mutf7, Flags};
+/// Decoded message text (headers, bodies, SEARCH normalisation): [`UserStore::message_text`].
+pub use maildex_text as text;
+pub use message_text::build_record;
 pub use op_error::{OpError, Refusal};
 pub use read::{
     Changes, Contents, Expunged, Loaded, Mailbox, MessageFile, Since, Snapshot, SnapshotRequest,

@@ -303,12 +303,22 @@ impl UserStore {
         open_at(&dir, &state)
     }
 
-    /// The whole file of a message, `None` when it cannot be read (gone, refused).
+    /// The whole file of a message, `None` when it cannot be read: gone (renamed or
+    /// removed by another tool since the index saw it), or refused or unreadable (logged).
     pub fn read_message(&self, mailbox: &Mailbox, state: &MessageState) -> Option<Vec<u8>> {
         let dir = self.mailbox_path(&mailbox.name).ok()?;
-        let mut f = open_at(&dir, state).ok()??;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut f.file, &mut bytes).ok()?;
+        let mut f = match open_at(&dir, state) {
+            Ok(f) => f?,
+            Err(e) => {
+                tracing::warn!(error = %e, "message file unreadable");
+                return None;
+            }
+        };
+        let mut bytes = Vec::with_capacity(usize::try_from(state.size).unwrap_or(0));
+        if let Err(e) = std::io::Read::read_to_end(&mut f.file, &mut bytes) {
+            tracing::warn!(path = %f.path.display(), error = %e, "message file unreadable");
+            return None;
+        }
         Some(bytes)
     }
 }

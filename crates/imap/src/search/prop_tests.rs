@@ -153,7 +153,7 @@ fn check(keys: &[SearchKey], (i, flags, kws, recent, idate): (usize, u8, u32, bo
         u32::try_from(i).unwrap_or(0) * 2 + 1,
         recent,
     );
-    matches(keys, &c, &cx, &mut || Some(raw.clone()))
+    matches(keys, &c, &cx, &mut || m.text())
 }
 
 proptest! {

@@ -5,6 +5,7 @@ use std::cell::Cell;
 
 use maildex_index::{flag, Built, MessageState};
 use maildex_proto::{Date, SearchKey as K, SeqNum, SequenceSet};
+use maildex_store::text::Html;
 
 use super::*;
 
@@ -16,8 +17,7 @@ pub(super) struct Msg {
 
 impl Msg {
     pub fn new(raw: &[u8], state: MessageState) -> Msg {
-        let summary = maildex_mime::summarize(raw);
-        let built = maildex_index::build(raw, &summary, state).expect("build");
+        let built = maildex_store::build_record(raw, state).expect("build");
         Msg {
             raw: raw.to_vec(),
             built,
@@ -29,6 +29,12 @@ impl Msg {
         let p = &self.built.record.cached.parts;
         let len = usize::try_from(p.body_start - p.header_start).expect("len");
         &self.built.headers[..len]
+    }
+
+    /// The message text, as the store extracts it for SEARCH.
+    pub fn text(&self) -> Option<MessageText> {
+        let parts = &self.built.record.cached.parts;
+        Some(MessageText::extract(&self.raw, parts, Html::AsWritten))
     }
 
     /// A candidate with everything loaded.
@@ -75,14 +81,14 @@ X-Spam-Flag: NO\n\
 Hello Bob,\n\
 the numbers are attached.\n";
 
-/// Evaluates `keys` on `c` with a body closure over `raw`.
-fn eval_on(keys: &[SearchKey], c: &Candidate, cx: &Context, raw: &[u8]) -> bool {
-    matches(keys, c, cx, &mut || Some(raw.to_vec()))
+/// Evaluates `keys` on `c` with a body closure over the text of `m`.
+fn eval_on(keys: &[SearchKey], c: &Candidate, cx: &Context, m: &Msg) -> bool {
+    matches(keys, c, cx, &mut || m.text())
 }
 
 fn one(key: SearchKey, m: &Msg) -> bool {
     let kw: Vec<String> = Vec::new();
-    eval_on(&[key], &m.full(1, 1, false), &ctx(&kw), &m.raw)
+    eval_on(&[key], &m.full(1, 1, false), &ctx(&kw), m)
 }
 
 fn date(y: u16, m: u8, d: u8) -> Date {
@@ -111,7 +117,7 @@ fn new_is_recent_and_unseen_old_is_not_recent() {
     let cx = ctx(&kw);
     let unseen = Msg::new(PLAIN, state(0));
     let seen = Msg::new(PLAIN, state(flag::SEEN));
-    let t = |k: SearchKey, m: &Msg, recent: bool| eval_on(&[k], &m.full(1, 1, recent), &cx, &m.raw);
+    let t = |k: SearchKey, m: &Msg, recent: bool| eval_on(&[k], &m.full(1, 1, recent), &cx, m);
     assert!(t(K::New, &unseen, true));
     assert!(!t(K::New, &seen, true));
     assert!(!t(K::New, &unseen, false));
@@ -130,7 +136,7 @@ fn keywords_go_through_the_table() {
             ..state(0)
         },
     );
-    let t = |k: SearchKey| eval_on(&[k], &m.full(1, 1, false), &cx, &m.raw);
+    let t = |k: SearchKey| eval_on(&[k], &m.full(1, 1, false), &cx, &m);
     assert!(t(K::Keyword("Work".into())));
     assert!(
         t(K::Keyword("work".into())),
@@ -172,7 +178,7 @@ fn internal_date_compares_days_in_the_server_zone() {
         tz_offset_secs: 3600,
         ..ctx(&kw)
     };
-    let t = |k: SearchKey, cx: &Context| eval_on(&[k], &m.full(1, 1, false), cx, &m.raw);
+    let t = |k: SearchKey, cx: &Context| eval_on(&[k], &m.full(1, 1, false), cx, &m);
     assert!(t(K::On(date(2022, 1, 3)), &utc));
     assert!(
         t(K::On(date(2022, 1, 4)), &east),
@@ -314,28 +320,23 @@ fn header_key_on_hot_and_cold_fields() {
         headers: None,
         ..m.full(1, 1, false)
     };
-    assert!(eval_on(
-        std::slice::from_ref(&hot),
-        &only_cached,
-        &cx,
-        &m.raw
-    ));
+    assert!(eval_on(std::slice::from_ref(&hot), &only_cached, &cx, &m));
     let only_headers = Candidate {
         cached: None,
         ..m.full(1, 1, false)
     };
     for k in [&hot, &cold, &exists] {
         assert!(
-            eval_on(std::slice::from_ref(k), &only_headers, &cx, &m.raw),
+            eval_on(std::slice::from_ref(k), &only_headers, &cx, &m),
             "{k:?}"
         );
     }
-    assert!(!eval_on(&[missing], &only_headers, &cx, &m.raw));
+    assert!(!eval_on(&[missing], &only_headers, &cx, &m));
     assert!(!eval_on(
         &[K::Header(s("X-Spam-Flag"), s("yes"))],
         &only_headers,
         &cx,
-        &m.raw
+        &m
     ));
 }
 
@@ -401,7 +402,7 @@ fn body_is_read_lazily_and_once() {
     let calls = Cell::new(0);
     let mut body = || {
         calls.set(calls.get() + 1);
-        Some(m.raw.clone())
+        m.text()
     };
     let c = m.full(1, 1, false);
     assert!(!matches(
@@ -420,9 +421,7 @@ fn body_is_read_lazily_and_once() {
     assert_eq!(calls.get(), 1);
     // A file that cannot be read matches no BODY key.
     assert!(!matches(&[K::Body(s(""))], &c, &cx, &mut || None));
-    assert!(matches(&[K::Body(s(""))], &c, &cx, &mut || Some(
-        m.raw.clone()
-    )));
+    assert!(matches(&[K::Body(s(""))], &c, &cx, &mut || m.text()));
 }
 
 fn set(ranges: &[(SeqNum, SeqNum)]) -> SequenceSet {
@@ -441,7 +440,7 @@ fn uid_and_sequence_sets_with_star_and_dollar() {
     let kw: Vec<String> = Vec::new();
     let cx = ctx(&kw); // max_seq 10, max_uid 100
     let t = |k: SearchKey, seq: u32, uid: u32, cx: &Context| {
-        eval_on(&[k], &m.full(seq, uid, false), cx, &m.raw)
+        eval_on(&[k], &m.full(seq, uid, false), cx, &m)
     };
     assert!(t(K::SequenceSet(set(&[(Value(2), Value(4))])), 3, 50, &cx));
     assert!(!t(K::SequenceSet(set(&[(Value(2), Value(4))])), 5, 3, &cx));
@@ -499,7 +498,7 @@ fn older_younger_count_seconds_from_now() {
             ..state(0)
         },
     );
-    let t = |k: SearchKey| eval_on(&[k], &m.full(1, 1, false), &cx, &m.raw);
+    let t = |k: SearchKey| eval_on(&[k], &m.full(1, 1, false), &cx, &m);
     assert!(t(K::Older(3600)) && t(K::Older(60)) && !t(K::Older(3601)));
     assert!(t(K::Younger(3600)) && t(K::Younger(7200)) && !t(K::Younger(3599)));
 }

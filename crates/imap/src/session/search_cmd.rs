@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use maildex_proto::{ResponseCode, SearchArgs, Tag};
+use maildex_store::text::Html;
 use maildex_store::UserStore;
 
 use super::condstore::uses_modseq;
@@ -41,9 +42,11 @@ impl Session {
         let store: Arc<UserStore> = Arc::clone(&authed.store);
         let targets: Vec<(u32, u32)> = sel.view.uids_in(1, u32::MAX).map(|(u, s)| (s, u)).collect();
         let need = search::needs(&args.keys);
-        // search reads only the hot header fields of the cached data
+        // search reads only the hot header fields of the cached data, and the part tree
+        // for BODY/TEXT
         let fields = maildex_index::CachedFields {
             hot_headers: need.cached,
+            parts: need.body,
             ..Default::default()
         };
         let mailbox = sel.mailbox.clone();
@@ -89,8 +92,11 @@ impl Session {
                         headers: msg.headers.as_deref(),
                         recent: rc.iter().any(|x| x.contains(&uid)),
                     };
-                    // BODY/TEXT: the file, read only when such a key is reached
-                    let mut body = || s.read_message(&m, &msg.state);
+                    // BODY/TEXT: the file's text, read only when such a key is reached
+                    let mut body = || {
+                        let parts = &msg.cached.as_ref()?.parts;
+                        s.message_text(&m, &msg.state, parts, Html::AsWritten)
+                    };
                     if search::matches(&k, &c, &ctx, &mut body) {
                         out.push((seq, uid, msg.state.modseq));
                     }

@@ -1,0 +1,48 @@
+//! maildex-text: the decoded text of a message, below the IMAP sessions, so that SEARCH
+//! and a full-text index share one reading of it.
+//!
+//! - [`MessageText::extract`]: from the message bytes and the part tree the index already
+//!   stores ([`maildex_index::PartRecord`]), every header block unfolded and RFC 2047
+//!   decoded, every text part's body transfer-decoded (base64, quoted-printable) and
+//!   converted to UTF-8. The message is not MIME-parsed again: each leaf's own header block
+//!   is read for its Content-* fields exactly as the summary read it
+//!   ([`maildex_mime::part_content`]). Every index record carries its part tree (written
+//!   by `maildex_index::build` at delivery, APPEND, COPY and sync; a schema change is a
+//!   rebuild), so there is no record without one to fall back from.
+//! - Header fields: [`field_values`], [`fields`], [`decode_header`] (RFC 2047),
+//!   [`compress_lwsp`] (SUBJECT), [`address_text`] (FROM/TO/CC/BCC).
+//! - SEARCH's comparison: [`normalize`] on both sides, [`SearchText`] for BODY and TEXT.
+//!
+//! No I/O and no tokio: the caller (the store) reads the file.
+//!
+//! # Rules, as Dovecot 2.3 applies them (checked by `tests/dovecot.rs`)
+//!
+//! - **Case**: "case-insensitive" is Unicode lowercase of each character ([`normalize`]).
+//! - **Encoded words** (RFC 2047) are recognised anywhere in a header value, not only as
+//!   whole atoms; white space between two adjacent encoded words is dropped (§6.2); a
+//!   malformed word stays as written.
+//! - **Charsets**: UTF-8, US-ASCII and ASCII are read as UTF-8 with invalid sequences
+//!   replaced (Dovecot's `charset_is_utf8`: 8-bit text labelled US-ASCII is usually UTF-8);
+//!   ISO-8859-1 maps each byte to the code point of its value (iconv's ISO-8859-1, so 0x80
+//!   is U+0080, not the euro sign of Windows-1252). An unknown charset is read as UTF-8.
+//! - **Non-text parts** (images, archives: anything but `text/*`, untyped parts and
+//!   unparsed multiparts) are not searched.
+//! - **HTML**: Dovecot 2.3's SEARCH BODY and TEXT without an fts plugin search a `text/html`
+//!   part as written: `BODY "<b>"` and `BODY "&eacute;"` match the markup, and a word split
+//!   by a tag (`wor<i>ld</i>`) is not found as `world`. SEARCH therefore uses
+//!   [`Html::AsWritten`]; [`Html::ToText`] (tags dropped, entities decoded, through
+//!   mail-parser's `html_to_text`) is for a full-text index.
+//!
+//! mail-parser (0.11.9) is used where its decoding is right for this: HTML to text. Its
+//! RFC 2047 decoder is not (it drops a whole word for one bad `=XX` where Dovecot keeps the
+//! rest, and takes `?` inside the encoded text), so that one is ours.
+
+mod charset;
+mod header;
+mod message;
+mod search;
+
+pub use charset::to_utf8;
+pub use header::{compress_lwsp, decode_header, field_values, fields};
+pub use message::{Html, MessageText};
+pub use search::{address_text, normalize, SearchText};
