@@ -1,29 +1,6 @@
 //! Bytes in a MIME charset to UTF-8, for bodies (the `charset` parameter) and RFC 2047
 //! encoded words alike.
 
-/// Windows-1252 0x80..=0x9F (the rest of the high half is ISO-8859-1).
-const CP1252_HIGH: [char; 32] = [
-    '\u{20AC}', '\u{81}', '\u{201A}', '\u{0192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
-    '\u{02C6}', '\u{2030}', '\u{0160}', '\u{2039}', '\u{0152}', '\u{8D}', '\u{017D}', '\u{8F}',
-    '\u{90}', '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}',
-    '\u{02DC}', '\u{2122}', '\u{0161}', '\u{203A}', '\u{0153}', '\u{9D}', '\u{017E}', '\u{0178}',
-];
-
-/// ISO-8859-15's differences from ISO-8859-1.
-fn latin9(b: u8) -> char {
-    match b {
-        0xA4 => '\u{20AC}',
-        0xA6 => '\u{0160}',
-        0xA8 => '\u{0161}',
-        0xB4 => '\u{017D}',
-        0xB8 => '\u{017E}',
-        0xBC => '\u{0152}',
-        0xBD => '\u{0153}',
-        0xBE => '\u{0178}',
-        _ => char::from(b),
-    }
-}
-
 /// UTF-7 (RFC 2152): `+` starts base64 of UTF-16 code units, ended by any
 /// byte outside the base64 alphabet (a `-` there is dropped); `+-` is `+`.
 /// Broken sequences become U+FFFD.
@@ -57,27 +34,52 @@ fn utf7(bytes: &[u8]) -> String {
     out
 }
 
-/// Converts `bytes` in `charset` (MIME charset name, any case) to UTF-8.
-/// Known: UTF-8, US-ASCII, ISO-8859-1 (and its aliases), ISO-8859-15,
-/// Windows-1252, UTF-7. Anything else is read as UTF-8, invalid sequences
-/// replaced, so its ASCII text still matches.
+/// Converts `bytes` in `charset` (MIME charset name, any case) to UTF-8, as Dovecot's
+/// iconv-based conversion does:
+/// - UTF-8, US-ASCII and ASCII are read as UTF-8, invalid sequences replaced (Dovecot's
+///   `charset_is_utf8`: 8-bit text labelled US-ASCII is usually UTF-8);
+/// - ISO-8859-1 and its aliases map each byte to the code point of its value (iconv's
+///   ISO-8859-1: 0x80 is U+0080; mail-parser reads it as Windows-1252, as browsers do);
+/// - UTF-7 (RFC 2152) is ours (mail-parser keeps `+-` instead of reading `+`);
+/// - every other charset mail-parser knows goes through its decoder (the ISO-8859 and
+///   Windows code pages, KOI8, IBM 850/866, Mac; multi-byte Asian charsets need its
+///   `full_encoding` feature, not enabled, and are read as UTF-8 like an unknown charset).
 pub fn to_utf8(bytes: &[u8], charset: &[u8]) -> String {
-    let cs = String::from_utf8_lossy(charset).to_ascii_lowercase();
-    match cs.as_str() {
-        "iso-8859-1" | "iso8859-1" | "latin1" | "latin-1" | "l1" | "iso_8859-1" => {
-            bytes.iter().map(|&b| char::from(b)).collect()
-        }
-        "iso-8859-15" | "iso8859-15" | "latin9" | "latin-9" => {
-            bytes.iter().map(|&b| latin9(b)).collect()
-        }
-        "windows-1252" | "cp1252" | "x-cp1252" => bytes
-            .iter()
-            .map(|&b| match b {
-                0x80..=0x9F => CP1252_HIGH[usize::from(b - 0x80)],
-                _ => char::from(b),
-            })
-            .collect(),
-        "utf-7" | "utf7" | "unicode-1-1-utf-7" => utf7(bytes),
-        _ => String::from_utf8_lossy(bytes).into_owned(),
+    let cs = charset.trim_ascii();
+    let is = |names: &[&str]| names.iter().any(|n| cs.eq_ignore_ascii_case(n.as_bytes()));
+    if is(&["utf-8", "utf8", "us-ascii", "ascii"]) {
+        String::from_utf8_lossy(bytes).into_owned()
+    } else if is(&[
+        "iso-8859-1",
+        "iso8859-1",
+        "iso_8859-1",
+        "latin1",
+        "latin-1",
+        "l1",
+    ]) {
+        bytes.iter().map(|&b| char::from(b)).collect()
+    } else if is(&["utf-7", "utf7", "unicode-1-1-utf-7"]) {
+        utf7(bytes)
+    } else if let Some(decode) = mail_parser::decoders::charsets::map::charset_decoder(cs) {
+        decode(bytes)
+    } else {
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charsets_as_iconv_reads_them() {
+        assert_eq!(to_utf8(b"\x80 \xe9", b"ISO-8859-1"), "\u{80} \u{e9}");
+        assert_eq!(to_utf8(b"\x80 \xe9", b"windows-1252"), "\u{20ac} \u{e9}");
+        assert_eq!(to_utf8(b"\xa4", b"iso-8859-15"), "\u{20ac}");
+        assert_eq!(to_utf8("café".as_bytes(), b"us-ascii"), "café");
+        assert_eq!(to_utf8(b"Za\xbf\xf3\xb3\xe6", b"ISO-8859-2"), "Zażółć");
+        assert_eq!(to_utf8(b"\xf0\xd2\xc9\xd7\xc5\xd4", b"koi8-r"), "Привет");
+        assert_eq!(to_utf8(b"a+-b", b"utf-7"), "a+b");
+        assert_eq!(to_utf8(b"caf\xc3\xa9", b"x-unknown"), "café");
     }
 }

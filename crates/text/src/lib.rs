@@ -24,7 +24,9 @@
 //! - **Charsets**: UTF-8, US-ASCII and ASCII are read as UTF-8 with invalid sequences
 //!   replaced (Dovecot's `charset_is_utf8`: 8-bit text labelled US-ASCII is usually UTF-8);
 //!   ISO-8859-1 maps each byte to the code point of its value (iconv's ISO-8859-1, so 0x80
-//!   is U+0080, not the euro sign of Windows-1252). An unknown charset is read as UTF-8.
+//!   is U+0080, not the euro sign of Windows-1252); other charsets (ISO-8859-2, KOI8-R,
+//!   Windows-1251, ...) are converted as iconv converts them ([`to_utf8`]). An unknown
+//!   charset is read as UTF-8.
 //! - **Non-text parts** (images, archives: anything but `text/*`, untyped parts and
 //!   unparsed multiparts) are not searched.
 //! - **HTML**: Dovecot 2.3's SEARCH BODY and TEXT without an fts plugin search a `text/html`
@@ -33,7 +35,9 @@
 //!   [`Html::AsWritten`]; [`Html::ToText`] (tags dropped, entities decoded, through
 //!   mail-parser's `html_to_text`) is for a full-text index.
 //!
-//! mail-parser (0.11.9) is used where its decoding is right for this: HTML to text. Its
+//! mail-parser (0.11.9) is used where its decoding is right for this: the charset
+//! decoders (all but UTF-8, US-ASCII, ISO-8859-1 and UTF-7, where it differs from iconv)
+//! and HTML to text. Its
 //! RFC 2047 decoder is not (it drops a whole word for one bad `=XX` where Dovecot keeps the
 //! rest, and takes `?` inside the encoded text), so that one is ours.
 

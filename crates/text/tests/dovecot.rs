@@ -97,6 +97,27 @@ const CASES: &[Case] = &[
         needle: "ÉTÉ",
         matches: true,
     },
+    // other charsets are converted (iconv in Dovecot, mail-parser's decoders here)
+    Case {
+        msg: "MIME-Version: 1.0\nContent-Type: text/plain; charset=iso-8859-2\n\
+              Content-Transfer-Encoding: quoted-printable\n\nZa=BF=F3=B3=E6 g=EA=B6l=B1\n",
+        key: Key::Body,
+        needle: "zażółć gęślą",
+        matches: true,
+    },
+    Case {
+        msg: "MIME-Version: 1.0\nContent-Type: text/plain; charset=koi8-r\n\
+              Content-Transfer-Encoding: base64\n\n8NLJ18XUCg==\n",
+        key: Key::Body,
+        needle: "ПРИВЕТ",
+        matches: true,
+    },
+    Case {
+        msg: "Subject: =?windows-1251?B?z/Do4uXy?=\n\nx\n",
+        key: Key::Subject,
+        needle: "привет",
+        matches: true,
+    },
     // a non-text part is not searched; TEXT sees the headers too
     Case {
         msg: "MIME-Version: 1.0\nContent-Type: application/octet-stream\n\nfind me\n",
