@@ -159,7 +159,10 @@ pub fn decode_header(raw: &[u8]) -> String {
 
 /// Decodes the encoded word `=?charset[*lang]?B|Q?text?=` starting at `start`
 /// (RFC 2047 §2, RFC 2231 §5 language suffix); returns its text and the
-/// offset just past it.
+/// offset just past it. As in Dovecot (`message_header_decode_encoded`), the
+/// word ends at the first `?` after the encoding, which must be followed by
+/// `=`; white space inside the text does not end it (RFC 2047 §5 forbids it,
+/// but mailers write it and Dovecot decodes it).
 fn encoded_word(v: &[u8], start: usize) -> Option<(String, usize)> {
     let rest = &v[start + 2..];
     let q1 = rest.iter().position(|&b| b == b'?')?;
@@ -172,11 +175,11 @@ fn encoded_word(v: &[u8], start: usize) -> Option<(String, usize)> {
         return None;
     }
     let body = &rest[q1 + 3..];
-    let close = body.windows(2).position(|w| w == b"?=")?;
-    let payload = &body[..close];
-    if payload.iter().any(|&b| b == b' ' || b == b'\t') {
+    let close = memchr::memchr(b'?', body)?;
+    if body.get(close + 1) != Some(&b'=') {
         return None;
     }
+    let payload = &body[..close];
     let bytes = match enc.to_ascii_uppercase() {
         b'B' => maildex_mime::decode_all(maildex_mime::Encoding::Base64, payload),
         b'Q' => quoted_printable(payload, true),
@@ -261,6 +264,9 @@ mod tests {
             "Héllowörld !"
         );
         assert_eq!(decode_header(b"a =?utf-8?q?b_c?=\n d"), "a b c d");
+        // White space inside the text is decoded, a `?` ends the word (Dovecot).
+        assert_eq!(decode_header(b"=?utf-8?q?a b?=\tc"), "a b\tc");
+        assert_eq!(decode_header(b"=?utf-8?q?a?b?="), "=?utf-8?q?a?b?=");
         // Malformed words stay as written.
         assert_eq!(
             decode_header(b"=?utf-8?X?abc?= =?oops"),

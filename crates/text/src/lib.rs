@@ -19,8 +19,9 @@
 //!
 //! - **Case**: "case-insensitive" is Unicode lowercase of each character ([`normalize`]).
 //! - **Encoded words** (RFC 2047) are recognised anywhere in a header value, not only as
-//!   whole atoms; white space between two adjacent encoded words is dropped (§6.2); a
-//!   malformed word stays as written.
+//!   whole atoms; white space between two adjacent encoded words is dropped (§6.2); white
+//!   space inside a word's text does not end it, a `?` does; a malformed word stays as
+//!   written, and a bad `=XX` in Q text stays while the rest of the word is decoded.
 //! - **Charsets**: UTF-8, US-ASCII and ASCII are read as UTF-8 with invalid sequences
 //!   replaced (Dovecot's `charset_is_utf8`: 8-bit text labelled US-ASCII is usually UTF-8);
 //!   ISO-8859-1 maps each byte to the code point of its value (iconv's ISO-8859-1, so 0x80

@@ -156,6 +156,25 @@ const CASES: &[Case] = &[
         needle: "=?utf-8",
         matches: false,
     },
+    // white space inside the encoded text does not stop a word; a `?` in it does
+    Case {
+        msg: "Subject: =?utf-8?q?space inside?=\n\nx\n",
+        key: Key::Subject,
+        needle: "q?space",
+        matches: false,
+    },
+    Case {
+        msg: "Subject: =?utf-8?q?tab\there?=\n\nx\n",
+        key: Key::Subject,
+        needle: "tab here",
+        matches: true,
+    },
+    Case {
+        msg: "Subject: =?utf-8?q?a?b?=\n\nx\n",
+        key: Key::Subject,
+        needle: "=?utf-8?q?a?b",
+        matches: true,
+    },
 ];
 
 /// What SEARCH here answers for `case` (the functions `maildex_imap::search` calls).
