@@ -43,6 +43,9 @@ struct Case {
 const HTML: &str =
     "Content-Type: text/html\n\n<p>Hello <b>bold</b> wor<i>ld</i> caf&eacute; &amp; x</p>\n";
 
+const LATIN1: &str = "MIME-Version: 1.0\nContent-Type: text/plain; charset=iso-8859-1\n\
+                      Content-Transfer-Encoding: quoted-printable\n\nprice =80 five =E9t=E9\n";
+
 const CASES: &[Case] = &[
     // HTML is searched as written: markup and entities match, a word split by a tag does not
     Case {
@@ -84,15 +87,13 @@ const CASES: &[Case] = &[
     },
     // ISO-8859-1 is not Windows-1252: 0x80 is U+0080, not the euro sign
     Case {
-        msg: "MIME-Version: 1.0\nContent-Type: text/plain; charset=iso-8859-1\n\
-              Content-Transfer-Encoding: quoted-printable\n\nprice =80 five =E9t=E9\n",
+        msg: LATIN1,
         key: Key::Body,
         needle: "€",
         matches: false,
     },
     Case {
-        msg: "MIME-Version: 1.0\nContent-Type: text/plain; charset=iso-8859-1\n\
-              Content-Transfer-Encoding: quoted-printable\n\nprice =80 five =E9t=E9\n",
+        msg: LATIN1,
         key: Key::Body,
         needle: "ÉTÉ",
         matches: true,
