@@ -154,7 +154,8 @@ pub fn rebuilds(
     }))
 }
 
-/// SEARCH runs (warm), median time and hit count.
+/// SEARCH runs (warm), median time, the server's CPU time per run (less disturbed than the
+/// wall time by other load on the machine) and hit count.
 pub fn searches(server: &dyn Server, user: &str, runs: usize) -> Result<Value> {
     let mut out = serde_json::Map::new();
     let mut c = Imap::open(
@@ -166,18 +167,20 @@ pub fn searches(server: &dyn Server, user: &str, runs: usize) -> Result<Value> {
     )?;
     for (name, cmd) in SEARCHES {
         let mut walls = Vec::new();
+        let cpu0 = crate::load::server_cpu_ms(server);
         for _ in 0..runs.max(1) {
             walls.push(c.ok(cmd)?.wall);
         }
+        let cpu = (crate::load::server_cpu_ms(server) - cpu0) / runs.max(1) as f64;
         eprintln!(
-            "  {:8} {user} search {name:6} {:8.1} ms, {} hits",
+            "  {:8} {user} search {name:6} {:8.1} ms, server cpu {cpu:8.1} ms, {} hits",
             server.name(),
             median_ms(&walls),
             c.search_hits
         );
         out.insert(
             (*name).into(),
-            json!({"command": cmd, "ms": median_ms(&walls), "hits": c.search_hits}),
+            json!({"command": cmd, "ms": median_ms(&walls), "server_cpu_ms": cpu, "hits": c.search_hits}),
         );
     }
     let _ = c.run("LOGOUT");

@@ -83,7 +83,7 @@ pub fn lmtp_client_main(
 }
 
 /// CPU time used so far by the server's processes (ms).
-fn server_cpu_ms(server: &dyn Server) -> f64 {
+pub(crate) fn server_cpu_ms(server: &dyn Server) -> f64 {
     server.root_pid().map(procs::tree_cpu_ms).unwrap_or(0.0)
 }
 
