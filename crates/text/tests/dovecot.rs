@@ -176,6 +176,13 @@ const CASES: &[Case] = &[
         needle: "=?utf-8?q?a?b",
         matches: true,
     },
+    // SUBJECT compresses white space before decoding: an encoded tab stays a tab
+    Case {
+        msg: "Subject: =?utf-8?q?tab=09here?=\n\nx\n",
+        key: Key::Subject,
+        needle: "tab here",
+        matches: false,
+    },
 ];
 
 /// What SEARCH here answers for `case` (the functions `maildex_imap::search` calls).
