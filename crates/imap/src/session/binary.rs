@@ -189,7 +189,7 @@ mod tests {
     use super::*;
 
     fn built(msg: &[u8]) -> maildex_index::Built {
-        maildex_index::build(msg, &maildex_mime::summarize(msg), Default::default()).unwrap()
+        maildex_store::build_record(msg, Default::default()).unwrap()
     }
 
     #[test]
