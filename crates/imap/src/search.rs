@@ -37,8 +37,8 @@ mod prop_tests;
 #[cfg(test)]
 mod tests;
 
-use maildex_index::{flag, Cached, MessageState, HOT_HEADERS};
 use maildex_proto::{Date, SearchKey, SequenceSet};
+use maildex_store::records::{flag, Cached, MessageState, HOT_HEADERS};
 use maildex_store::text::{self, MessageText, SearchText};
 
 pub use response::{esearch, save_result, search};

@@ -2,7 +2,7 @@
 //! tree alone: header-like sections come out of the index's stored header blocks, the rest
 //! are byte ranges of the message file that the session streams.
 
-use maildex_index::{PartKindRecord, PartRecord};
+use maildex_store::records::{PartKindRecord, PartRecord};
 
 /// What part of the addressed part a section asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

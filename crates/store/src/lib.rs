@@ -52,6 +52,14 @@ pub use flags::{FlagOp, FlagState, FlagsOutcome};
 pub use incoming::IncomingMessage;
 pub use mailboxes::{MailboxInfo, SpecialUse};
 pub use maildex_index::ChangeSet;
+/// The index's record types as sessions read them: the IMAP crate takes them from here and
+/// does not depend on the index crate (it reaches mail only through the store).
+pub mod records {
+    pub use maildex_index::{
+        flag, Built, Cached, CachedFields, MailboxRecord, MessageState, PartKindRecord, PartRecord,
+        HOT_HEADERS,
+    };
+}
 pub use maildex_maildir::{mutf7, Flags};
 /// Decoded message text (headers, bodies, SEARCH normalisation): [`UserStore::message_text`].
 pub use maildex_text as text;

@@ -6,9 +6,9 @@
 use std::io::SeekFrom;
 use std::path::Path;
 
-use maildex_index::{Cached, PartKindRecord};
 use maildex_mime::{Decoder, Encoding};
 use maildex_proto::{encode, Partial, ResponseCode};
+use maildex_store::records::{Cached, PartKindRecord};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::body::partial_window;

@@ -8,8 +8,8 @@ use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use maildex_index::CachedFields;
 use maildex_proto::{FetchArgs, FetchItem, ResponseCode, SectionText, SequenceSet};
+use maildex_store::records::CachedFields;
 use maildex_store::Flags;
 use maildex_store::{FlagOp, Loaded, Mailbox, MessageFile, UserStore};
 

@@ -5,9 +5,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use maildex_index::MailboxRecord;
 use maildex_proto::{encode, ListArgs, ListReturn, ListSelect, Mailbox, ResponseCode, StatusItem};
 use maildex_store::mutf7;
+use maildex_store::records::MailboxRecord;
 use maildex_store::{MailboxInfo, UserStore};
 
 use super::subscriptions::{subscribed_parents, unlisted_parents};

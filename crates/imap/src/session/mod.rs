@@ -167,12 +167,6 @@ impl From<maildex_store::StoreError> for CmdError {
     }
 }
 
-impl From<maildex_index::IndexError> for CmdError {
-    fn from(e: maildex_index::IndexError) -> Self {
-        CmdError::Server(e.to_string())
-    }
-}
-
 /// Runs blocking store work off the reactor.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,

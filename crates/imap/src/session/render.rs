@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::io::Write as _;
 use std::ops::Range;
 
-use maildex_index::{Cached, HOT_HEADERS};
 use maildex_proto::{encode, FetchItem, Partial, Section, SectionText};
+use maildex_store::records::{Cached, HOT_HEADERS};
 
 use super::body::partial_window;
 use super::{untagged, CmdError};

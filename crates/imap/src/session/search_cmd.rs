@@ -44,7 +44,7 @@ impl Session {
         let need = search::needs(&args.keys);
         // search reads only the hot header fields of the cached data, and the part tree
         // for BODY/TEXT
-        let fields = maildex_index::CachedFields {
+        let fields = maildex_store::records::CachedFields {
             hot_headers: need.cached,
             parts: need.body,
             ..Default::default()

@@ -5,9 +5,9 @@
 
 use std::io::Write as _;
 
-use maildex_index::flag;
 use maildex_proto::encode::{self, Status};
 use maildex_proto::{Flag, ResponseCode};
+use maildex_store::records::flag;
 
 /// The system flags, in the order FLAGS and PERMANENTFLAGS list them (Dovecot's).
 const SYSTEM: &[u8] = b"\\Answered \\Flagged \\Deleted \\Seen \\Draft";
@@ -15,7 +15,7 @@ const SYSTEM: &[u8] = b"\\Answered \\Flagged \\Deleted \\Seen \\Draft";
 /// A message's flags as a session shows them: the system flag bits (the index's, which are
 /// the Maildir's), keyword names, and whether it is `\Recent` for this session.
 pub(crate) struct FlagsOf<K> {
-    /// System flag bits ([`maildex_index::flag`]).
+    /// System flag bits ([`maildex_store::records::flag`]).
     pub bits: u8,
     /// Keyword names the message has.
     pub keywords: K,
