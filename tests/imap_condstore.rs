@@ -133,12 +133,16 @@ fn commands_that_enable_condstore_by_themselves() {
     for enabling in [
         "SELECT INBOX (CONDSTORE)",
         "STATUS INBOX (HIGHESTMODSEQ)",
+        "LIST \"\" INBOX RETURN (STATUS (HIGHESTMODSEQ))",
         "FETCH 1 (MODSEQ)",
         "SEARCH MODSEQ 1",
         "STORE 1 (UNCHANGEDSINCE 9223372036854775807) +FLAGS (\\Seen)",
     ] {
         let mut c = s.login("alice");
-        if !enabling.starts_with("SELECT") && !enabling.starts_with("STATUS") {
+        if !["SELECT", "STATUS", "LIST"]
+            .iter()
+            .any(|c| enabling.starts_with(c))
+        {
             c.ok("SELECT INBOX");
         }
         c.ok(enabling);

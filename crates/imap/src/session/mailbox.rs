@@ -268,6 +268,13 @@ impl Session {
             ListReturn::Status(items) => Some(items.clone()),
             _ => None,
         });
+        // RFC 7162 §3.1 (STATUS HIGHESTMODSEQ), asked through LIST-STATUS (RFC 5819)
+        if status_items
+            .as_ref()
+            .is_some_and(|i| i.contains(&StatusItem::HighestModSeq))
+        {
+            self.enable_condstore();
+        }
         let matches = |name: &str| matched.contains(name);
         let mut rows: Vec<(String, Vec<&'static str>, bool, Option<&'static str>)> = Vec::new();
         if sel_subscribed {
