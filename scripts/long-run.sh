@@ -39,12 +39,12 @@ step() {
 }
 
 t="cargo test -q -p maildex-tests --test"
-step concurrency env MAILDEX_CONC_SECS="$CONC_SECS" $t concurrency -- --nocapture
+step concurrency env MAILDEX_CONC_SECS="$CONC_SECS" $t it imap::concurrency -- --nocapture
 step crash_points env MAILDEX_CRASH_POINT_ITERATIONS="$CRASH_POINT_ITERATIONS" \
-    MAILDEX_CRASH_SEED="${CRASH_SEED:-7}" $t crash_points -- --nocapture
+    MAILDEX_CRASH_SEED="${CRASH_SEED:-7}" $t it system::crash_points -- --nocapture
 step lmtp_crash env MAILDEX_CRASH_ITERATIONS="$LMTP_ITERATIONS" \
-    MAILDEX_CRASH_SEED="${CRASH_SEED:-11}" $t lmtp_crash sigkill -- --nocapture
-step hostile $t hostile_clients --test hostile_floods -- --nocapture
+    MAILDEX_CRASH_SEED="${CRASH_SEED:-11}" $t it lmtp::crash::sigkill -- --nocapture
+step hostile $t hostile -- clients:: floods:: --nocapture
 
 if [ "$FUZZ_SECS" -gt 0 ]; then
     if cargo +nightly --version >/dev/null 2>&1; then

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 # Maildirs we write (UIDs, flags, keywords, folders) and that we read Dovecot's.
 source scripts/packages.sh
 ensure_packages adduser openssl dovecot-core dovecot-imapd dovecot-lmtpd strace postfix isync mutt tmux offlineimap3 haproxy
-# Python's imapclient, for the IMAP client test (tests/clients/imap_client.py); Debian's
+# Python's imapclient, for the IMAP client test (tests/it/imap/imap_client.py); Debian's
 # own Python refuses plain pip installs (PEP 668), hence the second form
 if ! python3 -c 'import imapclient' 2>/dev/null; then
     echo "installing: imapclient (pip)"

@@ -10,7 +10,7 @@
 //! `new/` and the uidlist append, or make exactly that fsync fail with ENOSPC. SQLite keeps
 //! its fault-injection hooks (`sqlite3_test_control`, the I/O error and malloc failure
 //! hooks) in the shipped library for the same reason: the code that runs in production is
-//! the code whose crash behaviour is tested. `tests/crash_points.rs` starts `maildex serve`
+//! the code whose crash behaviour is tested. `tests/it/system/crash_points.rs` starts `maildex serve`
 //! with a plan and checks what a restart finds.
 //!
 //! **Inert without the variable.** The plan comes from `MAILDEX_FAULT`, read once (the

@@ -103,7 +103,7 @@ fn deliver(a: &DeliverArgs, message_id: &mut Option<String>) -> (u8, String) {
     // `alice@example.org` matching a bare `alice` entry delivers into alice's Maildir.
     let Some(user) = accounts.lookup(&a.user) else {
         // postfix bounces on 67 even though stdin was not read (checked with a real
-        // postfix pipe transport: tests/lmtp_postfix.rs), so nothing needs draining
+        // postfix pipe transport: tests/it/lmtp/postfix.rs), so nothing needs draining
         return (
             sysexits::NOUSER,
             format!("5.1.1 unknown user {}", maildex_auth::LogName::new(&a.user)),

@@ -21,7 +21,7 @@
 //! the end the owner and mode of every file under the scratch data.
 
 mod mail_user;
-#[path = "../../../tests/postfix_support/mod.rs"]
+#[path = "../../../tests/support/postfix.rs"]
 mod postfix_support;
 
 use std::fs;

@@ -13,7 +13,7 @@
 //! STORE, EXPUNGE or MOVE it, and the delivery's own commit, landing after, wrote its
 //! first record back over the result: an expunged or moved message reappeared as a record
 //! of a file that no longer exists, and flags changed meanwhile were undone (found by
-//! tests/concurrency.rs). Another process (`maildex deliver` beside the daemon) is not held
+//! tests/it/imap/concurrency.rs). Another process (`maildex deliver` beside the daemon) is not held
 //! by that lock; for it the commit keeps a record a sync already made instead of replacing
 //! it, which leaves only an expunge within that window able to bring the record back until
 //! the next full sync drops it.

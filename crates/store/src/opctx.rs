@@ -41,7 +41,7 @@ pub(crate) fn keyword_names(bits: u32, table: &[String]) -> Vec<String> {
 /// appended, so writing an older table back dropped the newer names, and every message with
 /// one of them showed without it (FETCH FLAGS, SEARCH KEYWORD) until the next write of the
 /// table, with no modseq change to make sessions tell their clients again (found by
-/// tests/concurrency.rs).
+/// tests/it/imap/concurrency.rs).
 pub(crate) fn newer_keywords(current: &[String], table: &[String]) -> Option<Vec<String>> {
     (!current.starts_with(table)).then(|| table.to_vec())
 }

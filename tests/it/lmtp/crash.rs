@@ -1,0 +1,503 @@
+//! Crash test of the LMTP delivery path (issue 3, "Done when"): the real `maildex serve`
+//! process takes a bounded LMTP load from several clients and is killed with SIGKILL in the
+//! middle of it. After a restart on the same config:
+//! - every (user, message) that got `250` is in that user's Maildir exactly once, and no
+//!   message is there twice;
+//! - `maildex index check --all` is clean;
+//! - no file is left in any `tmp/` (the start-up sync removes crash leftovers, see
+//!   `maildex_maildir::deliver::clean_stale_tmp`).
+//!
+//! What is checked never depends on timing: the kill lands after a seeded random delay
+//! counted from the first acknowledged delivery, and whatever was or was not acknowledged by
+//! then, the invariants above must hold. `MAILDEX_CRASH_ITERATIONS` (default 24) sets the
+//! number of kill/restart cycles, `MAILDEX_CRASH_SEED` the seed.
+//!
+//! `io_errors_at_each_delivery_step_answer_4xx_and_leave_nothing` injects EIO and ENOSPC
+//! (`MAILDEX_FAULT`) at each write step of an LMTP delivery instead of a kill.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::support::process::{assert_settled, env_or, free_port, maildex_bin, Daemon};
+
+const USERS: usize = 20;
+const CLIENTS: usize = 4;
+/// Transactions per client and load phase: the load is bounded in count, not only in time.
+const PER_CLIENT: usize = 60;
+const HEADER: &str = "X-Test-Id: ";
+
+/// (user, test id) pairs.
+type Acks = BTreeSet<(String, String)>;
+
+#[test]
+fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
+    let iterations: usize = env_or("MAILDEX_CRASH_ITERATIONS", 24);
+    let seed: u64 = env_or("MAILDEX_CRASH_SEED", 0x6c6d_7470);
+    let bin = maildex_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), port);
+    let users: Vec<String> = (0..USERS).map(|i| format!("user{i:02}")).collect();
+    for u in &users {
+        let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
+        maildex_auth::add_user(&dir.path().join("users"), u, &hash).unwrap();
+    }
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut acked = Acks::new();
+    let mut sent = Acks::new();
+    let started = Instant::now();
+    for iter in 0..iterations {
+        let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+        let kill_after = Duration::from_millis(rng.gen_range(50..=800));
+        let round = load_and_kill(&mut daemon, addr, iter, rng.gen(), kill_after, &users);
+        eprintln!(
+            "iteration {iter}: killed {kill_after:?} after the first 250; {} deliveries acknowledged, {} attempted",
+            round.acked.len(),
+            round.sent.len()
+        );
+        assert!(
+            !round.acked.is_empty(),
+            "the kill waits for a first 250, so some delivery must have been acknowledged"
+        );
+        acked.extend(round.acked);
+        sent.extend(round.sent);
+
+        // restart on the same config: the start-up sync repairs what the kill left
+        let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+        let probe = format!("probe-{iter}");
+        let r = deliver_one(addr, &users[iter % USERS], &probe);
+        assert_eq!(r, Some(true), "the restarted daemon delivers");
+        acked.insert((users[iter % USERS].clone(), probe.clone()));
+        sent.insert((users[iter % USERS].clone(), probe));
+        daemon.terminate();
+
+        check_maildirs(dir.path(), &users, &acked, &sent);
+        assert_settled(&bin, &config, dir.path(), &format!("iteration {iter}"));
+    }
+    eprintln!(
+        "{iterations} kill/restart cycles in {:?}: {} deliveries acknowledged and found once each",
+        started.elapsed(),
+        acked.len()
+    );
+}
+
+#[test]
+fn one_unusable_maildir_at_start_up_does_not_keep_the_others_down() {
+    let bin = maildex_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), port);
+    for u in ["alice", "bob"] {
+        let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
+        maildex_auth::add_user(&dir.path().join("users"), u, &hash).unwrap();
+    }
+    // bob's Maildir path is taken by a plain file: his start-up sync cannot work
+    std::fs::create_dir_all(dir.path().join("mail")).unwrap();
+    std::fs::write(dir.path().join("mail/bob"), b"not a Maildir").unwrap();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+    let log = daemon.log_text();
+    assert!(
+        log.contains("start-up sync failed") && log.contains("bob"),
+        "the failure is logged with the user: {log}"
+    );
+    assert_eq!(deliver_one(addr, "alice", "to-alice"), Some(true));
+    // bob's delivery fails temporarily (postfix keeps the message and retries)
+    assert_eq!(deliver_one(addr, "bob", "to-bob"), Some(false));
+    daemon.terminate();
+    check_maildirs(
+        dir.path(),
+        &["alice".to_string()],
+        &Acks::from([("alice".to_string(), "to-alice".to_string())]),
+        &Acks::from([("alice".to_string(), "to-alice".to_string())]),
+    );
+}
+
+/// Issue 3, "Limits and faults": a full disk or an I/O error at any step of a delivery
+/// answers the recipients it hit `452 4.3.1` (ENOSPC) or `451 4.3.0` (EIO), so postfix keeps
+/// the message, and leaves no partial file: what got `250` is there once, what got 4xx is
+/// not there at all, `tmp/` is empty, `index check` is clean, and the retry (postfix's)
+/// delivers it exactly once. The fault is the real daemon's `MAILDEX_FAULT` at the first hit
+/// of each write step a delivery takes, for a message to two users.
+#[test]
+fn io_errors_at_each_delivery_step_answer_4xx_and_leave_nothing() {
+    let bin = maildex_bin();
+    let users = ["alice".to_string(), "bob".to_string()];
+    let points = [
+        "tmp_write",
+        "tmp_fsync",
+        "link",
+        "dir_fsync",
+        "uidlist_append",
+        "index_commit",
+    ];
+    for point in points {
+        for (action, code) in [("eio", "451 4.3.0"), ("enospc", "452 4.3.1")] {
+            let what = format!("{point}:1:{action}");
+            let dir = tempfile::tempdir().unwrap();
+            let port = free_port();
+            let config = write_config(dir.path(), port);
+            for u in &users {
+                let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
+                maildex_auth::add_user(&dir.path().join("users"), u, &hash).unwrap();
+            }
+            let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+            let mut sent = Acks::new();
+            // Maildirs and indexes exist before the fault is armed
+            let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+            for u in &users {
+                assert_eq!(deliver_one(addr, u, &format!("warm-{u}")), Some(true));
+                sent.insert((u.clone(), format!("warm-{u}")));
+            }
+            daemon.terminate();
+
+            // the nth hit of the step that is the delivery's: the start-up sync may hit
+            // it first (index_commit does), which fails only that sync
+            let mut armed = None;
+            for nth in 1..=5 {
+                let plan = format!("{point}:{nth}:{action}");
+                let d = Daemon::start_with(
+                    &bin,
+                    &config,
+                    dir.path(),
+                    addr,
+                    &[("MAILDEX_FAULT", &plan)],
+                )
+                .unwrap_or_else(|e| panic!("{plan}: {e}"));
+                if d.log_text().contains("maildex-fault: fired") {
+                    drop(d);
+                    continue;
+                }
+                armed = Some(d);
+                break;
+            }
+            let mut daemon = armed.unwrap_or_else(|| panic!("{what}: fires at every start"));
+            let id = format!("fault-{point}-{action}");
+            let mut c = Conn::open(addr).expect("LMTP session");
+            let replies = c
+                .replies(
+                    &["alice", "bob"],
+                    format!("{HEADER}{id}\r\n\r\nbody\r\n").as_bytes(),
+                )
+                .unwrap_or_else(|| panic!("{what}: the session broke: {}", daemon.log_text()));
+            let _ = c.send(b"QUIT\r\n");
+            assert!(
+                daemon.log_text().contains("maildex-fault: fired"),
+                "{what}: the fault never fired: {replies:?}"
+            );
+            let mut acked: Acks = sent.iter().cloned().collect();
+            let mut failed = Vec::new();
+            for (u, r) in users.iter().zip(&replies) {
+                sent.insert((u.clone(), id.clone()));
+                if r.starts_with("250 ") {
+                    acked.insert((u.clone(), id.clone()));
+                } else {
+                    assert!(r.starts_with(code), "{what}: {u} got {r:?}, not {code}");
+                    failed.push(u.clone());
+                }
+            }
+            assert!(
+                !failed.is_empty(),
+                "{what}: every recipient got 250: {replies:?}"
+            );
+            // nothing of a failed delivery is there: a retry must not find a copy
+            check_maildirs(dir.path(), &users, &acked, &acked);
+            assert!(crate::support::process::tmp_files(&dir.path().join("mail")).is_empty());
+            daemon.terminate();
+            assert_settled(&bin, &config, dir.path(), &what);
+
+            // postfix retries the recipients that got 4xx
+            let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+            for u in &failed {
+                assert_eq!(
+                    deliver_one(addr, u, &id),
+                    Some(true),
+                    "{what}: retry for {u}"
+                );
+                acked.insert((u.clone(), id.clone()));
+            }
+            daemon.terminate();
+            check_maildirs(dir.path(), &users, &acked, &acked);
+            assert_settled(&bin, &config, dir.path(), &what);
+        }
+    }
+}
+
+fn write_config(root: &Path, port: u16) -> PathBuf {
+    let r = root.display();
+    let path = root.join("maildex.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[imap]\nlisten = []\nlisten_tls = []\n\
+             [lmtp]\nlisten = [\"127.0.0.1:{port}\"]\n\
+             [storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
+             fsync = true\nindex_map_size = \"16MiB\"\n\
+             [auth]\nusers_file = \"{r}/users\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A raw LMTP connection; every I/O error or timeout reads as `None` (not acknowledged).
+struct Conn {
+    reader: BufReader<TcpStream>,
+    stream: TcpStream,
+}
+
+impl Conn {
+    fn new(stream: TcpStream) -> Conn {
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        Conn { reader, stream }
+    }
+
+    fn send(&mut self, data: &[u8]) -> Option<()> {
+        self.stream.write_all(data).ok()
+    }
+
+    /// One complete reply, or `None` at EOF or on an error.
+    fn reply(&mut self) -> Option<String> {
+        let mut all = String::new();
+        loop {
+            let mut line = Vec::new();
+            match self.reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+            let line = String::from_utf8_lossy(&line).into_owned();
+            all.push_str(&line);
+            if line.len() < 4 || line.as_bytes()[3] != b'-' {
+                return Some(all);
+            }
+        }
+    }
+
+    fn expect(&mut self, code: &str) -> Option<String> {
+        self.reply().filter(|r| r.starts_with(code))
+    }
+
+    /// Connects and says LHLO.
+    fn open(addr: SocketAddr) -> Option<Conn> {
+        let mut c = Conn::new(TcpStream::connect(addr).ok()?);
+        c.expect("220 ")?;
+        c.send(b"LHLO crash.test\r\n")?;
+        c.expect("250")?;
+        Some(c)
+    }
+
+    /// MAIL, an accepted RCPT for each of `rcpts`, DATA, `data` (CRLF, dot-stuffed) and
+    /// the final dot; the replies after the data are the caller's to read.
+    fn send_message(&mut self, rcpts: &[&str], data: &[u8]) -> Option<()> {
+        self.send(b"MAIL FROM:<load@example.net>\r\n")?;
+        self.expect("250 ")?;
+        for r in rcpts {
+            self.send(format!("RCPT TO:<{r}@example.org>\r\n").as_bytes())?;
+            self.expect("250 ")?;
+        }
+        self.send(b"DATA\r\n")?;
+        self.expect("354 ")?;
+        self.send(data)?;
+        self.send(b".\r\n")
+    }
+
+    /// One transaction whose recipients are all accepted; the reply to each after the
+    /// data, in RCPT order.
+    fn replies(&mut self, rcpts: &[&str], data: &[u8]) -> Option<Vec<String>> {
+        self.send_message(rcpts, data)?;
+        rcpts.iter().map(|_| self.reply()).collect()
+    }
+
+    /// One transaction; the recipients that got `250` after the data. `None` when the
+    /// connection broke (what was acknowledged before the break is in `acked`).
+    fn transaction(&mut self, rcpts: &[&str], data: &[u8], acked: &mut Vec<String>) -> Option<()> {
+        self.send_message(rcpts, data)?;
+        // RFC 2033 §4.2: one reply per recipient, in RCPT order
+        for r in rcpts {
+            let reply = self.reply()?;
+            assert!(
+                reply.starts_with("250 ") || reply.starts_with('4'),
+                "unexpected reply for {r}: {reply:?}"
+            );
+            if reply.starts_with("250 ") {
+                acked.push((*r).to_string());
+            }
+        }
+        Some(())
+    }
+}
+
+/// A corpus message of realistic size with our id header first, as DATA text: CRLF line
+/// ends, dot-stuffed (RFC 5321 §4.5.2).
+fn data_text(rng: &mut ChaCha8Rng, n: usize, id: &str) -> Vec<u8> {
+    let raw = maildex_corpus::message(rng, n, 1.0);
+    let mut out = format!("{HEADER}{id}\r\n").into_bytes();
+    for line in raw.split_inclusive(|b| *b == b'\n') {
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.first() == Some(&b'.') {
+            out.push(b'.');
+        }
+        out.extend_from_slice(line);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Delivers one small message; `Some(true)` on `250`.
+fn deliver_one(addr: SocketAddr, user: &str, id: &str) -> Option<bool> {
+    let mut c = Conn::open(addr)?;
+    let mut acked = Vec::new();
+    let data = format!("{HEADER}{id}\r\nSubject: {id}\r\n\r\nafter the restart\r\n");
+    c.transaction(&[user], data.as_bytes(), &mut acked)?;
+    Some(acked.len() == 1)
+}
+
+struct Round {
+    acked: Acks,
+    sent: Acks,
+}
+
+/// Runs the client threads and SIGKILLs the daemon `kill_after` the first `250`.
+fn load_and_kill(
+    daemon: &mut Daemon,
+    addr: SocketAddr,
+    iter: usize,
+    seed: u64,
+    kill_after: Duration,
+    users: &[String],
+) -> Round {
+    let acked = Arc::new(Mutex::new(Acks::new()));
+    let sent = Arc::new(Mutex::new(Acks::new()));
+    let first_ack = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(CLIENTS + 1));
+    let mut threads = Vec::new();
+    for t in 0..CLIENTS {
+        let (acked, sent, first_ack, start) = (
+            Arc::clone(&acked),
+            Arc::clone(&sent),
+            Arc::clone(&first_ack),
+            Arc::clone(&start),
+        );
+        let users = users.to_vec();
+        threads.push(std::thread::spawn(move || {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x9e37_79b9));
+            start.wait();
+            let Some(mut c) = Conn::open(addr) else {
+                return;
+            };
+            for n in 0..PER_CLIENT {
+                let id = format!("crash-{iter}-{t}-{n}");
+                let count = rng.gen_range(1..=3);
+                let mut rcpts: Vec<&str> = Vec::new();
+                while rcpts.len() < count {
+                    let u = users[rng.gen_range(0..users.len())].as_str();
+                    if !rcpts.contains(&u) {
+                        rcpts.push(u);
+                    }
+                }
+                let data = data_text(&mut rng, n, &id);
+                sent.lock()
+                    .unwrap()
+                    .extend(rcpts.iter().map(|u| (u.to_string(), id.clone())));
+                let mut ok = Vec::new();
+                let done = c.transaction(&rcpts, &data, &mut ok);
+                if !ok.is_empty() {
+                    first_ack.store(true, Ordering::SeqCst);
+                }
+                acked
+                    .lock()
+                    .unwrap()
+                    .extend(ok.into_iter().map(|u| (u, id.clone())));
+                if done.is_none() {
+                    return;
+                }
+            }
+            let _ = c.send(b"QUIT\r\n");
+        }));
+    }
+    start.wait();
+    let t0 = Instant::now();
+    while !first_ack.load(Ordering::SeqCst) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no delivery acknowledged: {}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(kill_after);
+    daemon.sigkill();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let take = |m: Arc<Mutex<Acks>>| std::mem::take(&mut *m.lock().unwrap());
+    Round {
+        acked: take(acked),
+        sent: take(sent),
+    }
+}
+
+/// Every acknowledged (user, id) is present exactly once; nothing is present twice; every
+/// message found is one that was sent to that user.
+fn check_maildirs(root: &Path, users: &[String], acked: &Acks, sent: &Acks) {
+    for user in users {
+        let mut found: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+        let mut files = Vec::new();
+        message_files(&root.join("mail").join(user), &mut files);
+        for f in files {
+            let text = std::fs::read(&f).unwrap();
+            let id = test_id(&text).unwrap_or_else(|| panic!("no {HEADER}in {}", f.display()));
+            found.entry(id).or_default().push(f);
+        }
+        for (id, paths) in &found {
+            assert_eq!(paths.len(), 1, "{user}: {id} is there twice: {paths:?}");
+            assert!(
+                sent.contains(&(user.clone(), id.clone())),
+                "{user}: {id} was never sent to this user"
+            );
+        }
+        for (u, id) in acked.iter().filter(|(u, _)| u == user) {
+            assert!(found.contains_key(id), "{u}: acknowledged {id} is lost");
+        }
+    }
+}
+
+/// The id header in a message's header block (the store keeps LF line ends).
+fn test_id(text: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(text);
+    text.lines()
+        .take_while(|l| !l.trim_end().is_empty())
+        .find_map(|l| l.strip_prefix(HEADER))
+        .map(|id| id.trim_end().to_string())
+}
+
+/// Files in every `new/` and `cur/` under `dir` (INBOX and `.Folder`s).
+fn message_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if !p.is_dir() {
+            continue;
+        }
+        match p.file_name().and_then(|n| n.to_str()) {
+            Some("new" | "cur") => {
+                out.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()))
+            }
+            Some("tmp") => {}
+            _ => message_files(&p, out),
+        }
+    }
+}
