@@ -84,19 +84,35 @@ impl Client {
         self.stream.write_all(data.as_ref()).unwrap();
     }
 
-    /// One complete (possibly multi-line) reply; empty at EOF.
+    /// One complete (possibly multi-line) reply; what came before EOF (empty) at EOF.
     pub fn reply(&mut self) -> String {
+        self.read_reply().unwrap_or_else(|partial| partial)
+    }
+
+    /// [`Client::send`] for a server that may die: `None` when the write fails.
+    pub fn try_send(&mut self, data: impl AsRef<[u8]>) -> Option<()> {
+        self.stream.write_all(data.as_ref()).ok()
+    }
+
+    /// One complete reply, or `None` at EOF, on a read error or a timeout (for a server
+    /// that may die).
+    pub fn try_reply(&mut self) -> Option<String> {
+        self.read_reply().ok()
+    }
+
+    /// One complete reply; `Err` with what came before at EOF or on a read error.
+    fn read_reply(&mut self) -> Result<String, String> {
         let mut all = String::new();
         loop {
             let mut line = Vec::new();
-            let n = self.reader.read_until(b'\n', &mut line).unwrap_or(0);
-            if n == 0 {
-                return all;
+            match self.reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return Err(all),
+                Ok(_) => {}
             }
             let line = String::from_utf8_lossy(&line).into_owned();
             all.push_str(&line);
             if line.len() < 4 || line.as_bytes()[3] != b'-' {
-                return all;
+                return Ok(all);
             }
         }
     }

@@ -537,10 +537,15 @@ impl Dovecot {
 
     /// Runs `doveadm -c CONF ARGS` and returns its stdout.
     pub fn doveadm(&self, args: &[&str]) -> Result<String> {
+        self.doveadm_with_input(args, &[])
+    }
+
+    /// [`Dovecot::doveadm`] with `input` on its standard input (`doveadm save`).
+    pub fn doveadm_with_input(&self, args: &[&str], input: &[u8]) -> Result<String> {
         let program = find_program("doveadm").unwrap_or_else(|| "doveadm".into());
         let mut full = vec!["-c".to_owned(), self.conf.display().to_string()];
         full.extend(args.iter().map(|s| (*s).to_owned()));
-        run_checked(&program, &full)
+        run_with_input(&program, &full, input)
     }
 
     /// Hands `path` (recursively) to the mail owner again, e.g. after copying new mail in.
@@ -586,14 +591,30 @@ fn searchable_with_parents(path: &Path) -> Result<()> {
 }
 
 fn run_checked(program: &Path, args: &[String]) -> Result<String> {
-    let out = Command::new(program)
+    run_with_input(program, args, &[])
+}
+
+/// Runs `program` with `input` on its standard input; its stdout, or an error naming the
+/// command and its stderr when it fails.
+fn run_with_input(program: &Path, args: &[String], input: &[u8]) -> Result<String> {
+    let spawn_err = |error| HarnessError::Spawn {
+        program: program.to_owned(),
+        error,
+    };
+    let mut child = Command::new(program)
         .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|error| HarnessError::Spawn {
-            program: program.to_owned(),
-            error,
-        })?;
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_err)?;
+    let mut stdin = child.stdin.take();
+    if let Some(w) = stdin.as_mut() {
+        // a program that exits without reading leaves a broken pipe: its status tells
+        let _ = std::io::Write::write_all(w, input);
+    }
+    drop(stdin);
+    let out = child.wait_with_output().map_err(spawn_err)?;
     if !out.status.success() {
         return Err(HarnessError::Command {
             program: program.to_owned(),

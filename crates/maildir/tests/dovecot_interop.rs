@@ -8,88 +8,43 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use maildex_dovecot_harness::{Options, User};
 use maildex_maildir::deliver::rename_flags;
 use maildex_maildir::folder::{create_mailbox, folder_path, list_folders};
 use maildex_maildir::scan::scan;
 use maildex_maildir::{Flags, KeywordMap, Keywords, Sub, TmpFile, UidRecord, Uidlist, UidlistLock};
 
+/// A private Dovecot (maildex-dovecot-harness) with one user, `t`, whose mail is `maildir`
+/// (handed to uid 65534 when we run as root: Dovecot refuses uid 0).
 struct Dovecot {
-    conf: PathBuf,
+    dv: maildex_dovecot_harness::Dovecot,
     maildir: PathBuf,
-}
-
-impl Drop for Dovecot {
-    fn drop(&mut self) {
-        let _ = Command::new("doveadm")
-            .arg("-c")
-            .arg(&self.conf)
-            .arg("stop")
-            .status();
-    }
 }
 
 impl Dovecot {
     fn new(base: &Path, maildir: &Path) -> Dovecot {
-        for d in ["run", "state", "home"] {
-            fs::create_dir_all(base.join(d)).unwrap();
-        }
-        let conf = base.join("dovecot.conf");
-        fs::write(
-            &conf,
-            format!(
-                "ssl = no\nprotocols =\nmail_location = maildir:{m}\n\
-                 base_dir = {b}/run\nstate_dir = {b}/state\nlog_path = {b}/dovecot.log\n\
-                 userdb {{\n  driver = static\n  args = uid=65534 gid=65534 home={b}/home\n}}\n\
-                 passdb {{\n  driver = static\n  args = nopassword\n}}\n",
-                m = maildir.display(),
-                b = base.display()
-            ),
-        )
-        .unwrap();
-        // The master runs only the auth service doveadm asks for user lookups.
-        let st = Command::new("dovecot")
-            .arg("-c")
-            .arg(&conf)
-            .status()
-            .expect("dovecot");
-        assert!(st.success(), "dovecot failed to start");
+        let opts = Options {
+            mail_location: format!("maildir:{}", maildir.display()),
+            users: vec![User::new("t", "pw")],
+            mail_root: Some(maildir.to_path_buf()),
+            ..Options::default()
+        };
+        let dv = maildex_dovecot_harness::Dovecot::start(&base.join("dovecot"), opts)
+            .unwrap_or_else(|e| panic!("{e}"));
         Dovecot {
-            conf,
+            dv,
             maildir: maildir.to_path_buf(),
         }
     }
 
-    /// Runs doveadm as user `t` (uid 65534, since Dovecot refuses uid 0); we run as
-    /// root, so the Maildir is handed to that uid first.
+    /// Runs doveadm; what we wrote since the last run is handed to Dovecot's user first.
     fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> String {
-        let st = Command::new("chown")
-            .args(["-R", "65534:65534"])
-            .arg(&self.maildir)
-            .arg(self.conf.parent().unwrap().join("home"))
-            .status()
-            .unwrap();
-        assert!(st.success());
-        let mut cmd = Command::new("doveadm");
-        cmd.arg("-c").arg(&self.conf).args(args);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("doveadm");
-        if let Some(input) = stdin {
-            child.stdin.take().unwrap().write_all(input).unwrap();
-        } else {
-            drop(child.stdin.take());
-        }
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "doveadm {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        self.dv.chown_mail(&self.maildir).unwrap();
+        self.dv
+            .doveadm_with_input(args, stdin.unwrap_or_default())
+            .unwrap_or_else(|e| panic!("doveadm {args:?}: {e}"))
     }
 }
 

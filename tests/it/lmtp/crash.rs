@@ -16,7 +16,6 @@
 //! (`MAILDEX_FAULT`) at each write step of an LMTP delivery instead of a kill.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +25,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::support::lmtp::Client;
 use crate::support::process::{assert_settled, env_or, free_port, maildex_bin, Daemon};
 
 const USERS: usize = 20;
@@ -249,38 +249,24 @@ fn write_config(root: &Path, port: u16) -> PathBuf {
     path
 }
 
-/// A raw LMTP connection; every I/O error or timeout reads as `None` (not acknowledged).
-struct Conn {
-    reader: BufReader<TcpStream>,
-    stream: TcpStream,
-}
+/// An LMTP connection (the tests' client) on which every I/O error or timeout reads as
+/// `None` (not acknowledged).
+struct Conn(Client);
 
 impl Conn {
     fn new(stream: TcpStream) -> Conn {
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-        let reader = BufReader::new(stream.try_clone().unwrap());
-        Conn { reader, stream }
+        let c = Client::wrap(stream);
+        let _ = c.stream.set_read_timeout(Some(Duration::from_secs(30)));
+        Conn(c)
     }
 
     fn send(&mut self, data: &[u8]) -> Option<()> {
-        self.stream.write_all(data).ok()
+        self.0.try_send(data)
     }
 
     /// One complete reply, or `None` at EOF or on an error.
     fn reply(&mut self) -> Option<String> {
-        let mut all = String::new();
-        loop {
-            let mut line = Vec::new();
-            match self.reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {}
-            }
-            let line = String::from_utf8_lossy(&line).into_owned();
-            all.push_str(&line);
-            if line.len() < 4 || line.as_bytes()[3] != b'-' {
-                return Some(all);
-            }
-        }
+        self.0.try_reply()
     }
 
     fn expect(&mut self, code: &str) -> Option<String> {

@@ -18,14 +18,14 @@
 //! replays. The figures of a long run are in docs/RELIABILITY.md.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::support::imap::{Client, Resp};
 use crate::support::process::{assert_settled, env_or, free_port, maildex_bin, Daemon};
 
 const MAILBOXES: [&str; 2] = ["INBOX", "Other"];
@@ -575,96 +575,33 @@ fn explain(
     Ok(())
 }
 
-/// A plain IMAP connection that reads a dead daemon as `None` instead of failing.
-struct Raw {
-    reader: BufReader<TcpStream>,
-    stream: TcpStream,
-    n: u32,
-}
+/// How long a session waits for a response of a daemon that may have been killed.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// An IMAP session (the tests' client, every response parsed by imap-codec) that reads a
+/// dead daemon as `None` instead of failing.
+struct Raw(Client);
 
 impl Raw {
     fn login(addr: SocketAddr) -> Option<Raw> {
-        let stream = TcpStream::connect(addr).ok()?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .ok()?;
-        let reader = BufReader::new(stream.try_clone().ok()?);
-        let mut c = Raw {
-            reader,
-            stream,
-            n: 0,
-        };
-        c.line()?;
+        let mut c = Raw(Client::try_connect(addr, WAIT)?);
         c.ok("LOGIN alice pw")?;
         Some(c)
     }
 
-    /// One line, with any literals it announces appended (raw, CRLF kept).
-    fn response(&mut self) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
-        loop {
-            let mut line = Vec::new();
-            if self.reader.read_until(b'\n', &mut line).ok()? == 0 {
-                return None;
-            }
-            out.extend_from_slice(&line);
-            let trimmed = line.strip_suffix(b"\r\n")?;
-            let Some(open) = trimmed
-                .strip_suffix(b"}")
-                .and_then(|t| t.iter().rposition(|b| *b == b'{'))
-            else {
-                return Some(out);
-            };
-            let n: usize = std::str::from_utf8(&trimmed[open + 1..trimmed.len() - 1])
-                .ok()?
-                .parse()
-                .ok()?;
-            let mut lit = vec![0; n];
-            self.reader.read_exact(&mut lit).ok()?;
-            out.extend_from_slice(&lit);
-        }
+    /// Sends `command` (literals non-synchronizing, CRLF added) and reads to its tagged
+    /// response: the untagged responses, and the status ("OK ...", "NO ...").
+    fn exchange(&mut self, command: &[u8]) -> Option<(Vec<Resp>, String)> {
+        let r = self.0.try_cmd(command, WAIT)?;
+        let done = r.done.text();
+        let status = done.split_once(' ').map_or("", |(_, s)| s).trim_end();
+        Some((r.untagged, status.to_string()))
     }
 
-    fn line(&mut self) -> Option<String> {
-        self.response()
-            .map(|r| String::from_utf8_lossy(&r).into_owned())
-    }
-
-    fn send(&mut self, data: &[u8]) -> Option<()> {
-        self.stream.write_all(data).ok()
-    }
-
-    /// Untagged responses (raw) and the tagged status ("OK ...", "NO ...").
-    fn until_tagged(&mut self, tag: &str) -> Option<(Vec<Vec<u8>>, String)> {
-        let mut untagged = Vec::new();
-        loop {
-            let r = self.response()?;
-            let text = String::from_utf8_lossy(&r).into_owned();
-            if let Some(rest) = text.strip_prefix(&format!("{tag} ")) {
-                return Some((untagged, rest.trim_end().to_string()));
-            }
-            untagged.push(r);
-        }
-    }
-
-    /// Sends `tag` + `rest` (the command after its tag, CRLF and literals included) and
-    /// reads to its tagged response: the untagged responses as text, and the status.
-    fn exchange(&mut self, rest: &[u8]) -> Option<(Vec<String>, String)> {
-        self.n += 1;
-        let tag = format!("c{}", self.n);
-        let mut bytes = format!("{tag} ").into_bytes();
-        bytes.extend_from_slice(rest);
-        self.send(&bytes)?;
-        let (raw, status) = self.until_tagged(&tag)?;
-        let lines = raw
-            .iter()
-            .map(|r| String::from_utf8_lossy(r).into_owned())
-            .collect();
-        Some((lines, status))
-    }
-
+    /// [`Raw::exchange`] with the untagged responses as text.
     fn cmd(&mut self, command: &str) -> Option<(Vec<String>, String)> {
-        self.exchange(format!("{command}\r\n").as_bytes())
+        let (untagged, status) = self.exchange(command.as_bytes())?;
+        Some((untagged.iter().map(Resp::text).collect(), status))
     }
 
     fn ok(&mut self, command: &str) -> Option<Vec<String>> {
@@ -676,8 +613,8 @@ impl Raw {
     fn append(&mut self, mbox: &str, flags: &str, body: &[u8]) -> Option<(Vec<String>, String)> {
         let mut cmd = format!("APPEND {mbox} ({flags}) {{{}+}}\r\n", body.len()).into_bytes();
         cmd.extend_from_slice(body);
-        cmd.extend_from_slice(b"\r\n");
-        self.exchange(&cmd)
+        let (untagged, status) = self.exchange(&cmd)?;
+        Some((untagged.iter().map(Resp::text).collect(), status))
     }
 
     /// UIDVALIDITY and every message (subject, flags without `\Recent`), parsed with
@@ -688,17 +625,11 @@ impl Raw {
             let at = l.find("[UIDVALIDITY ")?;
             l[at + 13..].split(']').next()?.parse().ok()
         })?;
-        self.n += 1;
-        let tag = format!("c{}", self.n);
-        self.send(
-            format!("{tag} UID FETCH 1:* (UID FLAGS BODY.PEEK[HEADER.FIELDS (SUBJECT)])\r\n")
-                .as_bytes(),
-        )?;
-        let (raw, status) = self.until_tagged(&tag)?;
+        let (untagged, status) =
+            self.exchange(b"UID FETCH 1:* (UID FLAGS BODY.PEEK[HEADER.FIELDS (SUBJECT)])")?;
         assert!(status.starts_with("OK"), "FETCH: {status}");
         let mut out = BTreeMap::new();
-        for r in raw {
-            let resp = crate::support::imap::parse(r);
+        for resp in untagged {
             let Some((_, items)) = resp.fetch() else {
                 continue;
             };

@@ -181,7 +181,15 @@ impl Client {
 
     /// Reads the greeting and checks imap-codec's greeting parser takes it.
     pub fn read_greeting(&mut self) {
-        let raw = self.read_raw(PATIENCE).expect("greeting");
+        let raw = self
+            .read_raw(PATIENCE)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("greeting");
+        self.take_greeting(raw);
+    }
+
+    /// Checks imap-codec's greeting parser takes `raw` and keeps it as the greeting.
+    fn take_greeting(&mut self, raw: Vec<u8>) {
         match GreetingCodec::default().decode(&raw) {
             Ok((rest, _)) => assert!(rest.is_empty(), "greeting: {:?}", lossy(&raw)),
             Err(e) => panic!("imap-codec rejects the greeting {:?}: {e:?}", lossy(&raw)),
@@ -267,6 +275,35 @@ impl Client {
         r
     }
 
+    /// A connection to a server that may be dead or dying (a kill test): the greeting, or
+    /// `None` when nothing listens, the connection breaks or `wait` passes.
+    pub fn try_connect(addr: SocketAddr, wait: Duration) -> Option<Client> {
+        let tcp = TcpStream::connect(addr).ok()?;
+        let mut c = Client::wrap(Stream::Plain(tcp));
+        let raw = c.read_raw(wait).ok()??;
+        c.take_greeting(raw);
+        Some(c)
+    }
+
+    /// [`Client::cmd`] for a server that may die: `None` when the connection breaks or no
+    /// response arrives within `wait`. Literals in `command` must be non-synchronizing.
+    pub fn try_cmd(&mut self, command: &[u8], wait: Duration) -> Option<Reply> {
+        let tag = self.tag();
+        let mut whole = format!("{tag} ").into_bytes();
+        whole.extend_from_slice(command);
+        whole.extend_from_slice(b"\r\n");
+        self.stream.write_all(&whole).ok()?;
+        self.stream.flush().ok()?;
+        let mut untagged = Vec::new();
+        loop {
+            let r = parse(self.read_raw(wait).ok()??);
+            if r.tag().as_deref() == Some(tag.as_str()) {
+                return Some(Reply { untagged, done: r });
+            }
+            untagged.push(r);
+        }
+    }
+
     /// Reads responses until the tagged one for `tag` (continuations are a failure).
     pub fn until(&mut self, tag: &str) -> Reply {
         let mut untagged = Vec::new();
@@ -297,7 +334,7 @@ impl Client {
 
     /// One response if one arrives within `wait`.
     pub fn read_within(&mut self, wait: Duration) -> Option<Resp> {
-        let raw = self.read_raw(wait)?;
+        let raw = self.read_raw(wait).unwrap_or_else(|e| panic!("{e}"))?;
         Some(parse(raw))
     }
 
@@ -353,8 +390,9 @@ impl Client {
     }
 
     /// One response's raw bytes: a line, and for each `{n}` at its end n octets and
-    /// the rest of the line.
-    fn read_raw(&mut self, wait: Duration) -> Option<Vec<u8>> {
+    /// the rest of the line; `Ok(None)` when `wait` passes first, `Err` when the
+    /// connection ends.
+    fn read_raw(&mut self, wait: Duration) -> Result<Option<Vec<u8>>, String> {
         let deadline = Instant::now() + wait;
         let mut pos = 0; // where the current line segment starts in buf
         loop {
@@ -364,8 +402,8 @@ impl Client {
                     Some(n) => {
                         let need = end + n;
                         while self.buf.len() < need {
-                            if !self.fill(deadline) {
-                                return None;
+                            if !self.fill(deadline)? {
+                                return Ok(None);
                             }
                         }
                         pos = need;
@@ -373,32 +411,32 @@ impl Client {
                     }
                     None => {
                         let raw: Vec<u8> = self.buf.drain(..end).collect();
-                        return Some(raw);
+                        return Ok(Some(raw));
                     }
                 }
             }
-            if !self.fill(deadline) {
-                return None;
+            if !self.fill(deadline)? {
+                return Ok(None);
             }
         }
     }
 
-    /// Reads more bytes; false on timeout. EOF fails the test.
-    fn fill(&mut self, deadline: Instant) -> bool {
+    /// Reads more bytes; false on timeout, `Err` at EOF or on a read error.
+    fn fill(&mut self, deadline: Instant) -> Result<bool, String> {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-            return false;
+            return Ok(false);
         };
         let left = left.max(Duration::from_millis(1));
         self.stream.tcp().set_read_timeout(Some(left)).unwrap();
         let mut b = [0u8; 16384];
         match self.stream.read(&mut b) {
-            Ok(0) => panic!(
+            Ok(0) => Err(format!(
                 "server closed the connection; buffered {:?}",
                 lossy(&self.buf)
-            ),
+            )),
             Ok(n) => {
                 self.buf.extend_from_slice(&b[..n]);
-                true
+                Ok(true)
             }
             Err(e)
                 if matches!(
@@ -406,9 +444,9 @@ impl Client {
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                false
+                Ok(false)
             }
-            Err(e) => panic!("read: {e}"),
+            Err(e) => Err(format!("read: {e}")),
         }
     }
 
