@@ -1,7 +1,7 @@
 //! A private postfix instance for tests: its own `main.cf`, `master.cf` (Debian's service
 //! list) and queue in a scratch folder, started as root and stopped in `Drop`, and an SMTP
 //! client to send it mail. Shared by `tests/it/lmtp/postfix.rs` and
-//! `crates/maildex/tests/readme_setup.rs` (which includes this file by path): std only.
+//! `crates/maildex/tests/it/readme_setup.rs` (which includes this file by path): std only.
 //! /work/shared/notes/postfix-in-tests.md has the facts this rests on.
 
 #![allow(dead_code)] // each including binary uses its own part

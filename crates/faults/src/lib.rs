@@ -10,8 +10,8 @@
 //! `new/` and the uidlist append, or make exactly that fsync fail with ENOSPC. SQLite keeps
 //! its fault-injection hooks (`sqlite3_test_control`, the I/O error and malloc failure
 //! hooks) in the shipped library for the same reason: the code that runs in production is
-//! the code whose crash behaviour is tested. `tests/it/system/crash_points.rs` starts `maildex serve`
-//! with a plan and checks what a restart finds.
+//! the code whose crash behaviour is tested. `tests/it/system/crash_points.rs` starts
+//! `maildex serve` with a plan and checks what a restart finds.
 //!
 //! **Inert without the variable.** The plan comes from `MAILDEX_FAULT`, read once (the
 //! first time any point is hit); when it is unset every [`hit`] is one read of an

@@ -1,6 +1,7 @@
 //! The tests' one IMAP client: blocking, on a raw socket (plain or TLS), every response
-//! parsed by an independent parser, imap-codec: a response imap-codec cannot parse fails the test (the one exception is
-//! `* ESEARCH`, which imap-codec 2.0.0-alpha does not know; it gets a strict check here).
+//! parsed by an independent parser, imap-codec: a response imap-codec cannot parse fails
+//! the test (the one exception is `* ESEARCH`, which imap-codec 2.0.0-alpha does not know;
+//! it gets a strict check here).
 
 mod client;
 

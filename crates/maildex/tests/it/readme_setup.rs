@@ -20,21 +20,17 @@
 //! (the unit's `ExecReload`) with a root-only key, IMAP logins that see the mail, and at
 //! the end the owner and mode of every file under the scratch data.
 
-mod mail_user;
-#[path = "../../../tests/support/postfix.rs"]
-mod postfix_support;
-
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mail_user::{
+use crate::mail_user::{
     assert_mail_files, free_port, is_root, mail_user, maildex_bin, wait_login, Imap, Server,
     MAIL_USER,
 };
-use postfix_support::{group_id, postfix_available, smtp_send, Postfix};
+use crate::postfix_support::{group_id, postfix_available, smtp_send, Postfix};
 
 /// The README's two users (alice over LMTP, bob through the pipe) and their passwords.
 const USERS: [(&str, &str); 2] = [
@@ -42,7 +38,7 @@ const USERS: [(&str, &str); 2] = [
     ("bob@example.net", "bob-pw"),
 ];
 
-const README: &str = include_str!("../../../README.md");
+const README: &str = include_str!("../../../../README.md");
 
 /// The body of the README block fenced with ```` ```LANG maildex-setup-NAME ````.
 fn block(name: &str) -> &'static str {
@@ -115,7 +111,7 @@ impl Scratch {
         assert!(
             out.status.success(),
             "README block {name} failed:\n{script}\n{}",
-            mail_user::text(&out)
+            crate::mail_user::text(&out)
         );
     }
 
@@ -193,7 +189,7 @@ fn fingerprint(pem: Option<&Path>, port: u16, starttls: bool) -> String {
     assert!(
         fp.contains("Fingerprint="),
         "{script}: {}",
-        mail_user::text(&out)
+        crate::mail_user::text(&out)
     );
     fp
 }

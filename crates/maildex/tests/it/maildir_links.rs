@@ -3,13 +3,11 @@
 //! Maildir elsewhere are neither indexed, listed, served by FETCH or SEARCH, copied, nor
 //! picked up by `index rebuild`, whether the daemon runs as root or as the mail user.
 
-mod mail_user;
-
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use mail_user::{
+use crate::mail_user::{
     daemon_section, data_folder, free_port, is_root, maildex, text, write_config, Imap, Server,
 };
 

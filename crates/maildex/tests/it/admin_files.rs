@@ -4,12 +4,10 @@
 //! modes docs/SECURITY.md promises; `index check` reads only and creates nothing, and a
 //! folder never indexed yet is not drift.
 
-mod mail_user;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use mail_user::{
+use crate::mail_user::{
     assert_mail_files, daemon_section, data_folder, is_root, maildex, text, write_config,
 };
 

@@ -5,14 +5,12 @@
 //! root-only key (0600 root) and the users whatever happens to the other; two users whose
 //! Maildirs are one folder are refused at start and on reload.
 
-mod mail_user;
-
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mail_user::{
+use crate::mail_user::{
     as_mail_user, daemon_section, data_folder, free_port, is_root, login, mail_user, maildex, text,
     wait_login, write_config, Server,
 };

@@ -4,12 +4,10 @@
 //! `maildex deliver` (stderr, exit 75) and the daemon (log of the failed SELECT) as the mail
 //! user.
 
-mod mail_user;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use mail_user::{as_mail_user, free_port, maildex, text, Imap, Server, MAIL_USER};
+use crate::mail_user::{as_mail_user, free_port, maildex, text, Imap, Server, MAIL_USER};
 
 #[test]
 fn a_root_owned_uidlist_is_named_with_its_owner_mode_and_our_uid() {
