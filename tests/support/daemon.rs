@@ -90,7 +90,7 @@ pub struct Server {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// `listen = ["127.0.0.1:0"]` unless `extra` has a line setting `key`.
+/// The line `key = value` unless `extra` has a line setting `key`.
 fn default_line(extra: &str, key: &str, line: &str) -> String {
     let set = extra.lines().any(|l| {
         l.trim_start()

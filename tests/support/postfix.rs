@@ -39,6 +39,7 @@ fn unsafe_free_is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// A port free on 127.0.0.1 a moment ago (bound on port 0 and released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

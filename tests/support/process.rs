@@ -7,10 +7,10 @@
 //! another package's binary on stable cargo), so it is built then, or `MAILDEX_BIN` names it.
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -20,11 +20,8 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// A port that was free a moment ago (bound on 127.0.0.1:0 and released).
-pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+#[allow(unused_imports)] // tests/hostile starts no process
+pub use super::postfix::free_port;
 
 /// The maildex binary: `$MAILDEX_BIN`, else the one in this test's target folder, built
 /// first (a no-op when it is up to date, so a stale binary is never tested), once per test
@@ -48,6 +45,23 @@ pub fn maildex_bin() -> PathBuf {
         bin
     })
     .clone()
+}
+
+/// The kill and fault harnesses (system::crash_points, lmtp::crash) restart and SIGKILL
+/// daemons dozens of times under load. In separate test binaries the IMAP one never ran
+/// beside the LMTP ones; in one binary it would, so it takes this lock exclusively
+/// ([`kill_tests_alone`]) and the LMTP ones, which always ran side by side, share it
+/// ([`kill_tests_shared`]).
+static KILL_TESTS: RwLock<()> = RwLock::new(());
+
+/// Held by a kill test that no other kill test may run beside.
+pub fn kill_tests_alone() -> RwLockWriteGuard<'static, ()> {
+    KILL_TESTS.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Held by a kill test that others holding this may run beside.
+pub fn kill_tests_shared() -> RwLockReadGuard<'static, ()> {
+    KILL_TESTS.read().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A `maildex serve` process.

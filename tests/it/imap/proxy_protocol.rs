@@ -7,18 +7,13 @@
 
 #[allow(dead_code)]
 use std::io::Write;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 
 use crate::support::daemon::{Opts, Server};
 use crate::support::hostile::tcp_from;
 use crate::support::imap::{simple, try_tls_client, Client, Stream, PATIENCE};
 use crate::support::lmtp::deliver_over;
-
-/// A port free on 127.0.0.1 a moment ago (the daemon binds it next).
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+use crate::support::process::free_port;
 
 /// The daemon with `key = ["127.0.0.1:PORT"]` and `extra` in `[imap]`; the port.
 fn behind_proxy(key: &str, extra: &str) -> (Server, u16) {

@@ -26,7 +26,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::support::lmtp::Client;
-use crate::support::process::{assert_settled, env_or, free_port, maildex_bin, Daemon};
+use crate::support::process::{
+    assert_settled, env_or, free_port, kill_tests_shared, maildex_bin, Daemon,
+};
 
 const USERS: usize = 20;
 const CLIENTS: usize = 4;
@@ -39,6 +41,7 @@ type Acks = BTreeSet<(String, String)>;
 
 #[test]
 fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
+    let _kill_tests = kill_tests_shared();
     let iterations: usize = env_or("MAILDEX_CRASH_ITERATIONS", 24);
     let seed: u64 = env_or("MAILDEX_CRASH_SEED", 0x6c6d_7470);
     let bin = maildex_bin();
@@ -92,6 +95,7 @@ fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
 
 #[test]
 fn one_unusable_maildir_at_start_up_does_not_keep_the_others_down() {
+    let _kill_tests = kill_tests_shared();
     let bin = maildex_bin();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -130,6 +134,7 @@ fn one_unusable_maildir_at_start_up_does_not_keep_the_others_down() {
 /// of each write step a delivery takes, for a message to two users.
 #[test]
 fn io_errors_at_each_delivery_step_answer_4xx_and_leave_nothing() {
+    let _kill_tests = kill_tests_shared();
     let bin = maildex_bin();
     let users = ["alice".to_string(), "bob".to_string()];
     let points = [

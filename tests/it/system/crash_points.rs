@@ -26,7 +26,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::support::imap::{Client, Resp};
-use crate::support::process::{assert_settled, env_or, free_port, maildex_bin, Daemon};
+use crate::support::process::{
+    assert_settled, env_or, free_port, kill_tests_alone, maildex_bin, Daemon,
+};
 
 const MAILBOXES: [&str; 2] = ["INBOX", "Other"];
 /// Every write step the store, maildir and index crates name (`crates/faults`).
@@ -87,6 +89,7 @@ enum Op {
 
 #[test]
 fn faults_at_every_write_step_lose_and_duplicate_nothing() {
+    let _kill_tests = kill_tests_alone();
     let iterations: usize = env_or("MAILDEX_CRASH_POINT_ITERATIONS", 24);
     let seed: u64 = env_or("MAILDEX_CRASH_SEED", 0x6372_6173);
     let bin = maildex_bin();
