@@ -214,7 +214,7 @@ impl UserStore {
         // a session is told of was claimed by it or by a session before it. Read after the
         // claim's commit, a message delivered in between was announced unclaimed and went
         // to whichever session claimed next, possibly one that had already announced it
-        // without \Recent (found by tests/concurrency.rs).
+        // without \Recent (found by tests/it/imap/concurrency.rs).
         let req = *req;
         let (claimed, snap) = self.index.write(move |w| {
             let claimed = w.claim_recent(id)?;

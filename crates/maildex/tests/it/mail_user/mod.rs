@@ -175,14 +175,8 @@ pub fn assert_mail_files(dir: &Path, after: &str) {
     }
 }
 
-/// A port that was free a moment ago.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// A port that was free a moment ago (one definition for both test binaries).
+pub use crate::postfix_support::free_port;
 
 /// A `maildex serve` process, killed when dropped; its stderr goes to `log`.
 pub struct Server {
