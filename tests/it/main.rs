@@ -13,6 +13,7 @@ mod imap {
     mod concurrency;
     mod condstore;
     mod conformance;
+    mod dovecot_condstore;
     mod edges;
     mod extensions;
     mod fetch;

@@ -194,11 +194,12 @@ fn qresync_select_tells_what_changed_while_away() {
         "{}",
         r.all()
     );
-    // the flag change and the new message, each with UID and MODSEQ
+    // the flag change of a known message, with UID and MODSEQ; the new message (UID 6,
+    // not among the known 1:5) is told by EXISTS, as Dovecot does
     let m = modseqs(&r);
     assert_eq!(
         m.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>(),
-        [(2, Some(2)), (5, Some(6))],
+        [(2, Some(2))],
         "{}",
         r.all()
     );
@@ -247,10 +248,11 @@ fn qresync_from_before_the_change_log_lists_what_is_missing() {
         "{}",
         r.all()
     );
+    // every known message still there changed since 1
     assert_eq!(
         r.fetches().len(),
-        5,
-        "every message changed since 1: {}",
+        4,
+        "every known message changed since 1: {}",
         r.all()
     );
 }

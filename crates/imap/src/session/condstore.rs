@@ -142,7 +142,15 @@ impl Session {
             }
         };
         untagged::vanished(&mut self.out, true, &vanished);
-        for (uid, st) in &changes.changed {
+        // FETCH for the changed messages the client knows (all of them when it did not say
+        // which it knows), as Dovecot does: a new one is told by EXISTS
+        let known = known.map(|k| k.resolve(uid_next.saturating_sub(1)).unwrap_or_default());
+        let knows = |uid: u32| {
+            known
+                .as_ref()
+                .is_none_or(|k| k.iter().any(|&(a, b)| (a..=b).contains(&uid)))
+        };
+        for (uid, st) in changes.changed.iter().filter(|(u, _)| knows(*u)) {
             if let Some(seq) = sel.view.seq(*uid) {
                 let recent = sel.is_recent(*uid);
                 let f = untagged::flags_of(st.flags, st.keywords, &sel.keywords, recent);

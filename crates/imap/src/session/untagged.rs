@@ -163,6 +163,18 @@ pub(crate) fn fetch_flags<'a>(
     fetch_end(out);
 }
 
+/// `* seq FETCH ([UID uid ]MODSEQ (m))`: a .SILENT STORE's change told to a CONDSTORE
+/// client, which must learn the new modseq (RFC 7162 §3.1.3; Dovecot sends it for every
+/// changed message once CONDSTORE is enabled).
+pub(crate) fn fetch_modseq(out: &mut Vec<u8>, seq: u32, uid: Option<u32>, modseq: u64) {
+    fetch_start(out, seq);
+    if let Some(uid) = uid {
+        let _ = write!(out, "UID {uid} ");
+    }
+    let _ = write!(out, "MODSEQ ({modseq})");
+    fetch_end(out);
+}
+
 /// `* VANISHED [(EARLIER) ]uid-set` (RFC 7162 §3.2.10): expunged UIDs, told instead of
 /// EXPUNGE once QRESYNC is enabled (without EARLIER: each one leaves the view now), or
 /// what a client that was away missed (EARLIER). Nothing for no UIDs.

@@ -113,21 +113,23 @@ impl Session {
             if m.changed {
                 sel.own.insert(m.uid, m.modseq);
             }
-            // RFC 7162 §3.1.3: with UNCHANGEDSINCE, the changed messages' FETCH (with
-            // their new MODSEQ) goes out even under .SILENT
-            let conditional = args.unchanged_since.is_some() && m.changed;
-            if args.silent && !conditional {
-                continue;
-            }
             let Some(seq) = sel.view.seq(m.uid) else {
                 continue;
             };
+            let uid = (uid_cmd || qresync).then_some(m.uid);
+            if args.silent {
+                // RFC 7162 §3.1.3: a CONDSTORE client still learns each changed message's
+                // new MODSEQ (as Dovecot sends it: UID and MODSEQ, no FLAGS)
+                if condstore && m.changed {
+                    untagged::fetch_modseq(&mut lines, seq, uid, m.modseq);
+                }
+                continue;
+            }
             let f = untagged::FlagsOf {
                 bits: m.flags.0,
                 keywords: m.keywords.iter().map(String::as_str),
                 recent: sel.is_recent(m.uid),
             };
-            let uid = (uid_cmd || qresync).then_some(m.uid);
             untagged::fetch_flags(&mut lines, seq, uid, f, condstore.then_some(m.modseq));
         }
         self.out.extend_from_slice(&lines);
