@@ -26,7 +26,7 @@ mod aliases;
 mod nets;
 mod quota;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -160,8 +160,11 @@ pub struct Recipient {
 struct Directory {
     users: UsersFile,
     aliases: Aliases,
-    /// Folded user name -> quota (resolved once per load).
+    /// Folded user name -> quota, for the users with a rule of their own (the others have
+    /// `[storage] quota`).
     quotas: HashMap<String, Option<u64>>,
+    /// `[storage] quota`.
+    default_quota: Option<u64>,
     /// Folded user name -> where the user may log in from (`allow_nets=`).
     allow_nets: HashMap<String, AllowNets>,
 }
@@ -172,6 +175,9 @@ pub struct Accounts {
     directory: RwLock<Arc<Directory>>,
     stores: Mutex<Stores>,
     watch: Mutex<Watch>,
+    /// Folded names of the users whose mail was synced since the start (or whose sync was
+    /// begun); `None` when [`Accounts::store`] does not sync (admin commands, `deliver`).
+    synced: Option<Mutex<HashSet<String>>>,
 }
 
 /// How often a lookup looks whether the users or aliases file changed.
@@ -269,9 +275,9 @@ fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
             user: e.name.clone(),
             reason,
         };
-        let rule = quota::rule_from_extra(&e.extra).map_err(field_error)?;
-        let q = rule.unwrap_or(config.storage.quota);
-        quotas.insert(e.name.to_ascii_lowercase(), q);
+        if let Some(q) = quota::rule_from_extra(&e.extra).map_err(field_error)? {
+            quotas.insert(e.name.to_ascii_lowercase(), q);
+        }
         for field in &e.extra {
             let key = field.split_once('=').map_or(field.as_str(), |(k, _)| k);
             match key {
@@ -305,6 +311,7 @@ fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
         users,
         aliases,
         quotas,
+        default_quota: config.storage.quota,
         allow_nets,
     })
 }
@@ -337,8 +344,21 @@ fn refuse_shared_folders(config: &Config, users: &UsersFile) -> Result<(), Accou
 }
 
 impl Accounts {
-    /// Loads the users file and the aliases file named by `config`.
+    /// Loads the users file and the aliases file named by `config`. Reads no user's mail:
+    /// a Maildir and an index are created or opened when [`Accounts::store`] is first
+    /// asked for them.
     pub fn load(config: Config) -> Result<Arc<Accounts>, AccountsError> {
+        Self::load_with(config, false)
+    }
+
+    /// [`Accounts::load`] for the daemon: the first [`Accounts::store`] of each user after
+    /// the start also syncs all of the user's mailboxes ([`UserStore::sync_all`], which
+    /// removes what a crash left in `tmp/`), instead of a walk over every user at start-up.
+    pub fn load_syncing_on_first_use(config: Config) -> Result<Arc<Accounts>, AccountsError> {
+        Self::load_with(config, true)
+    }
+
+    fn load_with(config: Config, sync_first_use: bool) -> Result<Arc<Accounts>, AccountsError> {
         // stamped before reading: a change while the file is read is seen next time
         let files = files_stamp(&config);
         let dir = load_directory(&config)?;
@@ -350,6 +370,7 @@ impl Accounts {
                 checked: std::time::Instant::now(),
                 files,
             }),
+            synced: sync_first_use.then(Mutex::default),
         }))
     }
 
@@ -411,8 +432,13 @@ impl Accounts {
                 .quotas
                 .get(&entry.name.to_ascii_lowercase())
                 .copied()
-                .flatten(),
+                .unwrap_or(dir.default_quota),
         }
+    }
+
+    /// `(user, scheme)` for every user whose password scheme is weak (PLAIN, fast hashes).
+    pub fn weak_schemes(&self) -> Vec<(String, String)> {
+        self.dir().users.weak_schemes()
     }
 
     /// The user a login name (or recipient address) names, by the users-file rules.
@@ -592,8 +618,48 @@ impl Accounts {
     }
 
     /// The user's store, opened once per process and cached. BLOCKING on first use
-    /// (opens the LMDB env, creates the Maildir if missing).
+    /// (opens the LMDB env, creates the Maildir if missing; for the daemon, the first use
+    /// after the start also syncs every mailbox of the user, see
+    /// [`Accounts::load_syncing_on_first_use`]).
     pub fn store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
+        let store = self.open_store(user)?;
+        self.sync_on_first_use(user, &store);
+        Ok(store)
+    }
+
+    /// Syncs all of `user`'s mailboxes if nobody did since the start. Once per user per
+    /// process, whatever the outcome: a failure is logged and each mailbox is still synced
+    /// when it is opened, as sessions and deliveries do anyway. A second first use meanwhile
+    /// does not wait for the sync (its mailboxes sync themselves).
+    fn sync_on_first_use(&self, user: &User, store: &UserStore) {
+        let Some(synced) = &self.synced else {
+            return;
+        };
+        let first = synced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(user.name.to_ascii_lowercase());
+        if !first {
+            return;
+        }
+        match store.sync_all() {
+            Ok(r) => tracing::info!(
+                user = %user.name,
+                mailboxes = r.mailboxes,
+                unchanged = r.unchanged,
+                added = r.added,
+                tmp_removed = r.tmp_removed,
+                "first use since start: mailboxes synced"
+            ),
+            Err(e) => tracing::error!(
+                user = %user.name,
+                error = %e,
+                "first use since start: sync failed; each mailbox is synced again when opened"
+            ),
+        }
+    }
+
+    fn open_store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
         let key = user.name.to_ascii_lowercase();
         let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
         let now = std::time::Instant::now();

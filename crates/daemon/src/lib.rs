@@ -70,7 +70,8 @@ impl Daemon {
     /// limits the file does not set). A test wanting a timer the file refuses (an
     /// autologout under 30 minutes) sets it on the validated [`Config`].
     pub async fn bind(config: Config, settings: Settings) -> Result<Bound, DaemonError> {
-        let accounts = Accounts::load(config.clone())?;
+        // no user's mail is opened here: each user's on first use (issue 20 #3)
+        let accounts = Accounts::load_syncing_on_first_use(config.clone())?;
         let tls = match &config.tls {
             Some(t) => Some(Arc::new(TlsSource::load(&t.cert, &t.key)?)),
             None => None,
@@ -172,6 +173,11 @@ pub struct Bound {
 }
 
 impl Bound {
+    /// Accounts shared by both servers.
+    pub fn accounts(&self) -> &Arc<Accounts> {
+        &self.accounts
+    }
+
     /// Starts accepting on the current runtime.
     pub fn serve(self) -> Daemon {
         let Bound {

@@ -10,7 +10,7 @@ use maildex_index::dump;
 use maildex_store::UserStore;
 
 use crate::common::{
-    become_mail_owner, existing_paths, load_config, open_store, store_options, users,
+    become_mail_owner, existing_paths, load_config, open_store, store_options, users, NO_MAIL_YET,
 };
 use crate::{ConfigArg, UsersArg};
 
@@ -84,13 +84,21 @@ pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
     become_mail_owner(&config)?;
     let tty = std::io::stderr().is_terminal();
-    let (mut messages, mut mailboxes, mut unreadable) = (0, 0, 0);
+    let (mut messages, mut mailboxes, mut unreadable, mut skipped) = (0, 0, 0, 0);
     let started = std::time::Instant::now();
     for user in users(&config, &a.users)? {
         let paths = config
             .storage
             .paths_for(&user)
             .with_context(|| format!("user {user}"))?;
+        if std::fs::symlink_metadata(&paths.maildir)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            // nothing to index, and nothing is created for a user who has no mail yet
+            println!("{user}: {NO_MAIL_YET}");
+            skipped += 1;
+            continue;
+        }
         let (store, aside) =
             UserStore::open_for_rebuild(&paths.maildir, &paths.index_dir, store_options(&config))
                 .with_context(|| format!("opening the mail of {user}"))?;
@@ -134,7 +142,8 @@ pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
         unreadable += report.sync.unreadable.len();
     }
     println!(
-        "total: {mailboxes} mailboxes, {messages} messages, {unreadable} unreadable, {:.2}s",
+        "total: {mailboxes} mailboxes, {messages} messages, {unreadable} unreadable, \
+         {skipped} users with no mail yet, {:.2}s",
         started.elapsed().as_secs_f64()
     );
     Ok(if unreadable > 0 {

@@ -1,6 +1,7 @@
 //! `maildex serve`: binds the IMAP and LMTP listeners of the config, switches to `[daemon]
-//! user` if set, brings every user's index up to date, then serves until SIGTERM/SIGINT
-//! (SIGHUP reloads certificates and users).
+//! user` if set, then serves until SIGTERM/SIGINT (SIGHUP reloads certificates and users).
+//! No user's mail is touched at start-up: a user's Maildir and index are created, opened
+//! and synced at the user's first login or delivery (issue 20 #3).
 //! `--dev` first creates the embedded default: a data folder with a config, a self-signed
 //! certificate, a demo user with a printed password and a few messages, loopback ports.
 
@@ -83,25 +84,6 @@ fn prepare_dev(data: &Path) -> Result<PathBuf> {
     Ok(config_path)
 }
 
-/// Brings every user's index up to date with the Maildirs before serving. One user's
-/// broken or locked Maildir must not keep everyone's mail down: it is logged, and its
-/// mailboxes are synced again when next opened.
-fn start_up_sync(config: &maildex_config::Config, users: &maildex_auth::UsersFile) {
-    for entry in users.list() {
-        match open_store_upgrading(config, &entry.name).and_then(|s| Ok(s.sync_all()?)) {
-            Ok(report) => println!(
-                "{}: {} mailboxes in sync ({} unchanged since the last sync), {} messages newly indexed",
-                entry.name, report.mailboxes, report.unchanged, report.added
-            ),
-            Err(e) => tracing::error!(
-                user = %entry.name,
-                error = crate::common::error_text(&e),
-                "start-up sync failed; serving the other users"
-            ),
-        }
-    }
-}
-
 /// What a start-up warning says about a weak scheme.
 pub(crate) fn weak_text(scheme: &str) -> &'static str {
     if matches!(scheme, "PLAIN" | "CLEAR" | "CLEARTEXT") {
@@ -129,6 +111,24 @@ fn warn_unreadable_after_switch(config: &maildex_config::Config) {
     }
 }
 
+/// Warns of the users whose passwords are stored in clear or with a fast hash.
+fn warn_weak_schemes(accounts: &maildex_accounts::Accounts) {
+    let weak = accounts.weak_schemes();
+    for (user, scheme) in weak.iter().take(WEAK_WARNINGS) {
+        tracing::warn!(user = %user, scheme = %scheme, "{}", weak_text(scheme));
+    }
+    if weak.len() > WEAK_WARNINGS {
+        tracing::warn!(
+            more = weak.len() - WEAK_WARNINGS,
+            "more users with weak password schemes (`maildex user list` shows them all)"
+        );
+    }
+}
+
+/// Weak password schemes named one by one at start; the rest are counted (a site file
+/// of 100,000 such users must not take the start with 100,000 log lines).
+const WEAK_WARNINGS: usize = 10;
+
 pub fn run(a: &ServeArgs) -> Result<ExitCode> {
     let config_path = if a.dev {
         prepare_dev(&a.data)?
@@ -136,10 +136,6 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         a.config.clone()
     };
     let config = load_config(&config_path)?;
-    let users = maildex_auth::UsersFile::load(&config.auth.users_file)?;
-    for (user, scheme) in users.weak_schemes() {
-        tracing::warn!(user = %user, scheme = %scheme, "{}", weak_text(&scheme));
-    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("maildex")
@@ -154,9 +150,9 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
             maildex_imap::context::Settings::default(),
         )
         .await?;
+        warn_weak_schemes(bound.accounts());
         maildex_daemon::privileges::apply(&config.daemon)?;
         warn_unreadable_after_switch(&config);
-        start_up_sync(&config, &users);
         println!("config: {}", config_path.display());
         if a.dev {
             println!(

@@ -126,6 +126,9 @@ pub fn become_mail_owner(config: &Config) -> Result<()> {
     Ok(())
 }
 
+/// What the index commands say of a user whose Maildir does not exist yet.
+pub const NO_MAIL_YET: &str = "no Maildir yet (nothing delivered, never logged in)";
+
 /// The paths of `user` when the user has an index already; None (and a line saying why)
 /// otherwise. Read-only commands use it so that they create nothing for a user who has no
 /// mail yet.
@@ -135,7 +138,7 @@ pub fn existing_paths(config: &Config, user: &str) -> Result<Option<UserPaths>> 
         .paths_for(user)
         .with_context(|| format!("user {user}"))?;
     if !paths.maildir.is_dir() {
-        println!("{user}: no Maildir yet (nothing delivered, never logged in)");
+        println!("{user}: {NO_MAIL_YET}");
         return Ok(None);
     }
     if !paths.index_dir.join(maildex_index::DATA_FILE).exists() {

@@ -75,9 +75,9 @@ impl UserStore {
     /// Syncs every mailbox on disk, drops from the index mailboxes whose folder is gone,
     /// and removes from each `tmp/` what crashed writers left there
     /// ([`deliver::clean_stale_tmp`]: files of a dead pid of this host, or older than
-    /// 36 h as Dovecot). `maildex serve` runs this for every user at start-up, so a crash
-    /// of the daemon (or of a `maildex deliver`) leaves no temporary file behind once it is
-    /// restarted; the per-mailbox sync of sessions does not read `tmp/` (it stays at two
+    /// 36 h as Dovecot). `maildex serve` runs this at each user's first use after its
+    /// start, so a crash of the daemon (or of a `maildex deliver`) leaves no temporary file
+    /// behind once the user is served again; the per-mailbox sync of sessions does not read `tmp/` (it stays at two
     /// `stat`s when nothing changed).
     pub fn sync_all(&self) -> Result<SyncReport, StoreError> {
         let folders = folder::list_folders(&self.root)?;

@@ -1,0 +1,218 @@
+//! Issue 20 #3, users created when first used: the real `maildex serve` with a passwd-file
+//! of 100,000 users creates and opens no user's Maildir or index before that user's first
+//! login or delivery, and syncs a user's mail at that first use; `maildex index check
+//! --all` and `rebuild --all` skip the users who have no mail yet, say so, and create
+//! nothing for them. No assertion is about time: the start is timed and printed only.
+
+mod crash_support;
+mod imap_support;
+mod lmtp_support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crash_support::{free_port, maildex_bin, Daemon};
+use imap_support::Client;
+
+const USERS: usize = 100_000;
+
+fn name(i: usize) -> String {
+    format!("user{i:06}")
+}
+
+/// A config with IMAP and LMTP on the given ports, mail in `root/mail/%u`, indexes in
+/// `root/index/%u`, and the users file `root/users`.
+fn write_config(root: &Path, imap: u16, lmtp: u16) -> PathBuf {
+    let r = root.display();
+    let path = root.join("maildex.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[imap]\nlisten = [\"127.0.0.1:{imap}\"]\nlisten_tls = []\n\
+             [lmtp]\nlisten = [\"127.0.0.1:{lmtp}\"]\n\
+             [storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
+             fsync = false\nindex_map_size = \"4MiB\"\n\
+             [auth]\nusers_file = \"{r}/users\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The users file of `count` users `user000000`... with password `pw`.
+fn write_users(root: &Path, count: usize) {
+    let mut text = String::with_capacity(count * 24);
+    for i in 0..count {
+        text.push_str(&name(i));
+        text.push_str(":{PLAIN}pw\n");
+    }
+    std::fs::write(root.join("users"), text).unwrap();
+}
+
+/// The names of the per-user folders under `dir` (none when `dir` does not exist).
+fn user_folders(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+fn deliver(addr: SocketAddr, rcpt: &str, subject: &str) -> String {
+    let mut c = lmtp_support::Client::connect(addr);
+    c.expect("220 ");
+    c.send("LHLO test\r\n");
+    c.expect("250");
+    let replies = lmtp_support::transaction(&mut c, &[rcpt], &lmtp_support::message(subject));
+    c.send("QUIT\r\n");
+    replies.concat()
+}
+
+/// `maildex index ARGS --config CONFIG`: (success, stdout and stderr).
+fn index_cmd(bin: &Path, config: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(bin)
+        .arg("index")
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env("MAILDEX_LOG", "warn")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn a_hundred_thousand_users_get_no_folder_before_their_first_login_or_delivery() {
+    let bin = maildex_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (imap, lmtp) = (free_port(), free_port());
+    let config = write_config(root, imap, lmtp);
+    write_users(root, USERS);
+    let (mail, index) = (root.join("mail"), root.join("index"));
+    let imap_addr: SocketAddr = ([127, 0, 0, 1], imap).into();
+    let lmtp_addr: SocketAddr = ([127, 0, 0, 1], lmtp).into();
+
+    let t0 = Instant::now();
+    let mut daemon = Daemon::start(&bin, &config, root, imap_addr);
+    eprintln!(
+        "maildex serve with {USERS} users greeted after {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        user_folders(&mail).is_empty() && user_folders(&index).is_empty(),
+        "the start created user folders: {} Maildirs, {} indexes",
+        user_folders(&mail).len(),
+        user_folders(&index).len()
+    );
+
+    // the first login creates that user's Maildir and index, and no one else's
+    let first = name(50_000);
+    let mut c = Client::connect(imap_addr);
+    c.ok(&format!("LOGIN {first} pw"));
+    let r = c.ok("SELECT INBOX");
+    assert!(r.all().contains("* 0 EXISTS"), "{}", r.all());
+    c.ok("LOGOUT");
+    assert_eq!(user_folders(&mail), vec![first.clone()]);
+    assert_eq!(user_folders(&index), vec![first.clone()]);
+    for sub in ["cur", "new", "tmp"] {
+        assert!(mail.join(&first).join(sub).is_dir(), "{first}: no {sub}/");
+    }
+
+    // a delivery to a never-used user creates that user's Maildir, indexed at delivery
+    let second = name(USERS - 1);
+    let reply = deliver(lmtp_addr, &format!("{second}@example.org"), "first");
+    assert!(reply.starts_with("250 "), "{reply}");
+    assert_eq!(user_folders(&mail), [first.clone(), second.clone()]);
+    let mut c = Client::connect(imap_addr);
+    c.ok(&format!("LOGIN {second} pw"));
+    let r = c.ok("SELECT INBOX");
+    assert!(r.all().contains("* 1 EXISTS"), "{}", r.all());
+    c.ok("LOGOUT");
+    daemon.terminate();
+
+    // the index commands skip (and report) the users with no mail yet, creating nothing
+    let (ok, out) = index_cmd(&bin, &config, &["check", "--all"]);
+    assert!(ok, "index check --all: {out}");
+    assert!(
+        out.contains(&format!("{}: no Maildir yet", name(0))),
+        "{out}"
+    );
+    assert!(out.contains("index and Maildir agree"), "{out}");
+    let (ok, out) = index_cmd(&bin, &config, &["rebuild", "--all"]);
+    assert!(ok, "index rebuild --all: {out}");
+    assert!(
+        out.contains(&format!("{}: no Maildir yet", name(1))),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{} users with no mail yet", USERS - 2)),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{second}: 1 mailboxes, 1 messages")),
+        "{out}"
+    );
+    assert_eq!(user_folders(&mail), [first.clone(), second.clone()]);
+    assert_eq!(user_folders(&index), [first, second]);
+}
+
+/// What a crash left in a user's `tmp/` is removed at the user's first use after the start
+/// (the sync of all the user's mailboxes that the start-up walk used to do), not at start.
+#[test]
+fn a_users_mail_is_synced_at_first_use_after_the_start() {
+    let bin = maildex_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (imap, lmtp) = (free_port(), free_port());
+    let config = write_config(root, imap, lmtp);
+    write_users(root, 2);
+    let imap_addr: SocketAddr = ([127, 0, 0, 1], imap).into();
+    let user = name(1);
+
+    let mut daemon = Daemon::start(&bin, &config, root, imap_addr);
+    Client::connect(imap_addr).ok(&format!("LOGIN {user} pw"));
+    daemon.terminate();
+    // left in tmp/ by a writer of this host that has died, and a message another tool put
+    // into a folder maildex has not seen
+    let maildir = root.join("mail").join(&user);
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let stale = maildir.join(format!("tmp/1700000000.M1P{dead_pid}.{}", host.trim()));
+    std::fs::write(&stale, b"Subject: half\n\n").unwrap();
+    let archive = maildir.join(".Archive");
+    for sub in ["cur", "new", "tmp"] {
+        std::fs::create_dir_all(archive.join(sub)).unwrap();
+    }
+    std::fs::write(
+        archive.join("cur/1700000000.M1P1.host:2,S"),
+        b"Subject: archived\n\nold\n",
+    )
+    .unwrap();
+
+    let mut daemon = Daemon::start(&bin, &config, root, imap_addr);
+    assert!(stale.exists(), "the start touched the user's mail");
+    let mut c = Client::connect(imap_addr);
+    c.ok(&format!("LOGIN {user} pw"));
+    assert!(!stale.exists(), "the first login did not clean tmp/");
+    let (ok, out) = {
+        c.ok("LOGOUT");
+        daemon.terminate();
+        index_cmd(&bin, &config, &["check", "-u", &user])
+    };
+    // synced at the first use: the folder is indexed, not "not indexed yet"
+    assert!(ok && out.contains("index and Maildir agree"), "{out}");
+    assert!(!out.contains("not indexed"), "{out}");
+}
