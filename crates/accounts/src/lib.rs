@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod aliases;
+mod fields;
 mod nets;
 mod quota;
 
@@ -268,6 +269,7 @@ fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
     };
     let mut quotas = HashMap::new();
     let mut allow_nets = HashMap::new();
+    let mut ignored = fields::Ignored::default();
     for e in users.list() {
         let field_error = |reason| AccountsError::UserField {
             path: config.auth.users_file.clone(),
@@ -278,25 +280,18 @@ fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
         if let Some(q) = quota::rule_from_extra(&e.extra).map_err(field_error)? {
             quotas.insert(e.name.to_ascii_lowercase(), q);
         }
-        for field in &e.extra {
-            let key = field.split_once('=').map_or(field.as_str(), |(k, _)| k);
-            match key {
-                "allow_nets" => {
-                    let value = &field["allow_nets=".len().min(field.len())..];
-                    let nets = AllowNets::parse(value).map_err(field_error)?;
-                    allow_nets.insert(e.name.to_ascii_lowercase(), nets);
-                }
-                "userdb_quota_rule" | "quota_rule" => {}
-                _ => tracing::warn!(
-                    file = %config.auth.users_file.display(),
-                    line = e.line,
-                    user = %e.name,
-                    field = %LogName::new(key),
-                    "users file: extra field not supported; ignored"
-                ),
-            }
+        ignored.note_entry(e);
+        for field in e
+            .extra
+            .iter()
+            .filter(|f| f.split('=').next() == Some("allow_nets"))
+        {
+            let value = field.split_once('=').map_or("", |(_, v)| v);
+            let nets = AllowNets::parse(value).map_err(field_error)?;
+            allow_nets.insert(e.name.to_ascii_lowercase(), nets);
         }
     }
+    ignored.warn(&config.auth.users_file);
     refuse_shared_folders(config, &users)?;
     for (source, target) in aliases.all_targets() {
         if users.lookup(target).is_none() {
