@@ -42,4 +42,5 @@ mod system {
     mod log_secrets;
     mod logging;
     mod signals;
+    mod users;
 }

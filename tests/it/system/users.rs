@@ -10,17 +10,15 @@
 //!   maildex does not know) is named in one warning per field at load, with the number of
 //!   users, instead of being ignored silently or named once per user.
 
-mod crash_support;
-mod imap_support;
-mod lmtp_support;
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crash_support::{free_port, maildex_bin, Daemon};
-use imap_support::Client;
+use crate::support::imap::Client;
+use crate::support::lmtp;
+use crate::support::postfix::free_port;
+use crate::support::process::{maildex_bin, Daemon};
 
 const USERS: usize = 100_000;
 
@@ -71,11 +69,11 @@ fn user_folders(dir: &Path) -> Vec<String> {
 
 /// One message to `rcpt` over LMTP: the reply after the data.
 fn deliver(addr: SocketAddr, rcpt: &str, message: &str) -> String {
-    let mut c = lmtp_support::Client::connect(addr);
+    let mut c = lmtp::Client::connect(addr);
     c.expect("220 ");
     c.send("LHLO test\r\n");
     c.expect("250");
-    let replies = lmtp_support::transaction(&mut c, &[rcpt], message);
+    let replies = lmtp::transaction(&mut c, &[rcpt], message);
     c.send("QUIT\r\n");
     replies.concat()
 }
@@ -138,7 +136,7 @@ fn a_hundred_thousand_users_get_no_folder_before_their_first_login_or_delivery()
 
     // a delivery to a never-used user creates that user's Maildir, indexed at delivery
     let second = name(USERS - 1);
-    let message = lmtp_support::message("first");
+    let message = lmtp::message("first");
     let reply = deliver(lmtp_addr, &format!("{second}@example.org"), &message);
     assert!(reply.starts_with("250 "), "{reply}");
     assert_eq!(user_folders(&mail), [first.clone(), second.clone()]);
