@@ -14,7 +14,7 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -128,9 +128,12 @@ impl Dotlock {
         let path = root.join(LOCK_FILE);
         let started = Instant::now();
         loop {
+            // 0600 as every file of the user's mail (docs/SECURITY.md); the lock becomes
+            // the file
             match fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
                 .open(&path)
             {
                 Ok(file) => {

@@ -182,6 +182,7 @@ fn serve_binds_as_root_then_runs_as_the_configured_user() {
     let f = exchange(&mut i, "c FETCH 1 BODY.PEEK[TEXT]\r\n", "c OK");
     assert!(f.contains("hello"), "{f}");
     exchange(&mut i, "d CREATE Archive\r\n", "d OK");
+    exchange(&mut i, "e SUBSCRIBE Archive\r\n", "e OK");
 
     let mut found = Vec::new();
     walk(&mail, &mut found);
