@@ -48,6 +48,10 @@ pub struct Opts {
     pub tweak: Option<Tweak>,
     /// The scratch folder to use (prepared by the test); a new one otherwise.
     pub dir: Option<tempfile::TempDir>,
+    /// `[mailboxes]` tables, as TOML appended to the config; `None` writes an empty
+    /// `[mailboxes]` (no folder is created for the users, as before the feature), and
+    /// `Some("")` leaves the defaults (Drafts, Sent, Trash, Junk, Archive).
+    pub mailboxes: Option<&'static str>,
 }
 
 impl Default for Opts {
@@ -61,6 +65,7 @@ impl Default for Opts {
             users: USERS.to_owned(),
             files: Vec::new(),
             inotify: true,
+            mailboxes: None,
             log: None,
             tweak: None,
             dir: None,
@@ -157,6 +162,7 @@ impl Server {
                 key.display()
             ));
         }
+        text.push_str(opts.mailboxes.unwrap_or("[mailboxes]\n"));
         let mut config = Config::from_toml_str(&text, &root.join("maildex.toml")).unwrap();
         if let Some(tweak) = opts.tweak {
             tweak(&mut config);

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use maildex_auth::{AuthError, UsersFile};
 use maildex_config::{Config, ConfigError};
-use maildex_store::{StoreError, StoreOptions, UserStore};
+use maildex_store::{AutoCreate, MailboxSetting, SpecialUse, StoreError, StoreOptions, UserStore};
 
 pub use aliases::Aliases;
 pub use maildex_auth::LogName;
@@ -258,7 +258,22 @@ pub fn store_options(config: &Config) -> StoreOptions {
     opts.index.map_size = config.storage.index_map_size as usize;
     opts.fsync = config.storage.fsync;
     opts.index.durable = config.storage.fsync;
+    opts.mailboxes = config.mailboxes.iter().map(mailbox_setting).collect();
     opts
+}
+
+/// A `[mailboxes]` table as the store takes it.
+fn mailbox_setting(m: &maildex_config::MailboxConfig) -> MailboxSetting {
+    MailboxSetting {
+        name: m.name.clone(),
+        special_use: m.special_use.and_then(SpecialUse::from_attribute),
+        auto: match m.auto {
+            maildex_config::AutoCreate::No => AutoCreate::No,
+            maildex_config::AutoCreate::Create => AutoCreate::Create,
+            maildex_config::AutoCreate::Subscribe => AutoCreate::Subscribe,
+        },
+        autoexpunge: m.autoexpunge,
+    }
 }
 
 fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
@@ -680,9 +695,21 @@ impl Accounts {
             user: user.name.clone(),
             error: Box::new(error),
         })?;
+        // the configured folders (Drafts, Sent, Trash...), on the path both IMAP login and
+        // LMTP delivery take; a failure leaves the user's mail usable and is logged
+        if let Err(e) = store.create_special_folders() {
+            tracing::warn!(user = %user.name, error = %e, "could not create the configured folders");
+        }
         let store = Arc::new(store);
         stores.open.insert(key, (Arc::clone(&store), now));
         Ok(store)
+    }
+
+    /// The stores open now (users logged in or delivered to within the last minute), for
+    /// background work such as autoexpunge.
+    pub fn open_stores(&self) -> Vec<Arc<UserStore>> {
+        let stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        stores.open.values().map(|(s, _)| Arc::clone(s)).collect()
     }
 
     /// Whether `incoming` more bytes would take `user` over quota (always false without

@@ -42,10 +42,12 @@ use std::time::Duration;
 pub use maildex_net::Cidr;
 
 mod error;
+mod mailboxes;
 mod paths;
 mod raw;
 
 pub use error::ConfigError;
+pub use mailboxes::{default_mailboxes, AutoCreate, MailboxConfig, SPECIAL_USES};
 pub use paths::{PathTemplate, UserPaths, INDEX_DIR_IN_MAILDIR, MAX_USER_LEN};
 
 use raw::{RawConfig, RawListen};
@@ -150,6 +152,8 @@ pub struct Config {
     pub log: LogConfig,
     /// The process: who it runs as after binding.
     pub daemon: DaemonConfig,
+    /// `[mailboxes]`: folders every user gets (special use, autoexpunge).
+    pub mailboxes: Vec<MailboxConfig>,
 }
 
 /// `[imap]`.
@@ -463,6 +467,7 @@ pub fn dev(data_dir: &Path) -> Config {
             format: LogFormat::Text,
         },
         daemon: DaemonConfig::default(),
+        mailboxes: default_mailboxes(),
     }
 }
 
@@ -593,6 +598,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         user: daemon_raw.user.map(|u| u.0),
         group: daemon_raw.group.map(|g| g.0),
     };
+    let mailboxes = mailboxes::validate(raw.mailboxes).map_err(|(key, m)| invalid(&key, m))?;
     Ok(Config {
         imap,
         lmtp,
@@ -601,6 +607,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         auth,
         log,
         daemon,
+        mailboxes,
     })
 }
 

@@ -18,6 +18,7 @@ pub(crate) struct RawConfig {
     pub auth: Option<RawAuth>,
     pub log: Option<RawLog>,
     pub daemon: Option<RawDaemon>,
+    pub mailboxes: Option<std::collections::BTreeMap<String, crate::mailboxes::RawMailbox>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -269,13 +270,15 @@ pub(crate) fn parse_duration(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let bad =
-        || format!("invalid duration {s:?}: expected seconds or e.g. \"30s\", \"5m\", \"1h\"");
+    let bad = || {
+        format!("invalid duration {s:?}: expected seconds or e.g. \"30s\", \"5m\", \"1h\", \"30d\"")
+    };
     let n: u64 = num.parse().map_err(|_| bad())?;
     let mul = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "s" | "sec" | "secs" | "second" | "seconds" => 1,
         "m" | "min" | "mins" | "minute" | "minutes" => 60,
         "h" | "hour" | "hours" => 3600,
+        "d" | "day" | "days" => 86400,
         _ => return Err(bad()),
     };
     n.checked_mul(mul)
@@ -376,7 +379,8 @@ mod tests {
         assert_eq!(parse_duration("5m"), Ok(300));
         assert_eq!(parse_duration("5 min"), Ok(300));
         assert_eq!(parse_duration("2H"), Ok(7200));
-        for bad in ["", "m", "1.5m", "-1", "3 days", "99999999999999999999h"] {
+        assert_eq!(parse_duration("30d"), Ok(30 * 86400));
+        for bad in ["", "m", "1.5m", "-1", "3 weeks", "99999999999999999999h"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
     }

@@ -41,6 +41,14 @@ fn example_config_parses() {
         c.lmtp, d,
         "the example shows the [lmtp] defaults (aliases_file and hostname commented out)"
     );
+    let mut shown = c.mailboxes.clone();
+    let mut defaults = maildex_config::default_mailboxes();
+    shown.sort_by(|a, b| a.name.cmp(&b.name));
+    defaults.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(
+        shown, defaults,
+        "the example shows the [mailboxes] defaults"
+    );
     let p = c.storage.paths_for("Alice@Example.org").unwrap();
     assert_eq!(p.maildir, Path::new("/var/mail/example.org/alice/Maildir"));
     assert_eq!(p.index_dir, Path::new("/var/lib/maildex/example.org/alice"));
@@ -93,6 +101,10 @@ fn example_config_mentions_every_key() {
         "[daemon]",
         "user =",
         "group =",
+        "[mailboxes.",
+        "special_use =",
+        "auto ",
+        "autoexpunge =",
     ] {
         assert!(text.contains(key), "example config lacks {key}");
     }
@@ -113,6 +125,7 @@ fn commented_out_lines_of_the_example_are_valid_too() {
                 "proxy_listen =",
                 "proxy_listen_tls =",
                 "proxy_trusted_networks =",
+                "autoexpunge =",
             ]
             .iter()
             .any(|k| rest.starts_with(k))

@@ -16,6 +16,7 @@ use maildex_imap::server::ImapServer;
 use maildex_imap::tls::TlsSource;
 use tokio::task::JoinHandle;
 
+pub mod autoexpunge;
 pub mod privileges;
 use tokio_util::sync::CancellationToken;
 
@@ -203,6 +204,10 @@ impl Bound {
                 tracing::error!(error = %e, "LMTP server failed");
             }
         }));
+        if let Some(every) = autoexpunge::interval(&accounts.config().mailboxes) {
+            let job = autoexpunge::run(Arc::clone(&accounts), every, shutdown.clone());
+            tasks.push(tokio::spawn(job));
+        }
         for (addr, tls) in &imap_addrs {
             tracing::info!(%addr, tls, "IMAP listening");
         }

@@ -28,6 +28,7 @@ mod op_error;
 mod opctx;
 mod read;
 mod rebuild;
+mod special;
 mod subscriptions;
 mod sync;
 mod uids;
@@ -70,6 +71,7 @@ pub use read::{
     SyncFirst,
 };
 pub use rebuild::{Progress, RebuildReport};
+pub use special::{AutoCreate, MailboxSetting};
 pub use subscriptions::SUBSCRIPTIONS_FILE;
 pub use sync::{SyncReport, FAST_SYNC_INTERVAL};
 pub use watch::{DirWatch, DirWatcher};
@@ -141,6 +143,8 @@ pub struct StoreOptions {
     pub lock_timeout: Duration,
     /// fsync message files and directories on delivery (off only in tests/benchmarks).
     pub fsync: bool,
+    /// The configured folders (`[mailboxes]`): roles, creation, autoexpunge.
+    pub mailboxes: Vec<MailboxSetting>,
 }
 
 impl Default for StoreOptions {
@@ -149,6 +153,7 @@ impl Default for StoreOptions {
             index: OpenOptions::default(),
             lock_timeout: Duration::from_secs(30),
             fsync: true,
+            mailboxes: Vec::new(),
         }
     }
 }

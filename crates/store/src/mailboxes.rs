@@ -63,6 +63,19 @@ impl SpecialUse {
             .map(|(_, u)| *u)
     }
 
+    /// The special use of a LIST attribute (`\Sent`, any case).
+    pub fn from_attribute(attr: &str) -> Option<SpecialUse> {
+        [
+            SpecialUse::Sent,
+            SpecialUse::Drafts,
+            SpecialUse::Trash,
+            SpecialUse::Junk,
+            SpecialUse::Archive,
+        ]
+        .into_iter()
+        .find(|u| u.attribute().eq_ignore_ascii_case(attr))
+    }
+
     /// The attribute as LIST writes it (`\Sent`, ...).
     pub fn attribute(self) -> &'static str {
         match self {
@@ -85,7 +98,7 @@ pub struct MailboxInfo {
     pub selectable: bool,
     /// Whether other mailboxes sit below it (`\HasChildren` / `\HasNoChildren`, RFC 5258 §4).
     pub has_children: bool,
-    /// Special use guessed from the usual folder names (RFC 6154).
+    /// Special use (RFC 6154): configured, else guessed from the usual folder names.
     pub special_use: Option<SpecialUse>,
     /// Whether it is in the subscriptions file (`\Subscribed`, RFC 5258 §3.1).
     pub subscribed: bool,
@@ -300,7 +313,7 @@ impl UserStore {
                 let has_children = parents.contains(&name);
                 MailboxInfo {
                     special_use: if selectable {
-                        SpecialUse::of_name(&name)
+                        self.special_use_of(&name)
                     } else {
                         None
                     },

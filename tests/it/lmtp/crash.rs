@@ -173,10 +173,11 @@ fn io_errors_at_each_delivery_step_answer_4xx_and_leave_nothing() {
 
             // the nth hit of the step that is the delivery's: each user's first use after
             // the start syncs the user's mail and may hit it first (index_commit does),
-            // which fails only that sync. The first use is made here without a delivery:
+            // which fails only that sync (index_commit is hit once per mailbox: INBOX and the five
+            // special-use folders). The first use is made here without a delivery:
             // RCPT opens the user's mail to check the quota, RSET drops the transaction.
             let mut armed = None;
-            for nth in 1..=5 {
+            for nth in 1..=20 {
                 let plan = format!("{point}:{nth}:{action}");
                 let d = Daemon::start_with(
                     &bin,

@@ -181,14 +181,19 @@ fn serve_binds_as_root_then_runs_as_the_configured_user() {
     assert!(sel.contains("* 1 EXISTS"), "{sel}");
     let f = exchange(&mut i, "c FETCH 1 BODY.PEEK[TEXT]\r\n", "c OK");
     assert!(f.contains("hello"), "{f}");
-    exchange(&mut i, "d CREATE Archive\r\n", "d OK");
-    exchange(&mut i, "e SUBSCRIBE Archive\r\n", "e OK");
+    exchange(&mut i, "d CREATE Projects\r\n", "d OK");
+    exchange(&mut i, "e SUBSCRIBE Projects\r\n", "e OK");
 
     let mut found = Vec::new();
     walk(&mail, &mut found);
     assert!(
         found.len() > 10,
         "mail, index and folders were written: {found:?}"
+    );
+    // the configured folders (issue 17 #3) are made by the configured user too
+    assert!(
+        found.iter().any(|(p, ..)| p.ends_with(".Trash/cur")),
+        "Trash created: {found:?}"
     );
     for (path, uid, mode, dir) in &found {
         assert_eq!(

@@ -1,0 +1,188 @@
+//! Special-use folders every user gets (`[mailboxes]`, RFC 6154) and autoexpunge, over
+//! real sockets against the in-process daemon.
+
+mod imap_support;
+
+use std::time::Duration;
+
+use imap_support::{simple, Client, Opts, Reply, Resp, Server};
+
+/// How long a change owed to an IDLE session may take (autoexpunge runs every second
+/// here); never a statement about speed.
+const WAKE: Duration = Duration::from_secs(20);
+
+/// The defaults: Drafts, Sent, Trash, Junk, Archive.
+fn server_with_defaults() -> Server {
+    Server::start_with(Opts {
+        mailboxes: Some(""),
+        ..Opts::default()
+    })
+}
+
+/// `(attributes, name)` of each `* LIST` or `* LSUB` line (names are atoms here).
+fn listed(r: &Reply, what: &str) -> Vec<(String, String)> {
+    r.lines(&format!("* {what} "))
+        .iter()
+        .map(|l| {
+            let open = l.find('(').unwrap();
+            let close = l.find(')').unwrap();
+            let name = l[close + 1..].trim().split_once(' ').unwrap().1;
+            (
+                l[open + 1..close].to_string(),
+                name.trim_matches('"').to_string(),
+            )
+        })
+        .collect()
+}
+
+fn attrs_of<'a>(list: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    list.iter()
+        .find(|(_, n)| n == name)
+        .map(|(a, _)| a.as_str())
+}
+
+#[test]
+fn a_fresh_user_lists_the_five_folders_with_their_roles_and_subscribed() {
+    let s = server_with_defaults();
+    let mut c = s.login("alice");
+    // RFC 6154 §2: the attributes in LIST
+    let list = listed(&c.ok("LIST \"\" *"), "LIST");
+    let names: Vec<&str> = list.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["INBOX", "Archive", "Drafts", "Junk", "Sent", "Trash"],
+        "{list:?}"
+    );
+    for (name, role) in [
+        ("Drafts", "\\Drafts"),
+        ("Sent", "\\Sent"),
+        ("Trash", "\\Trash"),
+        ("Junk", "\\Junk"),
+        ("Archive", "\\Archive"),
+    ] {
+        let attrs = attrs_of(&list, name).unwrap();
+        assert!(attrs.contains(role), "{name}: {attrs}");
+    }
+    // subscribed, as Dovecot's `auto = subscribe`
+    let lsub = listed(&c.ok("LSUB \"\" *"), "LSUB");
+    let mut subscribed: Vec<&str> = lsub.iter().map(|(_, n)| n.as_str()).collect();
+    subscribed.sort_unstable();
+    assert_eq!(
+        subscribed,
+        ["Archive", "Drafts", "Junk", "Sent", "Trash"],
+        "{lsub:?}"
+    );
+    let r = c.ok("LIST (SUBSCRIBED) \"\" \"Trash\"");
+    let trash = listed(&r, "LIST");
+    assert!(trash[0].0.contains("\\Subscribed"), "{trash:?}");
+    // real Maildir++ folders, in Dovecot's subscriptions file
+    let maildir = s.maildir("alice");
+    for name in ["Drafts", "Sent", "Trash", "Junk", "Archive"] {
+        assert!(
+            maildir.join(format!(".{name}/cur")).is_dir(),
+            "{name} on disk"
+        );
+    }
+    let subs = std::fs::read_to_string(maildir.join("subscriptions")).unwrap();
+    assert!(
+        subs.starts_with("V\t2\n\n") && subs.contains("\nTrash\n"),
+        "{subs:?}"
+    );
+}
+
+#[test]
+fn a_new_user_can_save_a_draft_at_once() {
+    let s = server_with_defaults();
+    let mut c = s.login("bob");
+    let msg = simple("draft", "unfinished").replace('\n', "\r\n");
+    let r = c.ok(&format!(
+        "APPEND Drafts (\\Draft) {{{}}}\r\n{msg}",
+        msg.len()
+    ));
+    // RFC 4315 §3: APPENDUID names the new message
+    assert!(r.done.text().contains("[APPENDUID "), "{}", r.all());
+    let r = c.ok("STATUS Drafts (MESSAGES)");
+    assert!(r.all().contains("(MESSAGES 1)"), "{}", r.all());
+    // (`index check` reports a mailbox never synced, INBOX here, as not indexed)
+    c.ok("SELECT INBOX");
+    s.assert_clean("bob");
+}
+
+#[test]
+fn folders_with_the_role_under_other_names_are_not_doubled() {
+    let s = server_with_defaults();
+    // Apple Mail's "Sent Messages" and Courier's INBOX.Trash, there before the first login
+    let maildir = s.maildir("alice");
+    for folder in [".Sent Messages", ".INBOX.Trash"] {
+        for sub in ["cur", "new", "tmp"] {
+            std::fs::create_dir_all(maildir.join(folder).join(sub)).unwrap();
+        }
+        std::fs::write(maildir.join(folder).join("maildirfolder"), "").unwrap();
+    }
+    let mut c = s.login("alice");
+    let list = listed(&c.ok("LIST \"\" *"), "LIST");
+    let names: Vec<&str> = list.iter().map(|(_, n)| n.as_str()).collect();
+    assert!(
+        !names.contains(&"Sent") && !names.contains(&"Trash"),
+        "{list:?}"
+    );
+    assert!(attrs_of(&list, "Sent Messages").unwrap().contains("\\Sent"));
+    assert!(attrs_of(&list, "INBOX.Trash").unwrap().contains("\\Trash"));
+    for name in ["Drafts", "Junk", "Archive"] {
+        assert!(names.contains(&name), "{name} missing: {list:?}");
+    }
+    assert!(!maildir.join(".Sent").exists() && !maildir.join(".Trash").exists());
+    // the next login (a new process would do the same) creates nothing more
+    drop(c);
+    let mut c = s.login("alice");
+    assert_eq!(listed(&c.ok("LIST \"\" *"), "LIST"), list);
+}
+
+/// APPENDs `msg` to `mailbox` with an INTERNALDATE years ago.
+fn append_old(c: &mut Client, mailbox: &str, msg: &str) {
+    let msg = msg.replace('\n', "\r\n");
+    c.ok(&format!(
+        "APPEND {mailbox} \"01-Jan-2020 00:00:00 +0000\" {{{}}}\r\n{msg}",
+        msg.len()
+    ));
+}
+
+#[test]
+fn autoexpunge_empties_expired_trash_in_the_background_and_idle_is_told() {
+    let s = Server::start_with(Opts {
+        mailboxes: Some(
+            "[mailboxes.Trash]\nspecial_use = \"\\\\Trash\"\nautoexpunge = \"3s\"\n\
+             [mailboxes.Junk]\nspecial_use = \"Junk\"\nautoexpunge = \"30d\"\n",
+        ),
+        ..Opts::default()
+    });
+    let mut idler = s.select("alice", "Trash");
+    let tag = idler.tag();
+    idler.send(format!("{tag} IDLE\r\n"));
+    let r = idler.read_until(WAKE, Resp::is_continuation);
+    assert!(r.last().is_some_and(Resp::is_continuation), "{r:?}");
+    let mut b = s.login("alice");
+    // INTERNALDATE in 2020, saved now: Junk's 30 days count from the save
+    append_old(&mut b, "Junk", &simple("junk", "x"));
+    append_old(&mut b, "Trash", &simple("trash", "x"));
+    let wait_for = |c: &mut Client, line: &str| {
+        let got = c.read_until(WAKE, |r| r.text() == line);
+        assert!(
+            got.last().is_some_and(|r| r.text() == line),
+            "{line:?} not seen: {:?}",
+            got.iter().map(Resp::text).collect::<Vec<_>>()
+        );
+    };
+    wait_for(&mut idler, "* 1 EXISTS\r\n");
+    // three seconds after its save the background run expunges it; IDLE hears it
+    wait_for(&mut idler, "* 1 EXPUNGE\r\n");
+    idler.send("DONE\r\n");
+    assert_eq!(idler.until(&tag).status(), "OK");
+    assert!(s.files("alice", ".Trash").is_empty());
+    // the run that took Trash's message began after Junk's was saved, and left it
+    let r = b.ok("STATUS Junk (MESSAGES)");
+    assert!(r.all().contains("(MESSAGES 1)"), "{}", r.all());
+    assert_eq!(s.files("alice", ".Junk").len(), 1);
+    b.ok("SELECT INBOX");
+    s.assert_clean("alice");
+}
