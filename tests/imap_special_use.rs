@@ -186,3 +186,66 @@ fn autoexpunge_empties_expired_trash_in_the_background_and_idle_is_told() {
     b.ok("SELECT INBOX");
     s.assert_clean("alice");
 }
+
+/// The roles (RFC 6154) among LIST attributes, and the LSUB names, as sets.
+fn roles_and_subscriptions(c: &mut Client) -> (Vec<(String, String)>, Vec<String>) {
+    let mut roles: Vec<(String, String)> = listed(&c.ok("LIST \"\" *"), "LIST")
+        .into_iter()
+        .map(|(attrs, name)| {
+            let role = attrs
+                .split(' ')
+                .filter(|a| ["\\Drafts", "\\Sent", "\\Trash", "\\Junk", "\\Archive"].contains(a))
+                .collect::<Vec<_>>()
+                .join(" ");
+            (name, role)
+        })
+        .collect();
+    roles.sort();
+    let mut subs: Vec<String> = listed(&c.ok("LSUB \"\" *"), "LSUB")
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
+    subs.sort();
+    (roles, subs)
+}
+
+#[test]
+fn a_fresh_user_sees_what_dovecot_with_auto_subscribe_shows() {
+    use maildex_dovecot_harness::{Dovecot, Options, User};
+    if !imap_support::have_tool("dovecot") {
+        return;
+    }
+    // Dovecot's reference: the five folders as `auto = subscribe` with their special_use
+    let mut ns = String::from("namespace inbox {\n  inbox = yes\n  separator = .\n");
+    for (name, role) in [
+        ("Drafts", "\\Drafts"),
+        ("Sent", "\\Sent"),
+        ("Trash", "\\Trash"),
+        ("Junk", "\\Junk"),
+        ("Archive", "\\Archive"),
+    ] {
+        ns.push_str(&format!(
+            "  mailbox {name} {{\n    special_use = {role}\n    auto = subscribe\n  }}\n"
+        ));
+    }
+    ns.push_str("}\n");
+    let scratch = tempfile::tempdir().unwrap();
+    let mail = scratch.path().join("mail");
+    std::fs::create_dir(&mail).unwrap();
+    let opts = Options {
+        mail_location: format!("maildir:{}/%n/Maildir", mail.display()),
+        users: vec![User::new("alice", "pw")],
+        mail_root: Some(mail),
+        extra_config: ns,
+        ..Options::default()
+    };
+    let dv = Dovecot::start(&scratch.path().join("dovecot"), opts).unwrap();
+    let mut c = Client::connect(dv.imap_addr());
+    c.ok("LOGIN alice pw");
+    let dovecot = roles_and_subscriptions(&mut c);
+    assert_eq!(dovecot.0.len(), 6, "{dovecot:?}");
+
+    let s = server_with_defaults();
+    let mut c = s.login("alice");
+    assert_eq!(roles_and_subscriptions(&mut c), dovecot);
+}
