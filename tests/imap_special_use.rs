@@ -156,11 +156,20 @@ fn autoexpunge_empties_expired_trash_in_the_background_and_idle_is_told() {
         ),
         ..Opts::default()
     });
+    let start_idle = |c: &mut Client| {
+        let tag = c.tag();
+        c.send(format!("{tag} IDLE\r\n"));
+        let r = c.read_until(WAKE, Resp::is_continuation);
+        assert!(r.last().is_some_and(Resp::is_continuation), "{r:?}");
+        tag
+    };
     let mut idler = s.select("alice", "Trash");
-    let tag = idler.tag();
-    idler.send(format!("{tag} IDLE\r\n"));
-    let r = idler.read_until(WAKE, Resp::is_continuation);
-    assert!(r.last().is_some_and(Resp::is_continuation), "{r:?}");
+    let tag = start_idle(&mut idler);
+    // RFC 7162 §3.2.10: a QRESYNC session is told VANISHED instead
+    let mut qresync = s.login("alice");
+    qresync.ok("ENABLE QRESYNC");
+    qresync.ok("SELECT Trash");
+    let qtag = start_idle(&mut qresync);
     let mut b = s.login("alice");
     // INTERNALDATE in 2020, saved now: Junk's 30 days count from the save
     append_old(&mut b, "Junk", &simple("junk", "x"));
@@ -176,8 +185,11 @@ fn autoexpunge_empties_expired_trash_in_the_background_and_idle_is_told() {
     wait_for(&mut idler, "* 1 EXISTS\r\n");
     // three seconds after its save the background run expunges it; IDLE hears it
     wait_for(&mut idler, "* 1 EXPUNGE\r\n");
+    wait_for(&mut qresync, "* VANISHED 1\r\n");
     idler.send("DONE\r\n");
     assert_eq!(idler.until(&tag).status(), "OK");
+    qresync.send("DONE\r\n");
+    assert_eq!(qresync.until(&qtag).status(), "OK");
     assert!(s.files("alice", ".Trash").is_empty());
     // the run that took Trash's message began after Junk's was saved, and left it
     let r = b.ok("STATUS Junk (MESSAGES)");
