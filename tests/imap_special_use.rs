@@ -11,6 +11,15 @@ use imap_support::{simple, Client, Opts, Reply, Resp, Server};
 /// here); never a statement about speed.
 const WAKE: Duration = Duration::from_secs(20);
 
+/// The default folders and their attributes.
+const FIVE: [(&str, &str); 5] = [
+    ("Drafts", "\\Drafts"),
+    ("Sent", "\\Sent"),
+    ("Trash", "\\Trash"),
+    ("Junk", "\\Junk"),
+    ("Archive", "\\Archive"),
+];
+
 /// The defaults: Drafts, Sent, Trash, Junk, Archive.
 fn server_with_defaults() -> Server {
     Server::start_with(Opts {
@@ -53,13 +62,7 @@ fn a_fresh_user_lists_the_five_folders_with_their_roles_and_subscribed() {
         ["INBOX", "Archive", "Drafts", "Junk", "Sent", "Trash"],
         "{list:?}"
     );
-    for (name, role) in [
-        ("Drafts", "\\Drafts"),
-        ("Sent", "\\Sent"),
-        ("Trash", "\\Trash"),
-        ("Junk", "\\Junk"),
-        ("Archive", "\\Archive"),
-    ] {
+    for (name, role) in FIVE {
         let attrs = attrs_of(&list, name).unwrap();
         assert!(attrs.contains(role), "{name}: {attrs}");
     }
@@ -206,7 +209,7 @@ fn roles_and_subscriptions(c: &mut Client) -> (Vec<(String, String)>, Vec<String
         .map(|(attrs, name)| {
             let role = attrs
                 .split(' ')
-                .filter(|a| ["\\Drafts", "\\Sent", "\\Trash", "\\Junk", "\\Archive"].contains(a))
+                .filter(|a| FIVE.iter().any(|(_, role)| role == a))
                 .collect::<Vec<_>>()
                 .join(" ");
             (name, role)
@@ -229,13 +232,7 @@ fn a_fresh_user_sees_what_dovecot_with_auto_subscribe_shows() {
     }
     // Dovecot's reference: the five folders as `auto = subscribe` with their special_use
     let mut ns = String::from("namespace inbox {\n  inbox = yes\n  separator = .\n");
-    for (name, role) in [
-        ("Drafts", "\\Drafts"),
-        ("Sent", "\\Sent"),
-        ("Trash", "\\Trash"),
-        ("Junk", "\\Junk"),
-        ("Archive", "\\Archive"),
-    ] {
+    for (name, role) in FIVE {
         ns.push_str(&format!(
             "  mailbox {name} {{\n    special_use = {role}\n    auto = subscribe\n  }}\n"
         ));
