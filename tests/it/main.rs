@@ -27,6 +27,7 @@ mod imap {
     mod python;
     mod real_clients;
     mod sessions;
+    mod special_use;
 }
 
 mod lmtp {

@@ -1,11 +1,10 @@
 //! Special-use folders every user gets (`[mailboxes]`, RFC 6154) and autoexpunge, over
 //! real sockets against the in-process daemon.
 
-mod imap_support;
-
 use std::time::Duration;
 
-use imap_support::{simple, Client, Opts, Reply, Resp, Server};
+use crate::support::daemon::{Opts, Server};
+use crate::support::imap::{simple, Client, Reply, Resp};
 
 /// How long a change owed to an IDLE session may take (autoexpunge runs every second
 /// here); never a statement about speed.
@@ -227,7 +226,7 @@ fn roles_and_subscriptions(c: &mut Client) -> (Vec<(String, String)>, Vec<String
 #[test]
 fn a_fresh_user_sees_what_dovecot_with_auto_subscribe_shows() {
     use maildex_dovecot_harness::{Dovecot, Options, User};
-    if !imap_support::have_tool("dovecot") {
+    if !crate::support::imap::have_tool("dovecot") {
         return;
     }
     // Dovecot's reference: the five folders as `auto = subscribe` with their special_use
