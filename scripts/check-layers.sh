@@ -17,7 +17,7 @@ all_deps() { # every normal dependency of $1, transitively
     cargo tree --locked -q -p "$1" -e normal --prefix none | awk '{print $1}' | sort -u
 }
 
-for c in maildex-index maildex-mime maildex-text maildex-maildir maildex-proto maildex-lmtp-proto; do
+for c in maildex-index maildex-mime maildex-text maildex-maildir maildex-imap-proto maildex-lmtp-proto; do
     if all_deps "$c" | grep -qx tokio; then
         echo "layer rule broken: $c depends on tokio"; fail=1
     fi

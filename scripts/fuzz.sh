@@ -20,7 +20,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 target_dir=${CARGO_TARGET_DIR:-$root/target}/fuzz
 work=${FUZZ_WORK:-$root/target/fuzz-work}
 
-all=(proto/receiver proto/command proto/oracle lmtp-proto/command lmtp-proto/body
+all=(imap-proto/receiver imap-proto/command imap-proto/oracle lmtp-proto/command lmtp-proto/body
      mime/summary maildir/uidlist maildir/keywords maildir/courier maildir/filename
      imap/session)
 targets=("$@")

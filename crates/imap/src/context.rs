@@ -20,7 +20,7 @@ pub struct Settings {
     /// §6.2.3 lets the server decide; Dovecot allows it for local connections).
     pub plaintext_auth_on_loopback: bool,
     /// Grammar limits (line length, literals, APPENDLIMIT).
-    pub limits: maildex_proto::Limits,
+    pub limits: maildex_imap_proto::Limits,
     /// Connections at once, all clients.
     pub max_connections: usize,
     /// Connections at once from one IP address.
@@ -45,7 +45,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             plaintext_auth_on_loopback: true,
-            limits: maildex_proto::Limits::default(),
+            limits: maildex_imap_proto::Limits::default(),
             max_connections: 10_000,
             max_per_ip: 100,
             login_timeout: Duration::from_secs(60),

@@ -37,7 +37,7 @@ mod prop_tests;
 #[cfg(test)]
 mod tests;
 
-use maildex_proto::{Date, SearchKey, SequenceSet};
+use maildex_imap_proto::{Date, SearchKey, SequenceSet};
 use maildex_store::records::{flag, Cached, MessageState, HOT_HEADERS};
 use maildex_store::text::{self, MessageText, SearchText};
 

@@ -1,7 +1,7 @@
 //! The Date: header for SENTBEFORE/SENTON/SENTSINCE (RFC 5322 §3.3,
 //! obsolete forms of §4.3).
 
-use maildex_proto::Date;
+use maildex_imap_proto::Date;
 
 /// Removes comments (nested, with quoted pairs; RFC 5322 §3.2.2 CFWS) and
 /// turns commas into spaces, so the rest splits on white space.

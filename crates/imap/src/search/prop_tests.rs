@@ -4,8 +4,8 @@
 
 use std::sync::OnceLock;
 
+use maildex_imap_proto::{Date, SearchKey as K, SeqNum, SeqRange, SequenceSet};
 use maildex_index::MessageState;
-use maildex_proto::{Date, SearchKey as K, SeqNum, SeqRange, SequenceSet};
 use proptest::prelude::*;
 use rand::SeedableRng;
 

@@ -1,7 +1,7 @@
 //! SEARCH answers: `* SEARCH` (RFC 3501 §7.2.5), `* ESEARCH` (RFC 4731 §3.1)
 //! and the SEARCHRES saved result (RFC 5182 §2.1).
 
-use maildex_proto::{encode, SearchReturn, Tag};
+use maildex_imap_proto::{encode, SearchReturn, Tag};
 
 /// Sorted, duplicate-free copy of `results` (no copy when already so).
 fn sorted(results: &[u32]) -> std::borrow::Cow<'_, [u32]> {

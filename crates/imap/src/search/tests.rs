@@ -3,8 +3,8 @@
 
 use std::cell::Cell;
 
+use maildex_imap_proto::{Date, SearchKey as K, SeqNum, SequenceSet};
 use maildex_index::{flag, Built, MessageState};
-use maildex_proto::{Date, SearchKey as K, SeqNum, SequenceSet};
 use maildex_store::text::Html;
 
 use super::*;
@@ -428,7 +428,7 @@ fn set(ranges: &[(SeqNum, SeqNum)]) -> SequenceSet {
     SequenceSet::Ranges(
         ranges
             .iter()
-            .map(|&(start, end)| maildex_proto::SeqRange { start, end })
+            .map(|&(start, end)| maildex_imap_proto::SeqRange { start, end })
             .collect(),
     )
 }

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use maildex_proto::{
+use maildex_imap_proto::{
     encode, Flag, Input, Mailbox, ResponseCode, SeqNum, SeqRange, SequenceSet, Tag,
 };
 use maildex_store::Flags;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use base64::Engine;
-use maildex_proto::{AuthLine, ResponseCode, Tag};
+use maildex_imap_proto::{AuthLine, ResponseCode, Tag};
 
 use super::{blocking, Authed, CmdError, Done, Session, State};
 use crate::stream::Stream;
@@ -24,7 +24,7 @@ impl Session {
         }
         self.tagged(
             tag,
-            maildex_proto::encode::Status::Ok,
+            maildex_imap_proto::encode::Status::Ok,
             None,
             "Begin TLS negotiation now.",
         );
@@ -143,9 +143,9 @@ impl Session {
     /// answer cancels the exchange (BAD), one that is not base64 is BAD too.
     async fn sasl_challenge(&mut self, challenge: &[u8]) -> Result<Vec<u8>, CmdError> {
         let encoded = base64::engine::general_purpose::STANDARD.encode(challenge);
-        maildex_proto::encode::continuation(&mut self.out, &encoded);
+        maildex_imap_proto::encode::continuation(&mut self.out, &encoded);
         self.flush().await?;
-        match maildex_proto::auth_line(&self.read_line().await?) {
+        match maildex_imap_proto::auth_line(&self.read_line().await?) {
             AuthLine::Cancel => Err(CmdError::Bad("Authentication canceled.".into())),
             AuthLine::Response(r) => decode_base64(&r),
         }

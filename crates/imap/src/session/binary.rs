@@ -6,8 +6,8 @@
 use std::io::SeekFrom;
 use std::path::Path;
 
+use maildex_imap_proto::{encode, Partial, ResponseCode};
 use maildex_mime::{Decoder, Encoding};
-use maildex_proto::{encode, Partial, ResponseCode};
 use maildex_store::records::{Cached, PartKindRecord};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 

@@ -6,8 +6,8 @@
 use std::io::SeekFrom;
 use std::path::Path;
 
+use maildex_imap_proto::Partial;
 use maildex_mime::CrlfWriter;
-use maildex_proto::Partial;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::{CmdError, Session, FLUSH_AT};
@@ -43,7 +43,7 @@ impl Session {
         partial: Option<Partial>,
     ) -> Result<(), CmdError> {
         let (mut skip, take) = partial_window(vsize, partial);
-        maildex_proto::encode::literal_header(&mut self.out, take, false);
+        maildex_imap_proto::encode::literal_header(&mut self.out, take, false);
         let mut left = take;
         if left > 0 {
             file.seek(SeekFrom::Start(start)).await?;

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use maildex_proto::{SearchKey, SequenceSet};
+use maildex_imap_proto::{SearchKey, SequenceSet};
 use maildex_store::ChangeSet;
 
 use super::{blocking, untagged, CmdError, Done, Session, State};
@@ -120,7 +120,7 @@ impl Session {
     /// when the UIDVALIDITY is not the client's (its cache is void; a full sync follows).
     pub(super) async fn qresync_select(
         &mut self,
-        q: &maildex_proto::Qresync,
+        q: &maildex_imap_proto::Qresync,
         uid_next: u32,
     ) -> Result<(), CmdError> {
         let State::Selected(_, sel) = &self.state else {
@@ -193,7 +193,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use maildex_proto::{SeqNum, SeqRange};
+    use maildex_imap_proto::{SeqNum, SeqRange};
 
     fn set(ranges: &[(u32, u32)]) -> SequenceSet {
         SequenceSet::Ranges(

@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use maildex_proto::{FetchArgs, FetchItem, ResponseCode, SectionText, SequenceSet};
+use maildex_imap_proto::{FetchArgs, FetchItem, ResponseCode, SectionText, SequenceSet};
 use maildex_store::records::CachedFields;
 use maildex_store::Flags;
 use maildex_store::{FlagOp, Loaded, Mailbox, MessageFile, UserStore};
@@ -364,7 +364,7 @@ impl Session {
         file: &mut tokio::fs::File,
         path: &Path,
         loc: Located<'_>,
-        partial: Option<maildex_proto::Partial>,
+        partial: Option<maildex_imap_proto::Partial>,
     ) -> Result<(), CmdError> {
         match loc {
             Located::File {
@@ -389,7 +389,7 @@ enum Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use maildex_proto::Section;
+    use maildex_imap_proto::Section;
 
     #[test]
     fn only_non_hot_or_not_fields_need_header_blocks() {

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use maildex_proto::Tag;
+use maildex_imap_proto::Tag;
 use tokio::io::AsyncReadExt;
 
 use super::{CmdError, Done, Session, State};
@@ -38,7 +38,7 @@ enum Event {
 impl Session {
     pub(super) async fn idle(&mut self, _tag: &Tag) -> Result<Done, CmdError> {
         self.refresh(true).await?;
-        maildex_proto::encode::continuation(&mut self.out, "idling");
+        maildex_imap_proto::encode::continuation(&mut self.out, "idling");
         self.flush().await?;
         let deadline = tokio::time::Instant::now() + self.shared.settings.idle_timeout;
         // other processes' changes to the selected folder (inotify), besides our commits
@@ -51,7 +51,7 @@ impl Session {
         loop {
             if let Some(line) = self.rx.next_line() {
                 let line = line.map_err(|_| CmdError::Bye("Line too long.".into()))?;
-                if maildex_proto::is_done(&line) {
+                if maildex_imap_proto::is_done(&line) {
                     break;
                 }
                 // RFC 2177 §3: anything else ends IDLE as a bad command

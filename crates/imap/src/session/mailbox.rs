@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use maildex_proto::{encode, ListArgs, ListReturn, ListSelect, Mailbox, ResponseCode, StatusItem};
+use maildex_imap_proto::{
+    encode, ListArgs, ListReturn, ListSelect, Mailbox, ResponseCode, StatusItem,
+};
 use maildex_store::mutf7;
 use maildex_store::records::MailboxRecord;
 use maildex_store::{MailboxInfo, UserStore};

@@ -1,7 +1,7 @@
 //! Turning a sequence set into messages of the view, shared by FETCH, STORE, COPY, MOVE,
 //! SEARCH and UID EXPUNGE.
 
-use maildex_proto::SequenceSet;
+use maildex_imap_proto::SequenceSet;
 
 use super::selected::Selected;
 use super::CmdError;

@@ -24,8 +24,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use maildex_accounts::User;
-use maildex_proto::encode::{self, Status};
-use maildex_proto::{Command, Input, Receiver, ResponseCode, Tag};
+use maildex_imap_proto::encode::{self, Status};
+use maildex_imap_proto::{Command, Input, Receiver, ResponseCode, Tag};
 use maildex_store::{OpError, UserStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::io::Write as _;
 use std::ops::Range;
 
-use maildex_proto::{encode, FetchItem, Partial, Section, SectionText};
+use maildex_imap_proto::{encode, FetchItem, Partial, Section, SectionText};
 use maildex_store::records::{Cached, HOT_HEADERS};
 
 use super::body::partial_window;
@@ -222,8 +222,8 @@ impl Render {
             }
             FetchItem::InternalDate => {
                 out.extend_from_slice(b"INTERNALDATE ");
-                let dt = maildex_proto::DateTime::from_unix(st.internal_date, 0)
-                    .or_else(|| maildex_proto::DateTime::from_unix(0, 0))
+                let dt = maildex_imap_proto::DateTime::from_unix(st.internal_date, 0)
+                    .or_else(|| maildex_imap_proto::DateTime::from_unix(0, 0))
                     .ok_or_else(|| CmdError::server("date out of range"))?;
                 encode::date_time(out, &dt);
             }

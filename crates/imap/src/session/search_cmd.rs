@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use maildex_proto::{ResponseCode, SearchArgs, Tag};
+use maildex_imap_proto::{ResponseCode, SearchArgs, Tag};
 use maildex_store::text::Html;
 use maildex_store::UserStore;
 
@@ -123,7 +123,7 @@ impl Session {
             Some(returns) => {
                 let reported = search::save_result(returns, &uids);
                 let modseq = with_modseq.then(|| modseq_of(&reported)).flatten();
-                if returns.contains(&maildex_proto::SearchReturn::Save) {
+                if returns.contains(&maildex_imap_proto::SearchReturn::Save) {
                     if let State::Selected(_, sel) = &mut self.state {
                         sel.saved = Some(reported);
                     }

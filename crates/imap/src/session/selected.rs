@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use maildex_proto::{Mailbox, ResponseCode, SelectParams};
+use maildex_imap_proto::{Mailbox, ResponseCode, SelectParams};
 use maildex_store::{Contents, Expunged, Since, Snapshot, SnapshotRequest, SyncFirst};
 use tokio::sync::watch;
 

@@ -5,8 +5,8 @@
 
 use std::io::Write as _;
 
-use maildex_proto::encode::{self, Status};
-use maildex_proto::{Flag, ResponseCode};
+use maildex_imap_proto::encode::{self, Status};
+use maildex_imap_proto::{Flag, ResponseCode};
 use maildex_store::records::flag;
 
 /// The system flags, in the order FLAGS and PERMANENTFLAGS list them (Dovecot's).

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use maildex_proto::{
+use maildex_imap_proto::{
     encode, Mailbox, ResponseCode, SeqNum, SeqRange, SequenceSet, StoreArgs, StoreMode,
 };
 use maildex_store::FlagOp;

@@ -2,15 +2,15 @@
 //! of its corpus replay (`tests/fuzz_corpus.rs`): any bytes as one command line, read by
 //! imap-codec (the oracle) and by us. Where both accept it, imap-codec's re-encoding of
 //! what it understood must mean the same to us as the input does: same tag, same command,
-//! sequence sets compared resolved (`maildex_proto::fuzzing::canonical`). Where only one
+//! sequence sets compared resolved (`maildex_imap_proto::fuzzing::canonical`). Where only one
 //! accepts, nothing is asserted: the grammars differ on purpose (tests/oracle.rs lists
 //! how), and each parser's own targets check its refusals.
 
 use imap_codec::decode::Decoder;
 use imap_codec::encode::Encoder;
 use imap_codec::CommandCodec;
-use maildex_proto::fuzzing::canonical;
-use maildex_proto::{parse_command, Limits};
+use maildex_imap_proto::fuzzing::canonical;
+use maildex_imap_proto::{parse_command, Limits};
 
 pub fn differential(data: &[u8]) {
     let codec = CommandCodec::default();

@@ -1,7 +1,7 @@
 //! Grammar rules one by one, through `parse_command`, with the exact BAD
 //! texts of typical errors.
 
-use maildex_proto::*;
+use maildex_imap_proto::*;
 
 fn ok(line: &str) -> Command {
     match parse_command(line.as_bytes(), &Limits::default()) {

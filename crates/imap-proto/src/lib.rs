@@ -1,11 +1,11 @@
-//! maildex-proto: the sans-IO IMAP grammar of maildex.
+//! maildex-imap-proto: the sans-IO IMAP grammar of maildex.
 //!
 //! No socket, task or file: the session that owns the connection feeds the
 //! bytes it reads into a [`Receiver`] and acts on each [`Input`] it yields;
 //! responses are written into a `Vec<u8>` with the [`encode`] helpers.
 //!
 //! ```
-//! use maildex_proto::{Command, Input, Limits, Receiver};
+//! use maildex_imap_proto::{Command, Input, Limits, Receiver};
 //!
 //! let mut rx = Receiver::new(Limits::default());
 //! rx.feed(b"a1 LOGIN joe {6}\r\n");

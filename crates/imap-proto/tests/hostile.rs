@@ -1,7 +1,7 @@
 //! Hostile input is refused cheaply: the receiver's buffer stays bounded
 //! and nothing recurses or allocates without bound.
 
-use maildex_proto::*;
+use maildex_imap_proto::*;
 
 const READ: usize = 64 * 1024;
 

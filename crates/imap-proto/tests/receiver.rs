@@ -1,7 +1,7 @@
 //! Receiver behaviour: literals, APPEND streaming, refusal and skipping,
 //! raw lines, and split input.
 
-use maildex_proto::*;
+use maildex_imap_proto::*;
 use proptest::prelude::*;
 
 /// Feeds `chunks` one at a time and drains after each, as a session does.

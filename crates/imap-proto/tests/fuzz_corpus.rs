@@ -25,12 +25,12 @@ fn replay(target: &str, check: fn(&[u8])) {
 
 #[test]
 fn receiver_corpus() {
-    replay("receiver", maildex_proto::fuzzing::receiver);
+    replay("receiver", maildex_imap_proto::fuzzing::receiver);
 }
 
 #[test]
 fn command_corpus() {
-    replay("command", maildex_proto::fuzzing::command);
+    replay("command", maildex_imap_proto::fuzzing::command);
 }
 
 #[test]

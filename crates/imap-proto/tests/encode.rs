@@ -2,8 +2,8 @@
 
 use imap_codec::decode::Decoder;
 use imap_codec::ResponseCodec;
-use maildex_proto::encode::*;
-use maildex_proto::*;
+use maildex_imap_proto::encode::*;
+use maildex_imap_proto::*;
 use proptest::prelude::*;
 
 fn with(f: impl FnOnce(&mut Vec<u8>)) -> String {

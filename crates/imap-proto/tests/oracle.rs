@@ -24,7 +24,7 @@
 use imap_codec::decode::Decoder;
 use imap_codec::encode::Encoder;
 use imap_codec::CommandCodec;
-use maildex_proto::*;
+use maildex_imap_proto::*;
 use proptest::prelude::*;
 
 #[path = "support/render.rs"]
@@ -341,7 +341,7 @@ fn command() -> impl Strategy<Value = Command> {
 
 // ----- comparison -----
 
-use maildex_proto::fuzzing::canonical as canon;
+use maildex_imap_proto::fuzzing::canonical as canon;
 
 fn ours(bytes: &[u8]) -> Result<(Tag, Command), CommandError> {
     parse_command(bytes, &Limits::default())

@@ -1,8 +1,8 @@
 //! Renders a typed command (our model) to wire bytes, for the
 //! differential tests.
 
-use maildex_proto::encode::{astring, string};
-use maildex_proto::*;
+use maildex_imap_proto::encode::{astring, string};
+use maildex_imap_proto::*;
 
 fn seq(out: &mut Vec<u8>, s: &SequenceSet) {
     out.extend_from_slice(s.to_string().as_bytes());
