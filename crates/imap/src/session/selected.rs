@@ -226,7 +226,7 @@ impl Session {
         };
         let store = Arc::clone(&authed.store);
         let name = sel.name().to_string();
-        let count = sel.view.len() as usize - sel.expunged_pending.len();
+        let count = (sel.view.len() as usize).saturating_sub(sel.expunged_pending.len());
         let mut req = SnapshotRequest {
             sync,
             since: Some(Since {
