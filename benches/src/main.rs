@@ -328,7 +328,7 @@ fn main() -> Result<()> {
             json,
         } => {
             let maildex_bin = maildex_bin_or_default(maildex_bin)?;
-            let tmp = tempfile::Builder::new().prefix("mxm").tempdir_in("/tmp")?;
+            let tmp = scratch("mxm")?;
             let work = work.unwrap_or_else(|| tmp.path().to_owned());
             let r = mixed::run(&mixed::MixedOpts {
                 clients,
@@ -339,10 +339,7 @@ fn main() -> Result<()> {
                 work,
                 dovecot_mail_fsync,
             })?;
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")?;
-            }
-            Ok(())
+            write_json(json, &r)
         }
         Cmd::IdleCost {
             big,
@@ -354,7 +351,7 @@ fn main() -> Result<()> {
             json,
         } => {
             let maildex_bin = maildex_bin_or_default(maildex_bin)?;
-            let tmp = tempfile::Builder::new().prefix("mxi").tempdir_in("/tmp")?;
+            let tmp = scratch("mxi")?;
             let r = idle_cost::run(&idle_cost::IdleCostOpts {
                 big,
                 small,
@@ -364,10 +361,7 @@ fn main() -> Result<()> {
                 maildex_bin,
                 work: tmp.path().to_owned(),
             })?;
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")?;
-            }
-            Ok(())
+            write_json(json, &r)
         }
         Cmd::Resync {
             messages,
@@ -379,7 +373,7 @@ fn main() -> Result<()> {
             json,
         } => {
             let maildex_bin = maildex_bin_or_default(maildex_bin)?;
-            let tmp = tempfile::Builder::new().prefix("mxr").tempdir_in("/tmp")?;
+            let tmp = scratch("mxr")?;
             let r = resync::run(&resync::ResyncOpts {
                 messages,
                 flags,
@@ -389,10 +383,7 @@ fn main() -> Result<()> {
                 work: tmp.path().to_owned(),
                 dovecot_mail_fsync,
             })?;
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")?;
-            }
-            Ok(())
+            write_json(json, &r)
         }
         Cmd::Report { mode } => {
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -416,4 +407,17 @@ fn main() -> Result<()> {
             scale,
         } => load::lmtp_client_main(addr, session, messages, users, first, seed, scale),
     }
+}
+
+/// A work folder under /tmp (short: Dovecot's sockets live under it), removed when dropped.
+fn scratch(prefix: &str) -> Result<tempfile::TempDir> {
+    Ok(tempfile::Builder::new().prefix(prefix).tempdir_in("/tmp")?)
+}
+
+/// Writes a results document to `path` when one was asked for (`--json`).
+fn write_json(path: Option<PathBuf>, r: &serde_json::Value) -> Result<()> {
+    if let Some(path) = path {
+        std::fs::write(&path, serde_json::to_string_pretty(r)? + "\n")?;
+    }
+    Ok(())
 }
