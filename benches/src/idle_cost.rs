@@ -60,11 +60,7 @@ fn make_inbox(maildir: &Path, n: usize) -> Result<()> {
 
 /// CPU time of the server's processes so far.
 fn server_cpu(server: &dyn Server) -> Duration {
-    let ms = server
-        .root_pid()
-        .map(maildex_dovecot_harness::procs::tree_cpu_ms)
-        .unwrap_or(0.0);
-    Duration::from_secs_f64(ms / 1e3)
+    Duration::from_secs_f64(crate::load::server_cpu_ms(server) / 1e3)
 }
 
 /// Delivers `n` messages to `user` one at a time; after each, waits for `seen` to report

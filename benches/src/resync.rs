@@ -107,12 +107,7 @@ fn timed(server: &dyn Server, setup: &[&str], commands: &[String]) -> Result<(f6
     for s in setup {
         c.ok(s)?;
     }
-    let cpu = || {
-        server
-            .root_pid()
-            .map(maildex_dovecot_harness::procs::tree_cpu_ms)
-            .unwrap_or(0.0)
-    };
+    let cpu = || crate::load::server_cpu_ms(server);
     let cpu0 = cpu();
     let (mut wall, mut bytes) = (Duration::ZERO, 0u64);
     for cmd in commands {

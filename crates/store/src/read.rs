@@ -197,19 +197,19 @@ impl UserStore {
             _ => {}
         }
         let name = Self::canonical(name).to_string();
-        let Some(id) = self.index.read(|r| r.mailbox_id(&name))? else {
-            return Ok(None);
-        };
+        let snap = self.index.read(|r| match r.mailbox_id(&name)? {
+            Some(id) => read_snapshot(r, name.clone(), id, req),
+            None => Ok(None),
+        })?;
         // claim \Recent only when there is something to claim: a write commit wakes every
         // IDLE session of the user, which must not answer with commits of its own
-        if !req.claim_recent || !self.unclaimed_in(id)? {
-            let n = name.clone();
-            let snap = self.index.read(|r| read_snapshot(r, n, id, req))?;
-            // a message that arrived since the check is claimed with the read below
-            if !(req.claim_recent && snap.as_ref().is_some_and(Snapshot::unclaimed)) {
-                return Ok(snap);
-            }
-        }
+        let Some(id) = snap
+            .as_ref()
+            .filter(|s| req.claim_recent && s.unclaimed())
+            .map(|s| s.mailbox.id)
+        else {
+            return Ok(snap);
+        };
         // RFC 3501 §2.3.2: the claim and the read in one transaction, so that every message
         // a session is told of was claimed by it or by a session before it. Read after the
         // claim's commit, a message delivered in between was announced unclaimed and went
@@ -234,23 +234,6 @@ impl UserStore {
     pub fn changes_since(&self, mailbox: &Mailbox, modseq: u64) -> Result<ChangeSet, StoreError> {
         let id = mailbox.id;
         Ok(self.index.read(|r| r.changes_since(id, modseq))?)
-    }
-
-    /// Whether mailbox `name` has messages no session has claimed as `\Recent` yet (index
-    /// only: a session decides with it whether its catch-up needs the claiming write).
-    pub fn has_unclaimed_recent(&self, name: &str) -> Result<bool, StoreError> {
-        let name = Self::canonical(name);
-        match self.index.read(|r| r.mailbox_id(name))? {
-            Some(id) => self.unclaimed_in(id),
-            None => Ok(false),
-        }
-    }
-
-    fn unclaimed_in(&self, id: u32) -> Result<bool, StoreError> {
-        Ok(self
-            .index
-            .read(|r| r.mailbox(id))?
-            .is_some_and(|m| m.first_recent_uid < m.uid_next))
     }
 
     /// Mailbox `name`'s record after a sync with its Maildir (STATUS), `None` when it does

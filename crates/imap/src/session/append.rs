@@ -6,9 +6,7 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use maildex_imap_proto::{
-    encode, Flag, Input, Mailbox, ResponseCode, SeqNum, SeqRange, SequenceSet, Tag,
-};
+use maildex_imap_proto::{encode, Flag, Input, Mailbox, ResponseCode, Tag};
 use maildex_store::Flags;
 use maildex_store::{DeliverOptions, FlagOp, UserStore};
 use tokio::sync::mpsc;
@@ -260,15 +258,7 @@ impl Session {
             }
         }
         self.refresh_fast(true).await?;
-        let uids = SequenceSet::Ranges(
-            compact(&appended)
-                .into_iter()
-                .map(|(a, b)| SeqRange {
-                    start: SeqNum::Value(a),
-                    end: SeqNum::Value(b),
-                })
-                .collect(),
-        );
+        let uids = super::untagged::uid_set(appended);
         let code = ResponseCode::AppendUid { uidvalidity, uids };
         self.tagged(&tag, encode::Status::Ok, Some(&code), "Append completed.");
         Ok(())
@@ -314,18 +304,4 @@ impl Session {
             }
         }
     }
-}
-
-/// Sorted, merged ranges of `uids`.
-fn compact(uids: &[u32]) -> Vec<(u32, u32)> {
-    let mut v = uids.to_vec();
-    v.sort_unstable();
-    let mut out: Vec<(u32, u32)> = Vec::new();
-    for u in v {
-        match out.last_mut() {
-            Some(last) if last.1 + 1 == u => last.1 = u,
-            _ => out.push((u, u)),
-        }
-    }
-    out
 }

@@ -240,10 +240,10 @@ impl Session {
         let claim = !sel.read_only;
         sel.changes.mark_unchanged();
         let mut inline = None;
-        if sync == SyncFirst::Never && !(claim && store.has_unclaimed_recent(&name)?) {
+        if sync == SyncFirst::Never {
             // Reads only (a few keys, on pages the waking commit just wrote): done here
             // rather than by a hop to the blocking pool for each of the hundreds of
-            // sessions one delivery wakes. A message that arrived since the check must be
+            // sessions one delivery wakes. A message no session has claimed must be
             // claimed before it is announced: that takes the blocking path.
             let snap = store.snapshot(&name, &req)?;
             if !(claim && snap.as_ref().is_some_and(Snapshot::unclaimed)) {

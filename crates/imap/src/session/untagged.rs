@@ -6,7 +6,7 @@
 use std::io::Write as _;
 
 use maildex_imap_proto::encode::{self, Status};
-use maildex_imap_proto::{Flag, ResponseCode};
+use maildex_imap_proto::{Flag, ResponseCode, SeqNum, SeqRange, SequenceSet};
 use maildex_store::records::flag;
 
 /// The system flags, in the order FLAGS and PERMANENTFLAGS list them (Dovecot's).
@@ -198,6 +198,23 @@ pub(crate) fn vanished(out: &mut Vec<u8>, earlier: bool, ranges: &[(u32, u32)]) 
         }
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// `uids` (any order, repeats allowed) as a set of merged ranges, for a response code
+/// (APPENDUID, MODIFIED).
+pub(crate) fn uid_set(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
+    let mut v: Vec<u32> = uids.into_iter().collect();
+    v.sort_unstable();
+    v.dedup();
+    SequenceSet::Ranges(
+        ranges_of(&v)
+            .into_iter()
+            .map(|(a, b)| SeqRange {
+                start: SeqNum::Value(a),
+                end: SeqNum::Value(b),
+            })
+            .collect(),
+    )
 }
 
 /// Sorted, duplicate-free UIDs as ranges.

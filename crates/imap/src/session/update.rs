@@ -14,27 +14,6 @@ use super::messages::resolve;
 use super::selected::announce_keywords;
 use super::{blocking, untagged, CmdError, Done, Session, State};
 
-fn set_of(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
-    let mut v: Vec<u32> = uids.into_iter().collect();
-    v.sort_unstable();
-    let mut ranges: Vec<(u32, u32)> = Vec::new();
-    for u in v {
-        match ranges.last_mut() {
-            Some(l) if l.1 + 1 == u => l.1 = u,
-            _ => ranges.push((u, u)),
-        }
-    }
-    SequenceSet::Ranges(
-        ranges
-            .into_iter()
-            .map(|(a, b)| SeqRange {
-                start: SeqNum::Value(a),
-                end: SeqNum::Value(b),
-            })
-            .collect(),
-    )
-}
-
 impl Session {
     /// Takes `uids` (ascending) out of the view and tells the client: an EXPUNGE each, or
     /// one VANISHED once QRESYNC is enabled (RFC 7162 §3.2.10).
@@ -147,7 +126,7 @@ impl Session {
                     .collect()
             };
             return Ok(Done::OkCode(
-                ResponseCode::Modified(set_of(ids)),
+                ResponseCode::Modified(untagged::uid_set(ids)),
                 "Conditional store failed.".into(),
             ));
         }
