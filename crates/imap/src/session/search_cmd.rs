@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use maildex_imap_proto::{ResponseCode, SearchArgs, Tag};
+use maildex_imap_proto::{ResponseCode, SearchArgs, SearchKey, Tag};
 use maildex_store::text::Html;
 use maildex_store::UserStore;
 
@@ -14,6 +14,9 @@ use crate::search::{self, Candidate, Context};
 
 /// Messages evaluated per read transaction.
 const BATCH: usize = 512;
+
+/// A matching message: sequence number, UID, modseq.
+pub(super) type Hit = (u32, u32, u64);
 
 impl Session {
     pub(super) async fn search(
@@ -36,12 +39,53 @@ impl Session {
         if with_modseq {
             self.enable_condstore();
         }
+        let hits = self.matching(args.keys).await?;
+        let uids: Vec<u32> = hits.iter().map(|&(_, u, _)| u).collect();
+        let numbers: Vec<u32> = if uid_cmd {
+            uids.clone()
+        } else {
+            hits.iter().map(|&(s, _, _)| s).collect()
+        };
+        // the highest modseq of the messages reported (MIN/MAX alone report only those)
+        let modseq_of = |reported: &[u32]| {
+            hits.iter()
+                .filter(|(_, u, _)| reported.binary_search(u).is_ok())
+                .map(|&(_, _, m)| m)
+                .max()
+        };
+        match &args.returns {
+            Some(returns) => {
+                let reported = search::save_result(returns, &uids);
+                let modseq = with_modseq.then(|| modseq_of(&reported)).flatten();
+                if returns.contains(&maildex_imap_proto::SearchReturn::Save) {
+                    if let State::Selected(_, sel) = &mut self.state {
+                        sel.saved = Some(reported);
+                    }
+                }
+                search::esearch(&mut self.out, tag, uid_cmd, returns, &numbers, modseq);
+            }
+            None => {
+                let modseq = with_modseq
+                    .then(|| hits.iter().map(|h| h.2).max())
+                    .flatten();
+                search::search(&mut self.out, &numbers, modseq);
+            }
+        }
+        // RFC 3501 §7.4.1: no EXPUNGE during SEARCH; UID SEARCH may carry them
+        self.refresh_fast(uid_cmd).await?;
+        Ok(Done::ok("Search completed."))
+    }
+
+    /// The messages of the selected mailbox that match every key (RFC 3501 §6.4.4), in
+    /// sequence order, as (sequence number, UID, modseq). SEARCH, SORT and THREAD share it:
+    /// it is the one place a criterion is evaluated.
+    pub(super) async fn matching(&mut self, keys: Vec<SearchKey>) -> Result<Vec<Hit>, CmdError> {
         let State::Selected(authed, sel) = &mut self.state else {
             return Err(CmdError::Bad("no mailbox selected".into()));
         };
         let store: Arc<UserStore> = Arc::clone(&authed.store);
         let targets: Vec<(u32, u32)> = sel.view.uids_in(1, u32::MAX).map(|(u, s)| (s, u)).collect();
-        let need = search::needs(&args.keys);
+        let need = search::needs(&keys);
         // search reads only the hot header fields of the cached data, and the part tree
         // for BODY/TEXT
         let fields = maildex_store::records::CachedFields {
@@ -55,8 +99,8 @@ impl Session {
         let recent = sel.recent.clone();
         let max_seq = sel.view.len();
         let max_uid = sel.view.max_uid().unwrap_or(0);
-        let keys = Arc::new(args.keys);
-        let mut hits: Vec<(u32, u32, u64)> = Vec::new();
+        let keys = Arc::new(keys);
+        let mut hits: Vec<Hit> = Vec::new();
         for batch in targets.chunks(BATCH) {
             let batch = batch.to_vec();
             let (s, k, kw, sv, rc, m) = (
@@ -67,7 +111,7 @@ impl Session {
                 recent.clone(),
                 mailbox.clone(),
             );
-            let found = blocking(move || -> Result<Vec<(u32, u32, u64)>, CmdError> {
+            let found = blocking(move || -> Result<Vec<Hit>, CmdError> {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs() as i64);
@@ -106,39 +150,6 @@ impl Session {
             .await??;
             hits.extend(found);
         }
-        let uids: Vec<u32> = hits.iter().map(|&(_, u, _)| u).collect();
-        let numbers: Vec<u32> = if uid_cmd {
-            uids.clone()
-        } else {
-            hits.iter().map(|&(s, _, _)| s).collect()
-        };
-        // the highest modseq of the messages reported (MIN/MAX alone report only those)
-        let modseq_of = |reported: &[u32]| {
-            hits.iter()
-                .filter(|(_, u, _)| reported.binary_search(u).is_ok())
-                .map(|&(_, _, m)| m)
-                .max()
-        };
-        match &args.returns {
-            Some(returns) => {
-                let reported = search::save_result(returns, &uids);
-                let modseq = with_modseq.then(|| modseq_of(&reported)).flatten();
-                if returns.contains(&maildex_imap_proto::SearchReturn::Save) {
-                    if let State::Selected(_, sel) = &mut self.state {
-                        sel.saved = Some(reported);
-                    }
-                }
-                search::esearch(&mut self.out, tag, uid_cmd, returns, &numbers, modseq);
-            }
-            None => {
-                let modseq = with_modseq
-                    .then(|| hits.iter().map(|h| h.2).max())
-                    .flatten();
-                search::search(&mut self.out, &numbers, modseq);
-            }
-        }
-        // RFC 3501 §7.4.1: no EXPUNGE during SEARCH; UID SEARCH may carry them
-        self.refresh_fast(uid_cmd).await?;
-        Ok(Done::ok("Search completed."))
+        Ok(hits)
     }
 }
