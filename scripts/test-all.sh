@@ -11,13 +11,19 @@ cd "$(dirname "$0")/.."
 # Maildirs we write (UIDs, flags, keywords, folders) and that we read Dovecot's.
 source scripts/packages.sh
 ensure_packages adduser openssl dovecot-core dovecot-imapd dovecot-lmtpd strace postfix isync mutt tmux offlineimap3 haproxy
-# Python's imapclient, for the IMAP client test (tests/it/imap/imap_client.py); Debian's
-# own Python refuses plain pip installs (PEP 668), hence the second form
-if ! python3 -c 'import imapclient' 2>/dev/null; then
-    echo "installing: imapclient (pip)"
-    python3 -m pip install -q imapclient 2>/dev/null ||
-        python3 -m pip install -q --break-system-packages imapclient
-fi
+# Roundcube in headless Chromium (tests/it/imap/roundcube.rs): Debian's Roundcube with its
+# SQLite backend, PHP's built-in server, Chromium and its driver
+ensure_packages roundcube roundcube-core roundcube-sqlite3 php-cli php-sqlite3 sqlite3 chromium chromium-driver fonts-dejavu-core
+# Python packages: imapclient for the IMAP client test (tests/it/imap/imap_client.py),
+# selenium to drive Chromium; Debian's own Python refuses plain pip installs (PEP 668),
+# hence the second form
+for module in imapclient selenium; do
+    if ! python3 -c "import $module" 2>/dev/null; then
+        echo "installing: $module (pip)"
+        python3 -m pip install -q "$module" 2>/dev/null ||
+            python3 -m pip install -q --break-system-packages "$module"
+    fi
+done
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

@@ -26,6 +26,7 @@ mod imap {
     mod proxy_protocol;
     mod python;
     mod real_clients;
+    mod roundcube;
     mod sessions;
     mod special_use;
 }
