@@ -25,6 +25,7 @@ mod imap {
     mod protocol;
     mod proxy_protocol;
     mod python;
+    mod quota;
     mod real_clients;
     mod roundcube;
     mod sessions;

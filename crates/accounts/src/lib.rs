@@ -147,6 +147,15 @@ pub struct User {
     pub quota: Option<u64>,
 }
 
+/// A storage quota and its use, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageQuota {
+    /// Bytes the user's mail takes (every mailbox).
+    pub used: u64,
+    /// The limit.
+    pub limit: u64,
+}
+
 /// Where one message for a recipient goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recipient {
@@ -716,15 +725,24 @@ impl Accounts {
     /// a quota). With `incoming == 0` (size not known yet), true once the user is at or
     /// over the limit. Reads the index counts: BLOCKING on first use of the store.
     pub fn over_quota(&self, user: &User, incoming: u64) -> Result<bool, AccountsError> {
+        Ok(self
+            .storage_quota(user)?
+            .is_some_and(|q| q.used.saturating_add(incoming.max(1)) > q.limit))
+    }
+
+    /// A user's storage limit and what the mail takes now (`None` without a limit): what
+    /// LMTP, APPEND and IMAP's GETQUOTA (RFC 9208) all count against. BLOCKING on first
+    /// use of the store.
+    pub fn storage_quota(&self, user: &User) -> Result<Option<StorageQuota>, AccountsError> {
         let Some(limit) = user.quota else {
-            return Ok(false);
+            return Ok(None);
         };
         let store = self.store(user)?;
         let used = usage(&store).map_err(|error| AccountsError::Store {
             user: user.name.clone(),
             error: Box::new(error),
         })?;
-        Ok(used.saturating_add(incoming.max(1)) > limit)
+        Ok(Some(StorageQuota { used, limit }))
     }
 }
 

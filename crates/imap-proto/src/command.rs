@@ -152,6 +152,23 @@ pub enum Command {
     Idle,
     /// `NAMESPACE` (RFC 2342)
     Namespace,
+    /// `GETQUOTA quota-root` (RFC 9208 §4.2)
+    GetQuota {
+        /// The quota root's name.
+        root: Vec<u8>,
+    },
+    /// `GETQUOTAROOT mailbox` (RFC 9208 §4.3)
+    GetQuotaRoot {
+        /// The mailbox whose quota roots are asked for.
+        mailbox: Mailbox,
+    },
+    /// `SETQUOTA quota-root (resource limit ...)` (RFC 9208 §4.1); names upper-cased.
+    SetQuota {
+        /// The quota root's name.
+        root: Vec<u8>,
+        /// Resource names and limits (possibly none: remove every limit).
+        limits: Vec<(String, u64)>,
+    },
     /// `ENABLE cap...` (RFC 5161 §3.1); names upper-cased.
     Enable {
         /// Capability names (at least one).
@@ -203,6 +220,9 @@ impl Command {
             Command::Move { uid: true, .. } => "UID MOVE",
             Command::Idle => "IDLE",
             Command::Namespace => "NAMESPACE",
+            Command::GetQuota { .. } => "GETQUOTA",
+            Command::GetQuotaRoot { .. } => "GETQUOTAROOT",
+            Command::SetQuota { .. } => "SETQUOTA",
             Command::Enable { .. } => "ENABLE",
             Command::Id { .. } => "ID",
             Command::Unselect => "UNSELECT",

@@ -336,6 +336,17 @@ fn command() -> impl Strategy<Value = Command> {
             1..3
         ))
         .prop_map(|params| Command::Id { params }),
+        astr().prop_map(|root| Command::GetQuota { root }),
+        mailbox().prop_map(|mailbox| Command::GetQuotaRoot { mailbox }),
+        (
+            astr(),
+            prop::sample::subsequence(vec!["STORAGE", "MESSAGE", "MAILBOX"], 0..3),
+            0u64..1 << 40
+        )
+            .prop_map(|(root, names, n)| Command::SetQuota {
+                root,
+                limits: names.into_iter().map(|r| (r.to_string(), n)).collect()
+            }),
     ]
 }
 
@@ -396,6 +407,10 @@ fn both_reject() {
         "a STATUS x (FOO)\r\n",
         "a COPY 1\r\n",
         "a ENABLE\r\n",
+        "a GETQUOTA\r\n",
+        "a GETQUOTAROOT\r\n",
+        "a SETQUOTA x STORAGE 5\r\n",
+        "a SETQUOTA x (STORAGE)\r\n",
         "a STORE 1 FLAGZ (\\Seen)\r\n",
         "a LOGIN \"joe pw\r\n",
         "a LOGIN jo\0e pw\r\n",

@@ -63,6 +63,14 @@ pub(crate) fn command(p: &mut Parser<'_>) -> PResult<Command> {
         "STATUS" => list::status(p)?,
         "APPEND" => return fail("APPEND must be streamed"),
         "ENABLE" => enable(p)?,
+        "GETQUOTA" => {
+            p.sp()?;
+            Command::GetQuota { root: p.astring()? }
+        }
+        "GETQUOTAROOT" => Command::GetQuotaRoot {
+            mailbox: one_mailbox(p)?,
+        },
+        "SETQUOTA" => set_quota(p)?,
         "ID" => list::id(p)?,
         "UID" => return uid(p),
         "SEARCH" | "FETCH" | "STORE" | "COPY" | "MOVE" => return uid_able(p, &name, false),
@@ -83,6 +91,27 @@ fn printable(s: &str) -> String {
 fn one_mailbox(p: &mut Parser<'_>) -> PResult<crate::types::Mailbox> {
     p.sp()?;
     p.mailbox()
+}
+
+/// `SETQUOTA SP quota-root-name SP setquota-list` (RFC 9208 §7): `setquota-list = "("
+/// [setquota-resource *(SP setquota-resource)] ")"`, `setquota-resource = resource-name SP
+/// resource-limit` (an atom and a number64).
+fn set_quota(p: &mut Parser<'_>) -> PResult<Command> {
+    p.sp()?;
+    let root = p.astring()?;
+    p.sp()?;
+    p.expect(b'(', "Missing (")?;
+    let mut limits = Vec::new();
+    while !p.eat(b')') {
+        if !limits.is_empty() {
+            p.sp()?;
+        }
+        let name = p.word()?;
+        p.sp()?;
+        limits.push((name, p.number64()?));
+        p.check_items(limits.len())?;
+    }
+    Ok(Command::SetQuota { root, limits })
 }
 
 /// `AUTHENTICATE SP auth-type [SP (base64 / "=")]` (RFC 3501 §6.2.2,

@@ -297,6 +297,22 @@ pub fn render(tag: &str, c: &Command) -> Vec<u8> {
             sp(&mut o);
             encode::mailbox(&mut o, mailbox);
         }
+        Command::GetQuota { root } => {
+            o.extend_from_slice(b"GETQUOTA ");
+            encode::astring(&mut o, root);
+        }
+        Command::GetQuotaRoot { mailbox } => {
+            o.extend_from_slice(b"GETQUOTAROOT ");
+            encode::mailbox(&mut o, mailbox);
+        }
+        Command::SetQuota { root, limits } => {
+            o.extend_from_slice(b"SETQUOTA ");
+            encode::astring(&mut o, root);
+            o.extend_from_slice(b" (");
+            let items: Vec<String> = limits.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            o.extend_from_slice(items.join(" ").as_bytes());
+            o.push(b')');
+        }
         Command::Enable { capabilities } => {
             o.extend_from_slice(format!("ENABLE {}", capabilities.join(" ")).as_bytes());
         }

@@ -13,6 +13,7 @@ mod fetch;
 mod idle;
 mod mailbox;
 mod messages;
+mod quota;
 mod render;
 mod search_cmd;
 mod selected;
@@ -81,6 +82,9 @@ impl State {
                 | C::Idle
                 | C::Namespace
                 | C::Enable { .. }
+                | C::GetQuota { .. }
+                | C::GetQuotaRoot { .. }
+                | C::SetQuota { .. }
         );
         let ok = any
             || match self {
@@ -464,6 +468,9 @@ impl Session {
                 Ok(Done::ok("Namespace completed."))
             }
             C::Enable { capabilities } => Ok(self.enable(&capabilities)),
+            C::GetQuotaRoot { mailbox } => self.get_quota_root(mailbox).await,
+            C::GetQuota { root } => self.get_quota(&root).await,
+            C::SetQuota { .. } => self.set_quota(),
             C::Select { mailbox, params } => self.select(mailbox, false, params).await,
             C::Examine { mailbox, params } => self.select(mailbox, true, params).await,
             C::Create { mailbox, .. } => self.create(mailbox).await,
@@ -522,6 +529,8 @@ impl Session {
                     "BINARY",
                     "CONDSTORE",
                     "QRESYNC",
+                    "QUOTA",
+                    "QUOTA=RES-STORAGE",
                 ] {
                     caps.push(c.into());
                 }
