@@ -33,7 +33,7 @@ impl Session {
     }
 
     /// `* QUOTA "User quota" (STORAGE used limit)`: RFC 9208 §5.1, STORAGE counts units
-    /// of 1024 octets (usage rounded up, as a started KiB is taken).
+    /// of 1024 octets, both rounded up as Dovecot's quota plugin does.
     fn quota_response(&mut self, q: StorageQuota) {
         self.out.extend_from_slice(b"* QUOTA ");
         encode::astring(&mut self.out, ROOT);
@@ -41,7 +41,7 @@ impl Session {
             format!(
                 " (STORAGE {} {})\r\n",
                 q.used.div_ceil(1024),
-                q.limit / 1024
+                q.limit.div_ceil(1024)
             )
             .as_bytes(),
         );
