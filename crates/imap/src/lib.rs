@@ -7,7 +7,6 @@ pub mod context;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod search;
-pub mod section;
 pub mod server;
 mod session;
 pub mod stream;

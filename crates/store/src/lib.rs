@@ -28,6 +28,7 @@ mod op_error;
 mod opctx;
 mod read;
 mod rebuild;
+pub mod section;
 mod special;
 mod subscriptions;
 mod sync;

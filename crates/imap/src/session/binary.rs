@@ -7,80 +7,44 @@ use std::io::SeekFrom;
 use std::path::Path;
 
 use maildex_imap_proto::{encode, Partial, ResponseCode};
-use maildex_mime::{Decoder, Encoding};
-use maildex_store::records::{Cached, PartKindRecord};
+use maildex_store::records::Cached;
+use maildex_store::section::{locate_binary, BinaryPart};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::body::partial_window;
 use super::{CmdError, Session, FLUSH_AT};
-use crate::section::{find, header_block};
 
 /// Bytes read from the file at once.
 const CHUNK: usize = 64 * 1024;
 
-/// Where a BINARY section's encoded bytes are and how to decode them.
-pub(super) enum BinaryPart {
-    /// Bytes `start..end` of the file, decoded with `enc`.
-    Range { start: u64, end: u64, enc: Encoding },
-    /// No such part: an empty string.
-    Missing,
-}
-
-/// Locates `BINARY[path]` (RFC 3516 §4.2): `[]` is the whole message, a leaf part is its
-/// body decoded per its Content-Transfer-Encoding (from the part's MIME header, kept in the
-/// index), a multipart or message part is its body as it is.
-pub(super) fn locate_binary(
+/// Locates `BINARY[path]` through the store (RFC 3516 §4.2); an encoding the server cannot
+/// undo is `NO [UNKNOWN-CTE]`.
+pub(super) fn binary_part(
     cached: &Cached,
-    headers: &[u8],
+    headers: Option<&[u8]>,
     path: &[u32],
 ) -> Result<BinaryPart, CmdError> {
-    let root = &cached.parts;
-    if path.is_empty() {
-        return Ok(BinaryPart::Range {
-            start: 0,
-            end: root.end,
-            enc: Encoding::Identity,
-        });
+    match locate_binary(cached, headers.unwrap_or(&[]), path) {
+        None => Err(CmdError::server("header block missing from the index")),
+        Some(BinaryPart::UnknownEncoding) => Err(CmdError::no(
+            ResponseCode::UnknownCte,
+            "Unknown Content-Transfer-Encoding.",
+        )),
+        Some(part) => Ok(part),
     }
-    let Some((part, pos)) = find(root, path) else {
-        return Ok(BinaryPart::Missing);
-    };
-    let enc = match part.kind {
-        PartKindRecord::Single => {
-            let block = header_block(root, headers, pos)
-                .ok_or_else(|| CmdError::server("header block missing from the index"))?;
-            let mut field = Vec::new();
-            maildex_mime::header_fields(block, &[b"Content-Transfer-Encoding"], false, &mut field);
-            let value = field
-                .iter()
-                .position(|&b| b == b':')
-                .map(|i| maildex_mime::unfold(&field[i + 1..]));
-            let value = value.filter(|v| !v.trim_ascii().is_empty());
-            Encoding::from_header(value.as_deref()).ok_or_else(|| {
-                CmdError::no(
-                    ResponseCode::UnknownCte,
-                    "Unknown Content-Transfer-Encoding.",
-                )
-            })?
-        }
-        _ => Encoding::Identity,
-    };
-    Ok(BinaryPart::Range {
-        start: part.body_start,
-        end: part.end,
-        enc,
-    })
 }
 
 /// Runs the decoder over `start..end` of `file`, calling `sink` with each decoded piece.
 async fn decode_range(
     file: &mut tokio::fs::File,
-    (start, end): (u64, u64),
-    enc: Encoding,
+    part: &BinaryPart,
     mut sink: impl FnMut(&[u8]),
 ) -> Result<(), CmdError> {
+    let BinaryPart::Range { start, end, .. } = *part else {
+        return Ok(());
+    };
     file.seek(SeekFrom::Start(start)).await?;
-    let mut dec = Decoder::new(enc);
+    let mut dec = part.decoder();
     let mut raw = vec![0u8; CHUNK];
     let mut out = Vec::with_capacity(CHUNK + CHUNK / 8);
     let mut pos = start;
@@ -107,11 +71,8 @@ impl Session {
         file: &mut tokio::fs::File,
         part: &BinaryPart,
     ) -> Result<(u64, bool), CmdError> {
-        let BinaryPart::Range { start, end, enc } = *part else {
-            return Ok((0, false));
-        };
         let (mut size, mut nul) = (0u64, false);
-        decode_range(file, (start, end), enc, |piece| {
+        decode_range(file, part, |piece| {
             size += piece.len() as u64;
             nul |= memchr_nul(piece);
         })
@@ -127,7 +88,7 @@ impl Session {
         part: &BinaryPart,
         partial: Option<Partial>,
     ) -> Result<(), CmdError> {
-        let BinaryPart::Range { start, end, enc } = *part else {
+        let BinaryPart::Range { start, end, .. } = *part else {
             self.out.extend_from_slice(b"\"\"");
             return Ok(());
         };
@@ -138,7 +99,7 @@ impl Session {
         let mut pending: Vec<u8> = Vec::new();
         // decode again, sending the window; flush between chunks
         file.seek(SeekFrom::Start(start)).await?;
-        let mut dec = Decoder::new(enc);
+        let mut dec = part.decoder();
         let mut raw = vec![0u8; CHUNK];
         let mut pos = start;
         let mut finished = false;
@@ -182,38 +143,4 @@ impl Session {
 
 fn memchr_nul(b: &[u8]) -> bool {
     b.contains(&0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn built(msg: &[u8]) -> maildex_index::Built {
-        maildex_store::build_record(msg, Default::default()).unwrap()
-    }
-
-    #[test]
-    fn encodings_come_from_each_part_header() {
-        let msg = b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\
-Content-Transfer-Encoding: quoted-printable\n\ncaf=C3=A9\n--b\nContent-Type: application/x\n\
-Content-Transfer-Encoding: BASE64\n\nAAEC\n--b\nContent-Transfer-Encoding: x-uue\n\nzz\n--b\n\
-Content-Transfer-Encoding: Binary\n\n\0\n--b--\n";
-        let b = built(msg);
-        let c = &b.record.cached;
-        let enc = |p: &[u32]| match locate_binary(c, &b.headers, p) {
-            Ok(BinaryPart::Range { enc, .. }) => Some(enc),
-            Ok(BinaryPart::Missing) => None,
-            Err(_) => Some(Encoding::Identity).filter(|_| false),
-        };
-        assert_eq!(enc(&[1]), Some(Encoding::QuotedPrintable));
-        assert_eq!(enc(&[2]), Some(Encoding::Base64));
-        assert!(matches!(
-            locate_binary(c, &b.headers, &[3]),
-            Err(CmdError::No(Some(ResponseCode::UnknownCte), _))
-        ));
-        // RFC 2045 §6.2: binary is decoded as the octets themselves, not as 7bit text
-        assert_eq!(enc(&[4]), Some(Encoding::Binary));
-        assert_eq!(enc(&[5]), None);
-        assert_eq!(enc(&[]), Some(Encoding::Identity));
-    }
 }

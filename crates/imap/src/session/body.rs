@@ -7,7 +7,7 @@ use std::io::SeekFrom;
 use std::path::Path;
 
 use maildex_imap_proto::Partial;
-use maildex_mime::CrlfWriter;
+use maildex_store::section::Converter;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::{CmdError, Session, FLUSH_AT};
@@ -50,7 +50,7 @@ impl Session {
         }
         let mut raw = vec![0u8; CHUNK];
         let mut conv = Vec::with_capacity(CHUNK + CHUNK / 8);
-        let mut crlf = CrlfWriter::new();
+        let mut crlf = Converter::crlf();
         let mut pos = start;
         while left > 0 && pos < end {
             let want = usize::try_from((end - pos).min(CHUNK as u64)).unwrap_or(CHUNK);
@@ -60,7 +60,7 @@ impl Session {
             }
             pos += n as u64;
             conv.clear();
-            crlf.write(&raw[..n], &mut conv);
+            crlf.feed(&raw[..n], &mut conv);
             let mut piece = &conv[..];
             if skip > 0 {
                 let s = usize::try_from(skip.min(piece.len() as u64)).unwrap_or(piece.len());

@@ -13,11 +13,11 @@ use maildex_store::records::CachedFields;
 use maildex_store::Flags;
 use maildex_store::{FlagOp, Loaded, Mailbox, MessageFile, UserStore};
 
-use super::binary::locate_binary;
+use super::binary::binary_part;
 use super::messages::resolve;
 use super::render::{hot_section, want_of, Plan, Render, Rendered, NO_PLAN};
 use super::{blocking, untagged, CmdError, Done, Session, State, FLUSH_AT};
-use crate::section::{locate, Located};
+use maildex_store::section::{locate, Located};
 
 /// Messages read from the index per read transaction. Each batch is one hop to a blocking
 /// thread and back; 512 (about 1-2 ms of decoding, a few hundred kB of listing data) made
@@ -326,11 +326,7 @@ impl Session {
                     self.file_section(&mut file, &path, loc, None).await?;
                 }
                 FetchItem::Binary { part, partial, .. } => {
-                    let loc = locate_binary(
-                        r.cached(&msg, uid)?,
-                        msg.headers.as_deref().unwrap_or(&[]),
-                        part,
-                    )?;
+                    let loc = binary_part(r.cached(&msg, uid)?, msg.headers.as_deref(), part)?;
                     self.out.extend_from_slice(b"BINARY[");
                     write_part_path(&mut self.out, part);
                     self.out.push(b']');
@@ -341,11 +337,7 @@ impl Session {
                     self.write_binary(&mut file, &path, &loc, *partial).await?;
                 }
                 FetchItem::BinarySize { part } => {
-                    let loc = locate_binary(
-                        r.cached(&msg, uid)?,
-                        msg.headers.as_deref().unwrap_or(&[]),
-                        part,
-                    )?;
+                    let loc = binary_part(r.cached(&msg, uid)?, msg.headers.as_deref(), part)?;
                     let (size, _) = Session::binary_size(&mut file, &loc).await?;
                     self.out.extend_from_slice(b"BINARY.SIZE[");
                     write_part_path(&mut self.out, part);

@@ -13,7 +13,7 @@ use maildex_store::records::{Cached, HOT_HEADERS};
 
 use super::body::partial_window;
 use super::{untagged, CmdError};
-use crate::section::{header_block, locate, Located, Want};
+use maildex_store::section::{header_block, header_section, locate, Fields, Located, Want};
 use maildex_store::Loaded;
 
 fn is_hot(names: &[String]) -> bool {
@@ -276,7 +276,7 @@ impl Render {
         if let (Some(SectionText::HeaderFields(names)), true) = (&section.text, plan.hot) {
             out.extend_from_slice(&plan.label);
             let mut data = Vec::with_capacity(cached.hot_headers.len());
-            maildex_mime::header_fields(&cached.hot_headers, names, false, &mut data);
+            header_section(&cached.hot_headers, Fields::Only(names), false, &mut data);
             literal_cut(out, &data, partial);
             return Ok(true);
         }
@@ -293,18 +293,12 @@ impl Render {
                     return Err(CmdError::server("header block missing from the index"));
                 };
                 let mut data = Vec::with_capacity(raw.len() + raw.len() / 16);
-                match &section.text {
-                    Some(SectionText::HeaderFields(names))
-                    | Some(SectionText::HeaderFieldsNot(names)) => {
-                        let not = matches!(section.text, Some(SectionText::HeaderFieldsNot(_)));
-                        if section.part.is_empty() {
-                            maildex_mime::header_fields(raw, names, not, &mut data);
-                        } else {
-                            maildex_mime::header_fields_of_part(raw, names, not, &mut data);
-                        }
-                    }
-                    _ => maildex_mime::to_crlf(raw, &mut data),
-                }
+                let fields = match &section.text {
+                    Some(SectionText::HeaderFields(names)) => Fields::Only(names),
+                    Some(SectionText::HeaderFieldsNot(names)) => Fields::Not(names),
+                    _ => Fields::All,
+                };
+                header_section(raw, fields, !section.part.is_empty(), &mut data);
                 out.extend_from_slice(&plan.label);
                 literal_cut(out, &data, partial);
             }
