@@ -27,6 +27,7 @@ mod imap {
     mod python;
     mod quota;
     mod real_clients;
+    mod reconnect;
     mod roundcube;
     mod sessions;
     mod special_use;
