@@ -346,32 +346,62 @@ impl UserStore {
             Ok(id)
         })?;
 
-        for chunk in to_add.chunks(BATCH) {
-            let mut built: Vec<(u32, Built)> = Vec::with_capacity(chunk.len());
-            for (uid, e) in chunk {
-                let file = e.sub.path(path).join(&e.file_name);
-                match convert::index_file(&file, entry_state(e)) {
-                    Ok(b) => built.push((*uid, b)),
-                    Err(StoreError::Io { error, .. })
-                        if error.kind() == std::io::ErrorKind::NotFound
-                            && std::fs::symlink_metadata(&file).is_err() =>
-                    {
-                        // renamed or expunged by another tool since the listing: list again
-                        complete = false;
-                        again = true;
+        // Parsing is most of a first indexing (or a rebuild): the batches are parsed on
+        // every core and committed in order by one thread, the next batch parsing while the
+        // last one commits.
+        let workers = parse_workers(to_add.len());
+        std::thread::scope(|scope| -> Result<(), StoreError> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(u32, Built)>>(1);
+            let committer = scope.spawn(move || -> Result<(), StoreError> {
+                for built in rx {
+                    self.insert_batch(id, built)?;
+                }
+                Ok(())
+            });
+            let mut sent = Ok(());
+            for chunk in to_add.chunks(BATCH) {
+                let parsed = parse_in_parallel(chunk, path, workers);
+                let mut built: Vec<(u32, Built)> = Vec::with_capacity(chunk.len());
+                for ((uid, e), result) in chunk.iter().zip(parsed) {
+                    let file = e.sub.path(path).join(&e.file_name);
+                    match result {
+                        Ok(b) => built.push((*uid, b)),
+                        Err(StoreError::Io { error, .. })
+                            if error.kind() == std::io::ErrorKind::NotFound
+                                && std::fs::symlink_metadata(&file).is_err() =>
+                        {
+                            // renamed or expunged by another tool since the listing: list
+                            // again
+                            complete = false;
+                            again = true;
+                        }
+                        Err(StoreError::Io { path, error }) => {
+                            tracing::warn!(file = %path.display(), error = %error, "cannot read message file; not indexed (its UID is kept)");
+                            report.unreadable.push(path);
+                            // not storing the stamps makes the next sync try it again
+                            complete = false;
+                        }
+                        Err(e) => {
+                            sent = Err(e);
+                            break;
+                        }
                     }
-                    Err(StoreError::Io { path, error }) => {
-                        tracing::warn!(file = %path.display(), error = %error, "cannot read message file; not indexed (its UID is kept)");
-                        report.unreadable.push(path);
-                        // not storing the stamps makes the next sync try it again
-                        complete = false;
-                    }
-                    Err(e) => return Err(e),
+                }
+                if sent.is_err() {
+                    break;
+                }
+                report.added += built.len();
+                // a send fails only when the committer stopped on an error, told below
+                if tx.send(built).is_err() {
+                    break;
                 }
             }
-            report.added += built.len();
-            self.insert_batch(id, built)?;
-        }
+            drop(tx);
+            let committed = committer
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            sent.and(committed)
+        })?;
 
         if !to_add.is_empty() {
             let settle = settle(complete);
@@ -422,6 +452,40 @@ impl Settle {
 }
 
 /// What a listing tells of a file before it is read (size and date come from the file).
+/// Threads that parse message files for one sync: every core for a batch of work, one for
+/// a few messages (a delivery found by a sync, say).
+fn parse_workers(messages: usize) -> usize {
+    if messages < 64 {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// Builds the records of `chunk`'s files on `workers` threads; results in `chunk`'s order.
+fn parse_in_parallel(
+    chunk: &[(u32, &Entry)],
+    path: &Path,
+    workers: usize,
+) -> Vec<Result<Built, StoreError>> {
+    let build = |(_, e): &(u32, &Entry)| {
+        convert::index_file(&e.sub.path(path).join(&e.file_name), entry_state(e))
+    };
+    if workers <= 1 || chunk.len() < 2 {
+        return chunk.iter().map(build).collect();
+    }
+    let per = chunk.len().div_ceil(workers);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = chunk
+            .chunks(per)
+            .map(|part| scope.spawn(move || part.iter().map(build).collect::<Vec<_>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
 fn entry_state(e: &Entry) -> MessageState {
     MessageState {
         file_name: e.file_name.clone(),
