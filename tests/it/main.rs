@@ -38,6 +38,7 @@ mod lmtp {
     mod crash;
     mod delivery;
     mod postfix;
+    mod quota_warning;
 }
 
 mod system {

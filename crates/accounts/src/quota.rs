@@ -65,6 +65,43 @@ pub fn usage(store: &UserStore) -> Result<u64, StoreError> {
     Ok(total)
 }
 
+/// The notice [`crate::Accounts::quota_warning`] leaves in INBOX: from the postmaster of
+/// `host`, marked `Auto-Submitted` (RFC 3834) so that no vacation responder answers it.
+pub(crate) fn warning_notice(
+    user: &str,
+    q: crate::StorageQuota,
+    percent: u8,
+    host: &str,
+) -> Vec<u8> {
+    let now = time::OffsetDateTime::now_utc();
+    let date = now
+        .format(&time::format_description::well_known::Rfc2822)
+        .unwrap_or_default();
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    let name: String = user.chars().filter(|c| !c.is_control()).collect();
+    format!(
+        "From: Mail System <postmaster@{host}>\n\
+         To: <{name}>\n\
+         Subject: Your mailbox is {percent}% full\n\
+         Date: {date}\n\
+         Message-ID: <quota-warning.{}.{}@{host}>\n\
+         Auto-Submitted: auto-generated\n\
+         MIME-Version: 1.0\n\
+         Content-Type: text/plain; charset=utf-8\n\
+         \n\
+         Your mailbox now holds {:.1} MiB of its {:.1} MiB ({}%).\n\
+         \n\
+         When it is full, new mail to you is refused and returned to its senders.\n\
+         Delete messages you no longer need (and empty the Trash) to make room.\n",
+        now.unix_timestamp(),
+        now.nanosecond(),
+        mib(q.used),
+        mib(q.limit),
+        (u128::from(q.used) * 100 / u128::from(q.limit.max(1))),
+    )
+    .into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

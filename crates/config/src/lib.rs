@@ -25,7 +25,8 @@
 //!   (TCP, default none) and `proxy_trusted_networks` as in `[imap]`.
 //! - `[tls]`: `cert`, `key`; absent means plain IMAP only.
 //! - `[storage]`: `mail_location` (required), `index_root`, `index_map_size`
-//!   (default 64 MiB), `fsync` (default true), `quota` (default none).
+//!   (default 64 MiB), `fsync` (default true), `quota` (default none), `quota_warning`
+//!   (a percentage of the quota, 1-99; default none).
 //! - `[auth]`: `users_file` (required).
 //! - `[log]`: `level` (default `"info"`), `format` (`"text"`, the default, or `"json"`).
 //! - `[daemon]`: `user` and `group` to switch to after binding when started as root
@@ -295,6 +296,18 @@ pub struct LmtpConfig {
 }
 
 impl LmtpConfig {
+    /// The host name LMTP greets with and writes into `Received:`: `hostname`, else the
+    /// system's, else `localhost`.
+    pub fn host_name(&self) -> String {
+        self.hostname.clone().unwrap_or_else(|| {
+            hostname::get()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "localhost".to_owned())
+        })
+    }
+
     /// `[lmtp]` with every default and the given listeners.
     pub fn with_listeners(listen: Vec<Listen>) -> LmtpConfig {
         LmtpConfig {
@@ -347,6 +360,9 @@ pub struct StorageConfig {
     /// as the index counts it); `None` means no quota. A users-file entry can set its
     /// own with Dovecot's `userdb_quota_rule=*:storage=<size>` extra field.
     pub quota: Option<u64>,
+    /// Percentage of a user's quota at which a delivery that crosses it also delivers a
+    /// notice to the user's INBOX (as Dovecot's `quota_warning`); `None`: no notice.
+    pub quota_warning: Option<u8>,
 }
 
 /// `[auth]`.
@@ -458,6 +474,7 @@ pub fn dev(data_dir: &Path) -> Config {
             index_map_size: DEFAULT_INDEX_MAP_SIZE,
             fsync: true,
             quota: None,
+            quota_warning: None,
         },
         auth: AuthConfig {
             users_file: data_dir.join("users"),
@@ -573,6 +590,16 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         index_map_size,
         fsync: storage_raw.fsync.unwrap_or(true),
         quota: storage_raw.quota.map(|q| q.0).filter(|&q| q > 0),
+        quota_warning: match storage_raw.quota_warning {
+            None => None,
+            Some(p @ 1..=99) => Some(p),
+            Some(p) => {
+                return Err(invalid(
+                    "storage.quota_warning",
+                    format!("{p} is not a percentage from 1 to 99"),
+                ))
+            }
+        },
     };
 
     let users_file = raw

@@ -78,6 +78,7 @@ pub(crate) struct RawStorage {
     pub index_map_size: Option<ByteSize>,
     pub fsync: Option<bool>,
     pub quota: Option<ByteSize>,
+    pub quota_warning: Option<u8>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -475,6 +475,18 @@ fn lmtp_keys_and_defaults() {
     assert_eq!(c.storage.quota, Some(100 << 20));
     let c = parse(&MINIMAL.replace("[auth]", "quota = 0\n[auth]")).unwrap();
     assert_eq!(c.storage.quota, None, "0 means no quota");
+    assert_eq!(c.storage.quota_warning, None);
+    let c = parse(&MINIMAL.replace("[auth]", "quota_warning = 90\n[auth]")).unwrap();
+    assert_eq!(c.storage.quota_warning, Some(90));
+    for bad in ["0", "100", "250"] {
+        let e = parse(&MINIMAL.replace("[auth]", &format!("quota_warning = {bad}\n[auth]")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("storage.quota_warning") && e.contains("1 to 99"),
+            "{bad}: {e}"
+        );
+    }
 }
 
 #[test]

@@ -377,16 +377,16 @@ fn deliver_target(
     t: &Recipient,
 ) -> Result<String, Failure> {
     let user = &t.user.name;
-    match accounts.over_quota(&t.user, msg.vsize()) {
-        Ok(false) => {}
-        Ok(true) => {
-            let cause = format!("{user} over quota with {} bytes more", msg.vsize());
-            return Err(Failure::new(Status::over_quota(), cause));
-        }
+    let quota = match accounts.storage_quota(&t.user) {
+        Ok(q) => q,
         Err(e) => {
             tracing::error!(user = %user, error = %e, "quota check failed");
             return Err(Failure::accounts(&e));
         }
+    };
+    if quota.is_some_and(|q| q.exceeded_by(msg.vsize())) {
+        let cause = format!("{user} over quota with {} bytes more", msg.vsize());
+        return Err(Failure::new(Status::over_quota(), cause));
     }
     let store = accounts.store(&t.user).map_err(|e| {
         tracing::error!(user = %user, error = %e, "cannot open the user's mail");
@@ -403,6 +403,7 @@ fn deliver_target(
     match result {
         Ok((d, how)) => {
             tracing::debug!(user = %user, mailbox, uid = d.uid, size = d.size, linked = how == LinkOrCopy::Linked, "delivered");
+            accounts.quota_warning(&t.user, quota, msg.vsize());
             Ok(format!("{user}/{mailbox} uid={}", d.uid))
         }
         Err(e) => {

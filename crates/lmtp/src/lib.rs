@@ -79,14 +79,7 @@ pub struct Limits {
 impl Limits {
     /// Limits from `[lmtp]`; the host name defaults to the system's.
     pub fn from_config(c: &LmtpConfig) -> Limits {
-        let hostname = c.hostname.clone().unwrap_or_else(|| {
-            hostname::get()
-                .ok()
-                .and_then(|h| h.into_string().ok())
-                .filter(|h| !h.is_empty())
-                .unwrap_or_else(|| "localhost".to_owned())
-        });
-        let mut proto = maildex_lmtp_proto::Limits::new(hostname);
+        let mut proto = maildex_lmtp_proto::Limits::new(c.host_name());
         proto.max_message_size = c.max_message_size;
         proto.max_recipients = c.max_recipients;
         proto.max_line = c.max_line_length;

@@ -185,14 +185,16 @@ fn deliver_prepared(
     })?;
     let prepared = incoming.prepare(None, None).map_err(|e| failure(&e))?;
     *message_id = prepared.message_id();
-    match accounts.over_quota(user, prepared.vsize()) {
-        Ok(false) => {}
-        Ok(true) => return Err(over_quota(user)),
-        Err(e) => return Err((sysexits::TEMPFAIL, format!("4.3.0 {e}"))),
+    let quota = accounts
+        .storage_quota(user)
+        .map_err(|e| (sysexits::TEMPFAIL, format!("4.3.0 {e}")))?;
+    if quota.is_some_and(|q| q.exceeded_by(prepared.vsize())) {
+        return Err(over_quota(user));
     }
     let (d, _) = store
         .deliver_file(mailbox, &prepared, &opts)
         .map_err(|e| failure(&e))?;
     drop(incoming);
+    accounts.quota_warning(user, quota, prepared.vsize());
     Ok(d.uid)
 }
