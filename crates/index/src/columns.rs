@@ -1,4 +1,5 @@
-//! The cached listing data of messages, as three columns of segments.
+//! The cached listing data of messages, as columns of segments (three for listings, one
+//! for the sort and thread keys).
 //!
 //! Why columns: a full segment is zstd-compressed, and decompressing it was the largest cost
 //! of a listing (a third of `FETCH 1:* ENVELOPE` on 10,000 messages) when one segment held
@@ -11,16 +12,17 @@ use std::ops::{ControlFlow, RangeInclusive};
 use heed::{RoTxn, RwTxn, WithoutTls};
 use serde::Deserialize;
 
-use crate::schema::{self, Cached, CachedFields, PartRecord, Structure};
+use crate::schema::{self, Cached, CachedFields, PartRecord, SortKeys, Structure};
 use crate::segment::Segments;
 use crate::IndexError;
 
-/// The three column databases.
+/// The column databases.
 #[derive(Clone, Copy)]
 pub(crate) struct Columns<'e> {
     pub hot: Segments<'e>,
     pub envelope: Segments<'e>,
     pub structure: Segments<'e>,
+    pub sort: Segments<'e>,
 }
 
 /// A [`Structure`] borrowed from its encoding, with the part tree as `P` (`()` skips it:
@@ -36,11 +38,11 @@ struct StructureView<'a, P> {
 type Fill<'a> = dyn FnMut(&mut Cached, u32, Vec<u8>) -> Result<(), IndexError> + 'a;
 
 /// Names a record in a decoding error.
-struct What(u32, u32);
+struct What(&'static str, u32, u32);
 
 impl std::fmt::Display for What {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}/{}", schema::DB_CACHE_STRUCTURE, self.0, self.1)
+        write!(f, "{} {}/{}", self.0, self.1, self.2)
     }
 }
 
@@ -68,6 +70,10 @@ fn fill_structure(
     Ok(())
 }
 
+fn decode_sort(raw: &[u8], mailbox: u32, uid: u32) -> Result<SortKeys, IndexError> {
+    schema::decode(raw, &What(schema::DB_CACHE_SORT, mailbox, uid))
+}
+
 fn wants_structure(fields: CachedFields) -> bool {
     fields.body || fields.body_structure || fields.parts
 }
@@ -81,7 +87,8 @@ impl Columns<'_> {
         items: Vec<(u32, Cached)>,
     ) -> Result<(), IndexError> {
         let n = items.len();
-        let (mut hot, mut env, mut st) = (
+        let (mut hot, mut env, mut st, mut sort) = (
+            Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
@@ -93,12 +100,14 @@ impl Columns<'_> {
                 parts: c.parts,
             };
             st.push((uid, schema::encode(&structure)?));
+            sort.push((uid, schema::encode(&c.sort)?));
             hot.push((uid, c.hot_headers));
             env.push((uid, c.envelope));
         }
         self.hot.put_many(txn, mailbox, hot)?;
         self.envelope.put_many(txn, mailbox, env)?;
-        self.structure.put_many(txn, mailbox, st)
+        self.structure.put_many(txn, mailbox, st)?;
+        self.sort.put_many(txn, mailbox, sort)
     }
 
     /// Removes one message's data.
@@ -106,6 +115,7 @@ impl Columns<'_> {
         self.hot.remove(txn, mailbox, uid)?;
         self.envelope.remove(txn, mailbox, uid)?;
         self.structure.remove(txn, mailbox, uid)?;
+        self.sort.remove(txn, mailbox, uid)?;
         Ok(())
     }
 
@@ -113,7 +123,8 @@ impl Columns<'_> {
     pub fn clear(&self, txn: &mut RwTxn, mailbox: u32) -> Result<(), IndexError> {
         self.hot.clear(txn, mailbox)?;
         self.envelope.clear(txn, mailbox)?;
-        self.structure.clear(txn, mailbox)
+        self.structure.clear(txn, mailbox)?;
+        self.sort.clear(txn, mailbox)
     }
 
     /// The `fields` of one message's data (the others empty); `None` when the message has
@@ -145,7 +156,19 @@ impl Columns<'_> {
             let Some(raw) = self.structure.get(txn, mailbox, uid)? else {
                 return Ok(None);
             };
-            fill_structure(&mut c, &raw, fields, What(mailbox, uid))?;
+            fill_structure(
+                &mut c,
+                &raw,
+                fields,
+                What(schema::DB_CACHE_STRUCTURE, mailbox, uid),
+            )?;
+            found = true;
+        }
+        if fields.sort {
+            let Some(raw) = self.sort.get(txn, mailbox, uid)? else {
+                return Ok(None);
+            };
+            c.sort = decode_sort(&raw, mailbox, uid)?;
             found = true;
         }
         Ok(found.then_some(c))
@@ -201,7 +224,18 @@ impl Columns<'_> {
         }
         if wants_structure(fields) {
             merge(&self.structure, &mut |c, uid, d| {
-                fill_structure(c, &d, fields, What(mailbox, uid))
+                fill_structure(
+                    c,
+                    &d,
+                    fields,
+                    What(schema::DB_CACHE_STRUCTURE, mailbox, uid),
+                )
+            })?;
+        }
+        if fields.sort {
+            merge(&self.sort, &mut |c, uid, d| {
+                c.sort = decode_sort(&d, mailbox, uid)?;
+                Ok(())
             })?;
         }
         for (uid, c) in out {
@@ -229,7 +263,13 @@ mod tests {
         };
         let raw = schema::encode(&s).unwrap();
         let mut c = Cached::default();
-        fill_structure(&mut c, &raw, CachedFields::ALL, What(1, 1)).unwrap();
+        fill_structure(
+            &mut c,
+            &raw,
+            CachedFields::ALL,
+            What(schema::DB_CACHE_STRUCTURE, 1, 1),
+        )
+        .unwrap();
         assert_eq!(
             (c.body, c.body_structure, c.parts),
             (s.body.clone(), s.body_structure.clone(), s.parts.clone())
@@ -239,11 +279,23 @@ mod tests {
             ..CachedFields::default()
         };
         let mut c = Cached::default();
-        fill_structure(&mut c, &raw, only_bs, What(1, 1)).unwrap();
+        fill_structure(
+            &mut c,
+            &raw,
+            only_bs,
+            What(schema::DB_CACHE_STRUCTURE, 1, 1),
+        )
+        .unwrap();
         assert_eq!(c.body_structure, s.body_structure);
         assert!(c.body.is_empty());
         assert_eq!(c.parts, PartRecord::default());
-        let err = fill_structure(&mut c, &raw[..3], CachedFields::ALL, What(7, 9)).unwrap_err();
+        let err = fill_structure(
+            &mut c,
+            &raw[..3],
+            CachedFields::ALL,
+            What(schema::DB_CACHE_STRUCTURE, 7, 9),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("cache-structure 7/9"), "{err}");
     }
 }

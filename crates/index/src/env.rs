@@ -62,6 +62,8 @@ pub struct Dbs<'e> {
     pub cache_envelope: Database<'e, Bytes, Bytes>,
     /// `cache-structure`: segments of [`schema::Structure`].
     pub cache_structure: Database<'e, Bytes, Bytes>,
+    /// `cache-sort`: segments of [`schema::SortKeys`].
+    pub cache_sort: Database<'e, Bytes, Bytes>,
     /// `headers`: segments of raw header blocks.
     pub headers: Database<'e, Bytes, Bytes>,
     /// `changes`: (mailbox, modseq) -> uid, the change log ([`crate::changes`]).
@@ -87,6 +89,10 @@ impl<'e> Dbs<'e> {
             structure: Segments {
                 db: self.cache_structure,
                 name: schema::DB_CACHE_STRUCTURE,
+            },
+            sort: Segments {
+                db: self.cache_sort,
+                name: schema::DB_CACHE_SORT,
             },
         }
     }
@@ -268,6 +274,7 @@ impl Index {
                     let hot = dbo.create_database(wtxn, Some(schema::DB_CACHE_HOT))?;
                     let env = dbo.create_database(wtxn, Some(schema::DB_CACHE_ENVELOPE))?;
                     let st = dbo.create_database(wtxn, Some(schema::DB_CACHE_STRUCTURE))?;
+                    let sort = dbo.create_database(wtxn, Some(schema::DB_CACHE_SORT))?;
                     let hdrs = dbo.create_database(wtxn, Some(schema::DB_HEADERS))?;
                     let changes = dbo.create_database(wtxn, Some(schema::DB_CHANGES))?;
                     let expunged = dbo.create_database(wtxn, Some(schema::DB_EXPUNGED))?;
@@ -276,14 +283,14 @@ impl Index {
                         names,
                         boxes,
                         msgs,
-                        (hot, env, st),
+                        (hot, env, st, sort),
                         (hdrs, changes, expunged),
                     )))
                 })
                 .map_err(|e| IndexError::lmdb(dir, e))?
                 .unwrap_commit();
             let (meta, mailbox_names, mailboxes, messages, cache, log) = dbs;
-            let (cache_hot, cache_envelope, cache_structure) = cache;
+            let (cache_hot, cache_envelope, cache_structure, cache_sort) = cache;
             let (headers, changes, expunged) = log;
             Ok(Dbs {
                 meta,
@@ -293,6 +300,7 @@ impl Index {
                 cache_hot,
                 cache_envelope,
                 cache_structure,
+                cache_sort,
                 headers,
                 changes,
                 expunged,

@@ -29,7 +29,7 @@ pub use env::{
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,
-    PartRecord, Stamp,
+    PartRecord, SortKeys, Stamp,
 };
 pub use txn::{PageStats, Reader, Writer};
 

@@ -119,6 +119,8 @@ pub fn build(file: &[u8], summary: &Summary, state: MessageState) -> Result<Buil
             body,
             body_structure,
             parts,
+            // the store fills these in (maildex_text::sort_keys: RFC 2047, casemap)
+            sort: Default::default(),
         },
     };
     Ok(Built {

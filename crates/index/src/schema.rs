@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::IndexError;
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// `meta`: string keys to small values (schema version, id counters).
 pub const DB_META: &str = "meta";
@@ -26,6 +26,8 @@ pub const DB_CACHE_HOT: &str = "cache-hot";
 pub const DB_CACHE_ENVELOPE: &str = "cache-envelope";
 /// `cache-structure`: segments of postcard [`Structure`] records (BODY, BODYSTRUCTURE, parts).
 pub const DB_CACHE_STRUCTURE: &str = "cache-structure";
+/// `cache-sort`: segments of postcard [`SortKeys`] records (what SORT and THREAD compare).
+pub const DB_CACHE_SORT: &str = "cache-sort";
 /// `headers`: segments of the raw header blocks of each message (see
 /// [`MessageRecord::parts`] for how to find each part's header inside them).
 pub const DB_HEADERS: &str = "headers";
@@ -259,6 +261,38 @@ pub struct Cached {
     pub body_structure: Vec<u8>,
     /// The MIME part tree with file offsets.
     pub parts: PartRecord,
+    /// What SORT and THREAD compare, computed when the message is indexed.
+    pub sort: SortKeys,
+}
+
+/// The sort and thread keys of a message (RFC 5256, RFC 5957), computed once when it is
+/// indexed (by the store, through `maildex_text::sort_keys`) so that SORT and THREAD read
+/// no message file and parse no header. Strings are already in the form they are compared
+/// in: RFC 2047 decoded and mapped by i;unicode-casemap (RFC 5051), as Dovecot 2.3 does.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SortKeys {
+    /// The first Date: field in seconds since the epoch (UTC); `None` when it is missing
+    /// or unparsable (SORT DATE then uses INTERNALDATE, RFC 5256 §3).
+    pub sent_date: Option<i64>,
+    /// The base subject (RFC 5256 §2.1).
+    pub subject: String,
+    /// The subject had a reply or forward marker (RFC 5256 §2.1, THREAD REFERENCES §4).
+    pub reply_or_forward: bool,
+    /// addr-mailbox of the first From address (SORT FROM).
+    pub from: String,
+    /// addr-mailbox of the first To address (SORT TO).
+    pub to: String,
+    /// addr-mailbox of the first Cc address (SORT CC).
+    pub cc: String,
+    /// Display name of the first From address, else its addr-spec (RFC 5957 DISPLAYFROM).
+    pub display_from: String,
+    /// Display name of the first To address, else its addr-spec (RFC 5957 DISPLAYTO).
+    pub display_to: String,
+    /// The Message-ID's msg-id without its angle brackets (THREAD).
+    pub message_id: Option<String>,
+    /// The References msg-ids in order, or In-Reply-To's first one when References has
+    /// none (THREAD REFERENCES, RFC 5256 §4 step 1).
+    pub references: Vec<String>,
 }
 
 /// Which fields of a [`Cached`] record to decode; the others are left empty. A listing
@@ -276,6 +310,8 @@ pub struct CachedFields {
     pub body_structure: bool,
     /// [`Cached::parts`].
     pub parts: bool,
+    /// [`Cached::sort`].
+    pub sort: bool,
 }
 
 impl CachedFields {
@@ -286,6 +322,7 @@ impl CachedFields {
         body: true,
         body_structure: true,
         parts: true,
+        sort: true,
     };
 
     /// Whether any field is wanted.
@@ -301,6 +338,7 @@ impl CachedFields {
             body: self.body || o.body,
             body_structure: self.body_structure || o.body_structure,
             parts: self.parts || o.parts,
+            sort: self.sort || o.sort,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use maildex_index::{
-    Cached, CachedFields, Index, MessageRecord, MessageState, OpenOptions, PartRecord,
+    Cached, CachedFields, Index, MessageRecord, MessageState, OpenOptions, PartRecord, SortKeys,
 };
 use proptest::prelude::*;
 
@@ -40,6 +40,11 @@ fn project(c: &Cached, fields: CachedFields) -> Cached {
         } else {
             PartRecord::default()
         },
+        sort: if fields.sort {
+            c.sort.clone()
+        } else {
+            SortKeys::default()
+        },
     }
 }
 
@@ -64,6 +69,7 @@ fn field_sets() -> Vec<CachedFields> {
             parts: true,
             ..none
         },
+        CachedFields { sort: true, ..none },
     ]
 }
 
@@ -84,6 +90,12 @@ fn record(uid: u32, gen: usize) -> (MessageRecord, Vec<u8>) {
             body_structure: format!("(bs {uid} {gen})").into_bytes(),
             parts: PartRecord {
                 body_vsize: u64::from(uid) * 1000 + gen as u64,
+                ..Default::default()
+            },
+            sort: SortKeys {
+                sent_date: (uid % 3 != 0).then_some(i64::from(uid) * 60),
+                subject: format!("S{}", uid % 11),
+                references: vec![format!("{gen}@x"); uid as usize % 3],
                 ..Default::default()
             },
         },
@@ -279,6 +291,7 @@ fn messages_above_the_last_uid_get_a_segment_each_until_sixteen_are_merged() {
         vec![
             ("cache-envelope", n),
             ("cache-hot", n),
+            ("cache-sort", n),
             ("cache-structure", n),
             ("headers", n),
         ]

@@ -98,7 +98,13 @@ pub(crate) fn index_file(path: &Path, mut state: MessageState) -> Result<Built, 
 
 pub(crate) fn build(bytes: &[u8], state: MessageState) -> Result<Built, StoreError> {
     let summary = maildex_mime::summarize(bytes);
-    Ok(maildex_index::build(bytes, &summary, state)?)
+    let mut built = maildex_index::build(bytes, &summary, state)?;
+    let root = &summary.root;
+    let end = usize::try_from(root.body_start).map_or(bytes.len(), |e| e.min(bytes.len()));
+    let start = usize::try_from(root.header_start).map_or(end, |s| s.min(end));
+    // the sort and thread keys are computed here, once (RFC 2047 decoding is maildex-text's)
+    built.record.cached.sort = maildex_text::sort_keys(&bytes[start..end], &summary.envelope);
+    Ok(built)
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub use maildex_index::ChangeSet;
 pub mod records {
     pub use maildex_index::{
         flag, Built, Cached, CachedFields, MailboxRecord, MessageState, PartKindRecord, PartRecord,
-        HOT_HEADERS,
+        SortKeys, HOT_HEADERS,
     };
 }
 pub use maildex_maildir::{mutf7, Flags};
@@ -69,7 +69,7 @@ pub use message_text::build_record;
 pub use op_error::{OpError, Refusal};
 pub use read::{
     Changes, Contents, Expunged, Loaded, Mailbox, MessageFile, Since, Snapshot, SnapshotRequest,
-    SyncFirst,
+    SortEntry, SyncFirst,
 };
 pub use rebuild::{Progress, RebuildReport};
 pub use special::{AutoCreate, MailboxSetting};

@@ -14,7 +14,7 @@ use std::ops::{ControlFlow, Range};
 use std::path::{Path, PathBuf};
 
 use maildex_index::{
-    Cached, CachedFields, ChangeSet, IndexError, MailboxRecord, MessageState, Reader,
+    Cached, CachedFields, ChangeSet, IndexError, MailboxRecord, MessageState, Reader, SortKeys,
 };
 
 use crate::{StoreError, UserStore};
@@ -167,6 +167,27 @@ pub struct Loaded {
     pub headers: Option<Vec<u8>>,
 }
 
+/// What SORT and THREAD compare of one message: its keys as indexed, with the arrival date
+/// and size from its state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SortEntry {
+    /// The UID.
+    pub uid: u32,
+    /// INTERNALDATE, seconds since the epoch (SORT ARRIVAL; DATE without a sent date).
+    pub internal_date: i64,
+    /// RFC822.SIZE (SORT SIZE).
+    pub vsize: u64,
+    /// The keys computed when the message was indexed.
+    pub keys: SortKeys,
+}
+
+impl SortEntry {
+    /// RFC 5256 §3 DATE: the sent date, or INTERNALDATE when the message has none.
+    pub fn date(&self) -> i64 {
+        self.keys.sent_date.unwrap_or(self.internal_date)
+    }
+}
+
 /// A message file opened for reading.
 #[derive(Debug)]
 pub struct MessageFile {
@@ -262,6 +283,30 @@ impl UserStore {
         Ok(self
             .index
             .read(|r| load_batch(r, mailbox.id, uids, fields, headers))?)
+    }
+
+    /// The sort and thread keys of messages `uids` (ascending) of `mailbox`, read from the
+    /// index alone (its `cache-sort` column and the states): no message file is opened and
+    /// no header parsed. A UID that is gone is left out.
+    pub fn sort_keys(&self, mailbox: &Mailbox, uids: &[u32]) -> Result<Vec<SortEntry>, StoreError> {
+        let fields = CachedFields {
+            sort: true,
+            ..CachedFields::default()
+        };
+        Ok(self
+            .load(mailbox, uids, fields, false)?
+            .into_iter()
+            .zip(uids)
+            .filter_map(|(m, &uid)| {
+                let m = m?;
+                Some(SortEntry {
+                    uid,
+                    internal_date: m.state.internal_date,
+                    vsize: m.state.vsize,
+                    keys: m.cached.map(|c| c.sort).unwrap_or_default(),
+                })
+            })
+            .collect())
     }
 
     /// Opens the file of message `uid` of `mailbox`, whose index state is `state`. When the

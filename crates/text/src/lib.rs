@@ -11,6 +11,8 @@
 //!   rebuild), so there is no record without one to fall back from.
 //! - Header fields: [`field_values`], [`fields`], [`decode_header`] (RFC 2047),
 //!   [`compress_lwsp`] (SUBJECT), [`address_text`] (FROM/TO/CC/BCC).
+//! - SORT and THREAD keys: [`sort_keys`] (RFC 5256 sent date and base subject, RFC 5957
+//!   display names, i;unicode-casemap through [`casemap`], msg-ids), computed at indexing.
 //! - SEARCH's comparison: [`normalize`] on both sides, [`SearchText`] for BODY and TEXT.
 //!
 //! No I/O and no tokio: the caller (the store) reads the file.
@@ -46,8 +48,10 @@ mod charset;
 mod header;
 mod message;
 mod search;
+mod sort;
 
 pub use charset::to_utf8;
 pub use header::{compress_lwsp, decode_header, field_values, fields};
 pub use message::{Html, MessageText};
 pub use search::{address_text, normalize, SearchText};
+pub use sort::{base_subject, casemap, message_ids, sent_date, sort_keys};

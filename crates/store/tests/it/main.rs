@@ -11,6 +11,7 @@ mod deliver;
 mod dovecot_maildir;
 mod full_disk;
 mod races;
+mod sort_keys;
 mod store_ops;
 mod store_props;
 mod sync_stamps;
