@@ -3,7 +3,7 @@
 
 use crate::fetch::FetchArgs;
 use crate::list::{ListArgs, SpecialUse, StatusItem};
-use crate::search::SearchArgs;
+use crate::search::{SearchArgs, SortArgs, ThreadArgs};
 use crate::sequence::SequenceSet;
 use crate::types::{Flag, Mailbox};
 
@@ -110,6 +110,20 @@ pub enum Command {
         /// Arguments.
         args: SearchArgs,
     },
+    /// `[UID] SORT` (RFC 5256 §3; ESORT RETURN, RFC 5267 §3)
+    Sort {
+        /// `UID SORT`
+        uid: bool,
+        /// Arguments.
+        args: SortArgs,
+    },
+    /// `[UID] THREAD` (RFC 5256 §4)
+    Thread {
+        /// `UID THREAD`
+        uid: bool,
+        /// Arguments.
+        args: ThreadArgs,
+    },
     /// `[UID] FETCH set items [modifiers]` (RFC 3501 §6.4.5)
     Fetch {
         /// `UID FETCH`: `set` holds UIDs, and UID is always returned.
@@ -210,6 +224,10 @@ impl Command {
             Command::Expunge { uids: Some(_) } => "UID EXPUNGE",
             Command::Search { uid: false, .. } => "SEARCH",
             Command::Search { uid: true, .. } => "UID SEARCH",
+            Command::Sort { uid: false, .. } => "SORT",
+            Command::Sort { uid: true, .. } => "UID SORT",
+            Command::Thread { uid: false, .. } => "THREAD",
+            Command::Thread { uid: true, .. } => "UID THREAD",
             Command::Fetch { uid: false, .. } => "FETCH",
             Command::Fetch { uid: true, .. } => "UID FETCH",
             Command::Store { uid: false, .. } => "STORE",

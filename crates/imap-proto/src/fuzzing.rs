@@ -179,6 +179,8 @@ pub fn canonical(mut c: Command) -> Command {
         | Command::Move { set, .. } => canon_set(set),
         Command::Expunge { uids: Some(s) } => canon_set(s),
         Command::Search { args, .. } => args.keys.iter_mut().for_each(canon_key),
+        Command::Sort { args, .. } => args.keys.iter_mut().for_each(canon_key),
+        Command::Thread { args, .. } => args.keys.iter_mut().for_each(canon_key),
         Command::Select { params, .. } | Command::Examine { params, .. } => {
             if let Some(q) = &mut params.qresync {
                 q.known_uids.iter_mut().for_each(canon_set);

@@ -57,7 +57,10 @@ pub use limits::Limits;
 pub use list::{ListArgs, ListReturn, ListSelect, SpecialUse, StatusItem};
 pub use parse::{parse_command, CommandError};
 pub use receiver::{Receiver, MAX_LITERALS};
-pub use search::{SearchArgs, SearchKey, SearchReturn};
+pub use search::{
+    SearchArgs, SearchKey, SearchReturn, SortArgs, SortCriterion, SortKey, ThreadAlgorithm,
+    ThreadArgs,
+};
 pub use sequence::{SeqNum, SeqRange, SequenceSet};
 pub use types::{Date, DateTime, Flag, Mailbox, Tag};
 

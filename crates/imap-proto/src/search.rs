@@ -1,5 +1,6 @@
 //! SEARCH arguments (RFC 3501 §6.4.4, RFC 4731, RFC 5032, RFC 5182,
-//! RFC 7162 §3.1.5).
+//! RFC 7162 §3.1.5), and those of SORT and THREAD (RFC 5256, RFC 5267 ESORT,
+//! RFC 5957 SORT=DISPLAY), which take the same search criteria.
 
 use crate::sequence::SequenceSet;
 use crate::types::Date;
@@ -16,6 +17,99 @@ pub struct SearchArgs {
     pub returns: Option<Vec<SearchReturn>>,
     /// The keys, implicitly ANDed (RFC 3501 §6.4.4). Never empty.
     pub keys: Vec<SearchKey>,
+}
+
+/// A parsed SORT command (RFC 5256 §3, RFC 5267 §3 `RETURN`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortArgs {
+    /// `RETURN (...)` options (ESORT, RFC 5267 §3); `None` without RETURN (plain
+    /// `* SORT` answer).
+    pub returns: Option<Vec<SearchReturn>>,
+    /// The sort criteria in order of precedence. Never empty.
+    pub criteria: Vec<SortCriterion>,
+    /// The search charset (mandatory in SORT and THREAD), upper-cased.
+    pub charset: String,
+    /// The search keys, implicitly ANDed. Never empty.
+    pub keys: Vec<SearchKey>,
+}
+
+/// One sort criterion: `["REVERSE" SP] sort-key` (RFC 5256 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SortCriterion {
+    /// `REVERSE`: this key in descending order.
+    pub reverse: bool,
+    /// The key.
+    pub key: SortKey,
+}
+
+/// A sort key (RFC 5256 §3, RFC 5957 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SortKey {
+    /// `ARRIVAL`: INTERNALDATE.
+    Arrival,
+    /// `CC`: addr-mailbox of the first Cc address.
+    Cc,
+    /// `DATE`: the sent date (Date: header, else INTERNALDATE).
+    Date,
+    /// `FROM`: addr-mailbox of the first From address.
+    From,
+    /// `SIZE`: RFC822.SIZE.
+    Size,
+    /// `SUBJECT`: the base subject.
+    Subject,
+    /// `TO`: addr-mailbox of the first To address.
+    To,
+    /// `DISPLAYFROM` (RFC 5957): display name of the first From address.
+    DisplayFrom,
+    /// `DISPLAYTO` (RFC 5957): display name of the first To address.
+    DisplayTo,
+}
+
+impl SortKey {
+    /// The key's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SortKey::Arrival => "ARRIVAL",
+            SortKey::Cc => "CC",
+            SortKey::Date => "DATE",
+            SortKey::From => "FROM",
+            SortKey::Size => "SIZE",
+            SortKey::Subject => "SUBJECT",
+            SortKey::To => "TO",
+            SortKey::DisplayFrom => "DISPLAYFROM",
+            SortKey::DisplayTo => "DISPLAYTO",
+        }
+    }
+}
+
+/// A parsed THREAD command (RFC 5256 §4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadArgs {
+    /// The threading algorithm.
+    pub algorithm: ThreadAlgorithm,
+    /// The search charset, upper-cased.
+    pub charset: String,
+    /// The search keys, implicitly ANDed. Never empty.
+    pub keys: Vec<SearchKey>,
+}
+
+/// A threading algorithm (RFC 5256 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThreadAlgorithm {
+    /// `ORDEREDSUBJECT`
+    OrderedSubject,
+    /// `REFERENCES`
+    References,
+}
+
+impl ThreadAlgorithm {
+    /// The algorithm's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadAlgorithm::OrderedSubject => "ORDEREDSUBJECT",
+            ThreadAlgorithm::References => "REFERENCES",
+        }
+    }
 }
 
 /// ESEARCH result options (RFC 4731 §3.1, RFC 5182 §2.1 SAVE).

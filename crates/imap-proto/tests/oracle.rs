@@ -183,6 +183,20 @@ fn flag() -> impl Strategy<Value = Flag> {
     ])
 }
 
+fn sort_key() -> impl Strategy<Value = SortKey> {
+    prop::sample::select(vec![
+        SortKey::Arrival,
+        SortKey::Cc,
+        SortKey::Date,
+        SortKey::From,
+        SortKey::Size,
+        SortKey::Subject,
+        SortKey::To,
+        SortKey::DisplayFrom,
+        SortKey::DisplayTo,
+    ])
+}
+
 fn command() -> impl Strategy<Value = Command> {
     let simple = prop::sample::select(vec![
         Command::Capability,
@@ -261,6 +275,40 @@ fn command() -> impl Strategy<Value = Command> {
                 args: SearchArgs {
                     charset,
                     returns: None,
+                    keys
+                }
+            }),
+        (
+            any::<bool>(),
+            prop::collection::vec((any::<bool>(), sort_key()), 1..4),
+            prop::sample::select(vec!["UTF-8", "US-ASCII"]),
+            prop::collection::vec(search_key(), 1..3)
+        )
+            .prop_map(|(uid, criteria, charset, keys)| Command::Sort {
+                uid,
+                args: SortArgs {
+                    returns: None,
+                    criteria: criteria
+                        .into_iter()
+                        .map(|(reverse, key)| SortCriterion { reverse, key })
+                        .collect(),
+                    charset: charset.into(),
+                    keys
+                }
+            }),
+        (
+            any::<bool>(),
+            prop::sample::select(vec![
+                ThreadAlgorithm::OrderedSubject,
+                ThreadAlgorithm::References
+            ]),
+            prop::collection::vec(search_key(), 1..3)
+        )
+            .prop_map(|(uid, algorithm, keys)| Command::Thread {
+                uid,
+                args: ThreadArgs {
+                    algorithm,
+                    charset: "UTF-8".into(),
                     keys
                 }
             }),
@@ -398,6 +446,11 @@ fn both_reject() {
         "a SEARCH FOO\r\n",
         "a SEARCH OR SEEN\r\n",
         "a SEARCH SINCE 1-Foo-2020\r\n",
+        "a SORT (FOO) UTF-8 ALL\r\n",
+        "a SORT () UTF-8 ALL\r\n",
+        "a SORT (DATE) UTF-8\r\n",
+        "a SORT DATE UTF-8 ALL\r\n",
+        "a THREAD REFERENCES UTF-8\r\n",
         "a NOOP extra\r\n",
         "a FROB\r\n",
         "* NOOP\r\n",
@@ -444,6 +497,8 @@ fn known_differences() {
     for s in [
         "a SEARCH $\r\n",
         "a SEARCH RETURN (MIN MAX) ALL\r\n",
+        // ESORT (RFC 5267 §3)
+        "a SORT RETURN (MIN MAX) (DATE) UTF-8 ALL\r\n",
         "a LIST (SUBSCRIBED) \"\" *\r\n",
         "a CREATE x (USE (\\Drafts))\r\n",
     ] {

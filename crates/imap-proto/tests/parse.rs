@@ -416,6 +416,68 @@ fn search_keys() {
 }
 
 #[test]
+fn sort_and_thread() {
+    // RFC 5256 §3 example; RFC 5267 §3 RETURN; RFC 5957 DISPLAYFROM
+    let Command::Sort { uid, args } =
+        ok("a UID SORT RETURN (MIN COUNT) (reverse ARRIVAL DisplayFrom) us-ascii SINCE 1-Feb-1994 NOT $\r\n")
+    else {
+        panic!()
+    };
+    assert!(uid);
+    assert_eq!(
+        args.returns,
+        Some(vec![SearchReturn::Min, SearchReturn::Count])
+    );
+    assert_eq!(
+        args.criteria,
+        vec![
+            SortCriterion {
+                reverse: true,
+                key: SortKey::Arrival
+            },
+            SortCriterion {
+                reverse: false,
+                key: SortKey::DisplayFrom
+            }
+        ]
+    );
+    assert_eq!(args.charset, "US-ASCII");
+    assert_eq!(
+        args.keys,
+        vec![
+            SearchKey::Since(Date::new(1994, 2, 1).unwrap()),
+            SearchKey::Not(Box::new(SearchKey::SequenceSet(SequenceSet::Saved)))
+        ]
+    );
+    let Command::Sort { uid, args } = ok("a SORT (SUBJECT) UTF-8 ALL\r\n") else {
+        panic!()
+    };
+    assert!(!uid && args.returns.is_none());
+    assert_eq!(ok("a SORT (SUBJECT) \"utf-8\" ALL\r\n").name(), "SORT");
+    let Command::Thread { uid, args } = ok("a UID THREAD references UTF-8 FROM x\r\n") else {
+        panic!()
+    };
+    assert!(uid);
+    assert_eq!(args.algorithm, ThreadAlgorithm::References);
+    assert_eq!(args.keys, vec![SearchKey::From(b"x".to_vec())]);
+    assert_eq!(ok("a THREAD ORDEREDSUBJECT utf-8 ALL\r\n").name(), "THREAD");
+    assert_eq!(bad("a SORT (FOO) UTF-8 ALL\r\n"), "Unknown sort key FOO");
+    assert_eq!(bad("a SORT (REVERSE) UTF-8 ALL\r\n"), "Missing argument");
+    assert_eq!(bad("a SORT () UTF-8 ALL\r\n"), "Missing argument");
+    assert_eq!(bad("a SORT (DATE) ALL\r\n"), "Missing argument");
+    assert_eq!(bad("a SORT DATE UTF-8 ALL\r\n"), "Expected sort criteria");
+    assert_eq!(bad("a SORT (DATE) UTF-8\r\n"), "Missing argument");
+    assert_eq!(
+        bad("a THREAD REFS UTF-8 ALL\r\n"),
+        "Unknown thread algorithm REFS"
+    );
+    assert_eq!(
+        bad("a THREAD REFERENCES UTF-8 FOO\r\n"),
+        "Unknown search key FOO"
+    );
+}
+
+#[test]
 fn nesting_and_item_limits() {
     let limits = Limits::default();
     let deep = format!("a SEARCH {}SEEN{}\r\n", "(".repeat(17), ")".repeat(17));

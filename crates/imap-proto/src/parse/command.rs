@@ -73,7 +73,9 @@ pub(crate) fn command(p: &mut Parser<'_>) -> PResult<Command> {
         "SETQUOTA" => set_quota(p)?,
         "ID" => list::id(p)?,
         "UID" => return uid(p),
-        "SEARCH" | "FETCH" | "STORE" | "COPY" | "MOVE" => return uid_able(p, &name, false),
+        "SEARCH" | "SORT" | "THREAD" | "FETCH" | "STORE" | "COPY" | "MOVE" => {
+            return uid_able(p, &name, false)
+        }
         _ => return fail(format!("Unknown command {}", printable(&name))),
     };
     p.end()?;
@@ -156,13 +158,15 @@ fn enable(p: &mut Parser<'_>) -> PResult<Command> {
     Ok(Command::Enable { capabilities })
 }
 
-/// `UID SP (copy / move / fetch / search / store / uid-expunge)`
-/// (RFC 3501 §6.4.8, RFC 4315 §2.1, RFC 6851 §3.3).
+/// `UID SP (copy / move / fetch / search / sort / thread / store / uid-expunge)`
+/// (RFC 3501 §6.4.8, RFC 4315 §2.1, RFC 6851 §3.3, RFC 5256 §5).
 fn uid(p: &mut Parser<'_>) -> PResult<Command> {
     p.sp()?;
     let name = p.word()?;
     match name.as_str() {
-        "SEARCH" | "FETCH" | "STORE" | "COPY" | "MOVE" => uid_able(p, &name, true),
+        "SEARCH" | "SORT" | "THREAD" | "FETCH" | "STORE" | "COPY" | "MOVE" => {
+            uid_able(p, &name, true)
+        }
         "EXPUNGE" => {
             p.sp()?;
             let uids = p.sequence_set()?;
@@ -178,6 +182,14 @@ fn uid_able(p: &mut Parser<'_>, name: &str, uid: bool) -> PResult<Command> {
         "SEARCH" => Command::Search {
             uid,
             args: search::search(p)?,
+        },
+        "SORT" => Command::Sort {
+            uid,
+            args: search::sort(p)?,
+        },
+        "THREAD" => Command::Thread {
+            uid,
+            args: search::thread(p)?,
         },
         "FETCH" => {
             p.sp()?;

@@ -1,60 +1,148 @@
 //! SEARCH (RFC 3501 §6.4.4 and §9 `search-key`; RFC 4731 §3.1 RETURN;
-//! RFC 5032 §3 OLDER/YOUNGER; RFC 5182 `$`; RFC 7162 §3.1.5 MODSEQ).
+//! RFC 5032 §3 OLDER/YOUNGER; RFC 5182 `$`; RFC 7162 §3.1.5 MODSEQ), and SORT and
+//! THREAD (RFC 5256 §5, RFC 5267 §3 ESORT, RFC 5957 §4), which share its criteria.
 
 use super::core::Parser;
 use super::{fail, PErr, PResult};
 use crate::error::ParseError;
-use crate::search::{SearchArgs, SearchKey, SearchReturn};
+use crate::search::{
+    SearchArgs, SearchKey, SearchReturn, SortArgs, SortCriterion, SortKey, ThreadAlgorithm,
+    ThreadArgs,
+};
 
 /// Everything after `SEARCH`:
 /// `[SP "RETURN" SP "(" opts ")"] [SP "CHARSET" SP astring] 1*(SP key)`.
 pub(crate) fn search(p: &mut Parser<'_>) -> PResult<SearchArgs> {
-    let mut args = SearchArgs {
-        charset: None,
-        returns: None,
-        keys: Vec::new(),
-    };
     p.sp()?;
-    if p.eat_word(b"RETURN") {
-        p.sp()?;
-        p.expect(b'(', "RETURN options")?;
-        let mut opts = Vec::new();
-        if !p.eat(b')') {
-            loop {
-                let o = match p.word()?.as_str() {
-                    "MIN" => SearchReturn::Min,
-                    "MAX" => SearchReturn::Max,
-                    "ALL" => SearchReturn::All,
-                    "COUNT" => SearchReturn::Count,
-                    "SAVE" => SearchReturn::Save,
-                    other => return fail(format!("Unknown SEARCH return option {other}")),
-                };
-                if !opts.contains(&o) {
-                    opts.push(o);
-                }
-                if p.eat(b')') {
-                    break;
-                }
-                p.sp()?;
-            }
-        }
-        args.returns = Some(opts);
-        p.sp()?;
-    }
+    let returns = return_opts(p)?;
+    let mut charset = None;
     if p.eat_word(b"CHARSET") {
         p.sp()?;
-        let cs = p.astring()?;
-        args.charset = Some(String::from_utf8_lossy(&cs).to_ascii_uppercase());
+        charset = Some(charset_arg(p)?);
         p.sp()?;
     }
+    Ok(SearchArgs {
+        charset,
+        returns,
+        keys: keys(p)?,
+    })
+}
+
+/// `"RETURN" SP "(" [opt *(SP opt)] ")" SP` when it comes next (RFC 4731 §3.1).
+fn return_opts(p: &mut Parser<'_>) -> PResult<Option<Vec<SearchReturn>>> {
+    if !p.eat_word(b"RETURN") {
+        return Ok(None);
+    }
+    p.sp()?;
+    p.expect(b'(', "RETURN options")?;
+    let mut opts = Vec::new();
+    if !p.eat(b')') {
+        loop {
+            let o = match p.word()?.as_str() {
+                "MIN" => SearchReturn::Min,
+                "MAX" => SearchReturn::Max,
+                "ALL" => SearchReturn::All,
+                "COUNT" => SearchReturn::Count,
+                "SAVE" => SearchReturn::Save,
+                other => return fail(format!("Unknown SEARCH return option {other}")),
+            };
+            if !opts.contains(&o) {
+                opts.push(o);
+            }
+            if p.eat(b')') {
+                break;
+            }
+            p.sp()?;
+        }
+    }
+    p.sp()?;
+    Ok(Some(opts))
+}
+
+fn charset_arg(p: &mut Parser<'_>) -> PResult<String> {
+    let cs = p.astring()?;
+    Ok(String::from_utf8_lossy(&cs).to_ascii_uppercase())
+}
+
+/// `search-key *(SP search-key)` to the end of the command.
+fn keys(p: &mut Parser<'_>) -> PResult<Vec<SearchKey>> {
+    let mut out = Vec::new();
     let mut count = 0usize;
     loop {
-        args.keys.push(key(p, &mut count)?);
+        out.push(key(p, &mut count)?);
         if p.at_end() {
-            return Ok(args);
+            return Ok(out);
         }
         p.sp()?;
     }
+}
+
+/// Everything after `SORT` (RFC 5256 §5, RFC 5267 §3):
+/// `[SP "RETURN" SP "(" opts ")"] SP sort-criteria SP charset 1*(SP search-key)`.
+pub(crate) fn sort(p: &mut Parser<'_>) -> PResult<SortArgs> {
+    p.sp()?;
+    let returns = return_opts(p)?;
+    p.expect(b'(', "sort criteria")?;
+    let mut criteria = Vec::new();
+    loop {
+        let mut word = p.word()?;
+        let reverse = word == "REVERSE";
+        if reverse {
+            p.sp()?;
+            word = p.word()?;
+        }
+        let key = match word.as_str() {
+            "ARRIVAL" => SortKey::Arrival,
+            "CC" => SortKey::Cc,
+            "DATE" => SortKey::Date,
+            "FROM" => SortKey::From,
+            "SIZE" => SortKey::Size,
+            "SUBJECT" => SortKey::Subject,
+            "TO" => SortKey::To,
+            "DISPLAYFROM" => SortKey::DisplayFrom,
+            "DISPLAYTO" => SortKey::DisplayTo,
+            other => {
+                let shown: String = other.chars().take(32).collect();
+                return fail(format!("Unknown sort key {shown}"));
+            }
+        };
+        criteria.push(SortCriterion { reverse, key });
+        p.check_items(criteria.len())?;
+        if p.eat(b')') {
+            break;
+        }
+        p.sp()?;
+    }
+    p.sp()?;
+    let charset = charset_arg(p)?;
+    p.sp()?;
+    Ok(SortArgs {
+        returns,
+        criteria,
+        charset,
+        keys: keys(p)?,
+    })
+}
+
+/// Everything after `THREAD` (RFC 5256 §5): `SP thread-alg SP charset 1*(SP search-key)`.
+pub(crate) fn thread(p: &mut Parser<'_>) -> PResult<ThreadArgs> {
+    p.sp()?;
+    let algorithm = match p.word()?.as_str() {
+        "ORDEREDSUBJECT" => ThreadAlgorithm::OrderedSubject,
+        "REFERENCES" => ThreadAlgorithm::References,
+        other => {
+            let shown: String = other.chars().take(32).collect();
+            return fail(format!("Unknown thread algorithm {shown}"));
+        }
+    };
+    p.sp()?;
+    let charset = charset_arg(p)?;
+    p.sp()?;
+    Ok(ThreadArgs {
+        algorithm,
+        charset,
+        keys: keys(p)?,
+    })
 }
 
 /// Deepest NOT/OR/parenthesis recursion of one search key. Parentheses

@@ -250,6 +250,28 @@ pub fn render(tag: &str, c: &Command) -> Vec<u8> {
             sp(&mut o);
             keys(&mut o, &args.keys);
         }
+        Command::Sort { args, .. } => {
+            o.extend_from_slice(c.name().as_bytes());
+            o.extend_from_slice(b" (");
+            for (i, cr) in args.criteria.iter().enumerate() {
+                if i > 0 {
+                    sp(&mut o);
+                }
+                if cr.reverse {
+                    o.extend_from_slice(b"REVERSE ");
+                }
+                o.extend_from_slice(cr.key.as_str().as_bytes());
+            }
+            o.extend_from_slice(format!(") {} ", args.charset).as_bytes());
+            keys(&mut o, &args.keys);
+        }
+        Command::Thread { args, .. } => {
+            o.extend_from_slice(c.name().as_bytes());
+            o.extend_from_slice(
+                format!(" {} {} ", args.algorithm.as_str(), args.charset).as_bytes(),
+            );
+            keys(&mut o, &args.keys);
+        }
         Command::Fetch { set, args, .. } => {
             o.extend_from_slice(c.name().as_bytes());
             sp(&mut o);
