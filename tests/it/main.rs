@@ -30,6 +30,7 @@ mod imap {
     mod reconnect;
     mod roundcube;
     mod sessions;
+    mod sort;
     mod special_use;
 }
 

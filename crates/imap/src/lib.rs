@@ -9,6 +9,8 @@ pub mod fuzzing;
 pub mod search;
 pub mod server;
 mod session;
+pub mod sort;
 pub mod stream;
+pub mod thread;
 pub mod tls;
 pub mod view;

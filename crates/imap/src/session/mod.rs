@@ -17,6 +17,7 @@ mod quota;
 mod render;
 mod search_cmd;
 mod selected;
+mod sort_cmd;
 mod subscriptions;
 mod untagged;
 mod update;
@@ -486,6 +487,8 @@ impl Session {
             C::Unselect => self.close(false).await,
             C::Expunge { uids } => self.expunge(uids).await,
             C::Search { uid, args } => self.search(tag, uid, args).await,
+            C::Sort { uid, args } => self.sort(tag, uid, args).await,
+            C::Thread { uid, args } => self.thread(uid, args).await,
             C::Fetch { uid, set, args } => self.fetch(uid, set, args).await,
             C::Store { uid, set, args } => self.store_flags(uid, set, args).await,
             C::Copy { uid, set, mailbox } => self.copy(uid, set, mailbox, false).await,
@@ -531,6 +534,11 @@ impl Session {
                     "QRESYNC",
                     "QUOTA",
                     "QUOTA=RES-STORAGE",
+                    "SORT",
+                    "SORT=DISPLAY",
+                    "ESORT",
+                    "THREAD=ORDEREDSUBJECT",
+                    "THREAD=REFERENCES",
                 ] {
                     caps.push(c.into());
                 }

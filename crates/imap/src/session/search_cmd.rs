@@ -18,6 +18,18 @@ const BATCH: usize = 512;
 /// A matching message: sequence number, UID, modseq.
 pub(super) type Hit = (u32, u32, u64);
 
+/// SEARCH, SORT and THREAD take US-ASCII and UTF-8; another charset is `NO [BADCHARSET]`
+/// naming those (RFC 3501 §6.4.4, RFC 5256 §3).
+pub(super) fn check_charset(cs: &str) -> Result<(), CmdError> {
+    if cs.eq_ignore_ascii_case("UTF-8") || cs.eq_ignore_ascii_case("US-ASCII") {
+        return Ok(());
+    }
+    Err(CmdError::no(
+        ResponseCode::BadCharset(vec!["US-ASCII".into(), "UTF-8".into()]),
+        "Unsupported charset.",
+    ))
+}
+
 impl Session {
     pub(super) async fn search(
         &mut self,
@@ -26,12 +38,7 @@ impl Session {
         args: SearchArgs,
     ) -> Result<Done, CmdError> {
         if let Some(cs) = &args.charset {
-            if !cs.eq_ignore_ascii_case("UTF-8") && !cs.eq_ignore_ascii_case("US-ASCII") {
-                return Err(CmdError::no(
-                    ResponseCode::BadCharset(vec!["US-ASCII".into(), "UTF-8".into()]),
-                    "Unsupported charset.",
-                ));
-            }
+            check_charset(cs)?;
         }
         // RFC 7162 §3.1.5: SEARCH MODSEQ enables CONDSTORE and answers with the highest
         // modseq of what it found

@@ -1,0 +1,134 @@
+//! SORT, UID SORT (RFC 5256 §3; ESORT's RETURN, RFC 5267 §3; SORT=DISPLAY, RFC 5957) and
+//! THREAD, UID THREAD (RFC 5256 §4). The criteria are SEARCH's, evaluated by
+//! [`Session::matching`]; the keys of the matches come from the index through
+//! [`UserStore::sort_keys`] (no message file is opened, no header parsed); ordering and
+//! threading are the pure [`crate::sort`] and [`crate::thread`].
+
+use std::sync::Arc;
+
+use maildex_imap_proto::{SearchReturn, SortArgs, Tag, ThreadAlgorithm, ThreadArgs};
+use maildex_store::{SortEntry, UserStore};
+
+use super::condstore::uses_modseq;
+use super::search_cmd::{check_charset, Hit};
+use super::{blocking, CmdError, Done, Session, State};
+use crate::{sort, thread};
+
+/// Messages whose keys are read per read transaction.
+const BATCH: usize = 8192;
+
+impl Session {
+    pub(super) async fn sort(
+        &mut self,
+        tag: &Tag,
+        uid_cmd: bool,
+        args: SortArgs,
+    ) -> Result<Done, CmdError> {
+        check_charset(&args.charset)?;
+        // RFC 7162 §3.1.5 (and §3.1.6 for ESORT): MODSEQ enables CONDSTORE and adds the
+        // highest modseq of what is reported
+        let with_modseq = uses_modseq(&args.keys);
+        if with_modseq {
+            self.enable_condstore();
+        }
+        let hits = self.matching(args.keys).await?;
+        let entries = self.sort_entries(&hits).await?;
+        let order = sort::order(&entries, &args.criteria);
+        let hit = |i: usize| hits[i];
+        let numbers: Vec<u32> = order
+            .iter()
+            .map(|&i| if uid_cmd { hit(i).1 } else { hit(i).0 })
+            .collect();
+        match &args.returns {
+            Some(returns) => {
+                let uids: Vec<u32> = order.iter().map(|&i| hit(i).1).collect();
+                let saved = sort::save_sorted(returns, &uids);
+                if returns.contains(&SearchReturn::Save) {
+                    if let State::Selected(_, sel) = &mut self.state {
+                        sel.saved = Some(saved.clone());
+                    }
+                }
+                // MIN/MAX alone report only those messages; their modseq is the highest
+                let reported: Vec<u32> = if returns.is_empty()
+                    || returns
+                        .iter()
+                        .any(|r| matches!(r, SearchReturn::All | SearchReturn::Count))
+                {
+                    uids
+                } else {
+                    sort::save_sorted(returns, &uids)
+                };
+                let modseq = with_modseq
+                    .then(|| {
+                        hits.iter()
+                            .filter(|h| reported.contains(&h.1))
+                            .map(|h| h.2)
+                            .max()
+                    })
+                    .flatten();
+                sort::esort(&mut self.out, tag, uid_cmd, returns, &numbers, modseq);
+            }
+            None => {
+                let modseq = with_modseq
+                    .then(|| hits.iter().map(|h| h.2).max())
+                    .flatten();
+                sort::sort_response(&mut self.out, &numbers, modseq);
+            }
+        }
+        // RFC 3501 §7.4.1: no EXPUNGE during SORT; UID SORT may carry them
+        self.refresh_fast(uid_cmd).await?;
+        Ok(Done::ok("Sort completed."))
+    }
+
+    pub(super) async fn thread(
+        &mut self,
+        uid_cmd: bool,
+        args: ThreadArgs,
+    ) -> Result<Done, CmdError> {
+        check_charset(&args.charset)?;
+        let hits = self.matching(args.keys).await?;
+        let entries = self.sort_entries(&hits).await?;
+        let msgs: Vec<thread::Msg<'_>> = entries
+            .iter()
+            .map(|(seq, entry)| thread::Msg {
+                number: if uid_cmd { entry.uid } else { *seq },
+                entry,
+            })
+            .collect();
+        let threads = match args.algorithm {
+            ThreadAlgorithm::OrderedSubject => thread::ordered_subject(&msgs),
+            ThreadAlgorithm::References => thread::references(&msgs),
+        };
+        thread::thread_response(&mut self.out, &threads);
+        self.refresh_fast(uid_cmd).await?;
+        Ok(Done::ok("Thread completed."))
+    }
+
+    /// The sort keys of `hits` (in sequence order), with their sequence numbers, read
+    /// from the index in batches. A message expunged meanwhile by another session gets
+    /// empty keys: it is still in this session's view, so it is still answered.
+    async fn sort_entries(&mut self, hits: &[Hit]) -> Result<Vec<(u32, SortEntry)>, CmdError> {
+        let State::Selected(authed, sel) = &self.state else {
+            return Err(CmdError::Bad("no mailbox selected".into()));
+        };
+        let store: Arc<UserStore> = Arc::clone(&authed.store);
+        let mut out: Vec<(u32, SortEntry)> = Vec::with_capacity(hits.len());
+        for batch in hits.chunks(BATCH) {
+            let uids: Vec<u32> = batch.iter().map(|h| h.1).collect();
+            let (s, m) = (Arc::clone(&store), sel.mailbox.clone());
+            let found = blocking(move || s.sort_keys(&m, &uids)).await??;
+            let mut found = found.into_iter().peekable();
+            for &(seq, uid, _) in batch {
+                let entry = match found.peek() {
+                    Some(e) if e.uid == uid => found.next().unwrap_or_default(),
+                    _ => SortEntry {
+                        uid,
+                        ..SortEntry::default()
+                    },
+                };
+                out.push((seq, entry));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,246 @@
+//! SORT (RFC 5256 §3, RFC 5957 SORT=DISPLAY) over the keys the index stores, and its
+//! answers: `* SORT` and, for `SORT RETURN (...)`, ESORT's `* ESEARCH` (RFC 5267 §3).
+//!
+//! Pure: the session loads the keys ([`maildex_store::UserStore::sort_keys`]) of the
+//! messages SEARCH's evaluator matched and asks [`order`]. Ties are broken by sequence
+//! number, ascending whatever REVERSE says, as Dovecot 2.3 does (`index_sort_node_cmp_type`
+//! ends with the sequence).
+
+use std::cmp::Ordering;
+
+use maildex_imap_proto::{encode, SearchReturn, SortCriterion, SortKey, Tag};
+use maildex_store::SortEntry;
+
+/// Compares two messages by one key (RFC 5256 §3): dates and sizes as numbers, the
+/// others as the stored strings (already i;unicode-casemap'ed) byte by byte.
+fn by_key(key: SortKey, a: &SortEntry, b: &SortEntry) -> Ordering {
+    match key {
+        SortKey::Arrival => a.internal_date.cmp(&b.internal_date),
+        SortKey::Date => a.date().cmp(&b.date()),
+        SortKey::Size => a.vsize.cmp(&b.vsize),
+        SortKey::Subject => a.keys.subject.cmp(&b.keys.subject),
+        SortKey::From => a.keys.from.cmp(&b.keys.from),
+        SortKey::To => a.keys.to.cmp(&b.keys.to),
+        SortKey::Cc => a.keys.cc.cmp(&b.keys.cc),
+        SortKey::DisplayFrom => a.keys.display_from.cmp(&b.keys.display_from),
+        SortKey::DisplayTo => a.keys.display_to.cmp(&b.keys.display_to),
+    }
+}
+
+/// The order of `messages` (sequence number and keys, in sequence order) under
+/// `criteria`: indexes into `messages`.
+pub fn order(messages: &[(u32, SortEntry)], criteria: &[SortCriterion]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..messages.len()).collect();
+    idx.sort_by(|&i, &j| {
+        let (sa, a) = &messages[i];
+        let (sb, b) = &messages[j];
+        criteria
+            .iter()
+            .map(|c| {
+                let o = by_key(c.key, a, b);
+                if c.reverse {
+                    o.reverse()
+                } else {
+                    o
+                }
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| sa.cmp(sb))
+    });
+    idx
+}
+
+/// Writes `* SORT 3 1 2\r\n` (RFC 5256 §4: the numbers in sort order; `* SORT\r\n` when
+/// nothing matched); `modseq` adds `(MODSEQ n)` (RFC 7162 §3.1.5) when some matched.
+pub fn sort_response(out: &mut Vec<u8>, numbers: &[u32], modseq: Option<u64>) {
+    out.extend_from_slice(b"* SORT");
+    for n in numbers {
+        out.extend_from_slice(format!(" {n}").as_bytes());
+    }
+    if let (false, Some(m)) = (numbers.is_empty(), modseq) {
+        out.extend_from_slice(format!(" (MODSEQ {m})").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// True when `returns` asks for `r`; `RETURN ()` is `RETURN (ALL)` (RFC 4731 §3.1).
+fn wants(returns: &[SearchReturn], r: SearchReturn) -> bool {
+    if returns.is_empty() {
+        return r == SearchReturn::All;
+    }
+    returns.contains(&r)
+}
+
+/// Writes the ESEARCH answer of `SORT RETURN (...)` (RFC 5267 §3.2): MIN and MAX are the
+/// first and the last message in sort order, ALL lists them in sort order (ascending runs
+/// joined as `a:b`), COUNT and MODSEQ as for SEARCH; items in Dovecot's order (MIN MAX ALL
+/// COUNT MODSEQ). Nothing is written when SAVE is the only option (RFC 5182 §2.1).
+pub fn esort(
+    out: &mut Vec<u8>,
+    tag: &Tag,
+    uid: bool,
+    returns: &[SearchReturn],
+    numbers: &[u32],
+    modseq: Option<u64>,
+) {
+    if !returns.is_empty() && returns.iter().all(|r| *r == SearchReturn::Save) {
+        return;
+    }
+    out.extend_from_slice(b"* ESEARCH (TAG ");
+    encode::string(out, tag.as_str().as_bytes());
+    out.push(b')');
+    if uid {
+        out.extend_from_slice(b" UID");
+    }
+    if let (Some(first), Some(last)) = (numbers.first(), numbers.last()) {
+        if wants(returns, SearchReturn::Min) {
+            out.extend_from_slice(format!(" MIN {first}").as_bytes());
+        }
+        if wants(returns, SearchReturn::Max) {
+            out.extend_from_slice(format!(" MAX {last}").as_bytes());
+        }
+        if wants(returns, SearchReturn::All) {
+            out.extend_from_slice(b" ALL ");
+            ordered_set(out, numbers);
+        }
+    }
+    if wants(returns, SearchReturn::Count) {
+        out.extend_from_slice(format!(" COUNT {}", numbers.len()).as_bytes());
+    }
+    if let (false, Some(m)) = (numbers.is_empty(), modseq) {
+        out.extend_from_slice(format!(" MODSEQ {m}").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A sequence-set that keeps the given order: runs of consecutive ascending numbers as
+/// `a:b`, joined by commas.
+fn ordered_set(out: &mut Vec<u8>, numbers: &[u32]) {
+    let mut i = 0;
+    while i < numbers.len() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = numbers[i];
+        let mut end = start;
+        while i + 1 < numbers.len() && end.checked_add(1) == Some(numbers[i + 1]) {
+            end = numbers[i + 1];
+            i += 1;
+        }
+        if start == end {
+            out.extend_from_slice(start.to_string().as_bytes());
+        } else {
+            out.extend_from_slice(format!("{start}:{end}").as_bytes());
+        }
+        i += 1;
+    }
+}
+
+/// What `SORT RETURN (... SAVE ...)` stores as `$` (RFC 5182 §2.1, RFC 5267 §3): the
+/// whole result, or only the first and/or last in sort order when SAVE comes with MIN
+/// and/or MAX alone. `uids` are in sort order; the saved set is sorted.
+pub fn save_sorted(returns: &[SearchReturn], uids: &[u32]) -> Vec<u32> {
+    let min = returns.contains(&SearchReturn::Min);
+    let max = returns.contains(&SearchReturn::Max);
+    let all_or_count =
+        returns.contains(&SearchReturn::All) || returns.contains(&SearchReturn::Count);
+    let mut v: Vec<u32> = if (min || max) && !all_or_count {
+        let first = uids.first().filter(|_| min);
+        let last = uids.last().filter(|_| max);
+        first.into_iter().chain(last).copied().collect()
+    } else {
+        uids.to_vec()
+    };
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use maildex_store::records::SortKeys;
+
+    fn entry(date: i64, arrival: i64, size: u64, subject: &str) -> SortEntry {
+        SortEntry {
+            uid: 0,
+            internal_date: arrival,
+            vsize: size,
+            keys: SortKeys {
+                sent_date: (date != 0).then_some(date),
+                subject: subject.into(),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn c(reverse: bool, key: SortKey) -> SortCriterion {
+        SortCriterion { reverse, key }
+    }
+
+    #[test]
+    fn keys_in_precedence_then_sequence_ascending_even_when_reversed() {
+        let msgs = vec![
+            (1, entry(100, 5, 10, "B")),
+            (2, entry(0, 50, 10, "A")),
+            (3, entry(100, 1, 30, "A")),
+            (4, entry(20, 9, 20, "B")),
+        ];
+        let nums = |o: Vec<usize>| o.into_iter().map(|i| msgs[i].0).collect::<Vec<_>>();
+        // DATE: 4 (20), 2 (no date: arrival 50), then 1 and 3 tie at 100 (sequence order)
+        assert_eq!(nums(order(&msgs, &[c(false, SortKey::Date)])), [4, 2, 1, 3]);
+        assert_eq!(nums(order(&msgs, &[c(true, SortKey::Date)])), [1, 3, 2, 4]);
+        assert_eq!(
+            nums(order(&msgs, &[c(false, SortKey::Arrival)])),
+            [3, 1, 4, 2]
+        );
+        assert_eq!(
+            nums(order(
+                &msgs,
+                &[c(false, SortKey::Subject), c(true, SortKey::Size)]
+            )),
+            [3, 2, 4, 1]
+        );
+        assert_eq!(nums(order(&msgs, &[c(true, SortKey::Size)])), [3, 4, 1, 2]);
+    }
+
+    #[test]
+    fn esort_answers_in_sort_order() {
+        let tag = Tag::new("a1").unwrap();
+        let mut out = Vec::new();
+        esort(
+            &mut out,
+            &tag,
+            true,
+            &[
+                SearchReturn::Min,
+                SearchReturn::Max,
+                SearchReturn::Count,
+                SearchReturn::All,
+            ],
+            &[7, 3, 4, 5, 1, 9],
+            None,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "* ESEARCH (TAG \"a1\") UID MIN 7 MAX 9 ALL 7,3:5,1,9 COUNT 6\r\n"
+        );
+        let mut out = Vec::new();
+        esort(&mut out, &tag, false, &[SearchReturn::Count], &[], None);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "* ESEARCH (TAG \"a1\") COUNT 0\r\n"
+        );
+        let mut out = Vec::new();
+        sort_response(&mut out, &[3, 1, 2], Some(9));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "* SORT 3 1 2 (MODSEQ 9)\r\n"
+        );
+        assert_eq!(
+            save_sorted(&[SearchReturn::Save, SearchReturn::Min], &[7, 3, 9]),
+            [7]
+        );
+        assert_eq!(save_sorted(&[SearchReturn::Save], &[7, 3, 9]), [3, 7, 9]);
+    }
+}
