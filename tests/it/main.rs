@@ -14,6 +14,7 @@ mod imap {
     mod condstore;
     mod conformance;
     mod dovecot_condstore;
+    mod dovecot_sort;
     mod edges;
     mod extensions;
     mod fetch;
