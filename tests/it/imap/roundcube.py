@@ -297,6 +297,12 @@ def run(d):
     print("quota " + json.dumps(quota), flush=True)
     step("quota", d)
     assert quota, "Roundcube shows no quota (no QUOTA capability)"
+    # 20 KiB for the user (tests/it/imap/roundcube.rs): the few messages take a visible part
+    shown = settle(d, "quota shown", lambda: d.execute_script(
+        "var q = document.getElementById('quotadisplay'); return q && q.innerText.trim()"))
+    print("quota shown " + json.dumps(shown), flush=True)
+    percent = int(shown.rstrip("%")) if shown.rstrip("%").isdigit() else 0
+    assert 0 < percent < 100, f"quota as Roundcube shows it: {shown!r}"
 
 
 if __name__ == "__main__":
