@@ -188,13 +188,13 @@ pub fn searches(server: &dyn Server, user: &str, runs: usize) -> Result<Value> {
 }
 
 /// strace attached to a server's process tree, following forks.
-struct Trace {
+pub struct Trace {
     child: Child,
     out: PathBuf,
 }
 
 impl Trace {
-    fn attach(pid: u32, out: &Path) -> Result<Trace> {
+    pub fn attach(pid: u32, out: &Path) -> Result<Trace> {
         let err_path = out.with_extension("stderr");
         let child = Command::new("strace")
             .args(["-f", "-e", "trace=open,openat,openat2", "-o"])
@@ -233,7 +233,7 @@ impl Trace {
     }
 
     /// Detaches and returns the distinct message files under `maildir` opened successfully.
-    fn finish(mut self, maildir: &Path) -> Result<usize> {
+    pub fn finish(mut self, maildir: &Path) -> Result<usize> {
         // SAFETY: kill(2) on our own child.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);

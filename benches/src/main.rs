@@ -13,6 +13,8 @@
 //! - `maildex-bench mixed`: per-command latency percentiles of N clients running a random
 //!   mix of APPEND, STORE, EXPUNGE, FETCH, SEARCH and COPY on shared mailboxes, maildex
 //!   and Dovecot in one run.
+//! - `maildex-bench search`: SEARCH on header and metadata criteria, warm, with server CPU,
+//!   hit counts and the message files opened, Dovecot and maildex side by side.
 
 mod idle_cost;
 mod imap_client;
@@ -24,6 +26,7 @@ mod plot;
 mod rebuild;
 mod report;
 mod resync;
+mod search;
 mod servers;
 mod suite;
 
@@ -160,6 +163,26 @@ enum Cmd {
         /// Rounds.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// The maildex binary (default: `maildex` next to this program).
+        #[arg(long)]
+        maildex_bin: Option<PathBuf>,
+        /// Dovecot's `mail_fsync` (see `all`).
+        #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
+        dovecot_mail_fsync: String,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// SEARCH on header and metadata criteria (SUBJECT, FROM, TO, CC, HEADER of a hot and a
+    /// non-hot field, SENTSINCE, LARGER, flags, OR/NOT), warm: Dovecot and maildex on copies
+    /// of the same INBOX, wall time, server CPU, hits and message files opened (strace).
+    Search {
+        /// INBOX sizes.
+        #[arg(long, value_delimiter = ',', default_values_t = [10_000, 30_000])]
+        sizes: Vec<usize>,
+        /// Warm runs per query.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
         /// The maildex binary (default: `maildex` next to this program).
         #[arg(long)]
         maildex_bin: Option<PathBuf>,
@@ -379,6 +402,24 @@ fn main() -> Result<()> {
                 flags,
                 expunges,
                 rounds,
+                maildex_bin,
+                work: tmp.path().to_owned(),
+                dovecot_mail_fsync,
+            })?;
+            write_json(json, &r)
+        }
+        Cmd::Search {
+            sizes,
+            runs,
+            maildex_bin,
+            dovecot_mail_fsync,
+            json,
+        } => {
+            let maildex_bin = maildex_bin_or_default(maildex_bin)?;
+            let tmp = scratch("mxs")?;
+            let r = search::run(&search::SearchOpts {
+                sizes,
+                runs,
                 maildex_bin,
                 work: tmp.path().to_owned(),
                 dovecot_mail_fsync,
