@@ -14,6 +14,7 @@ mod imap {
     mod condstore;
     mod conformance;
     mod dovecot_condstore;
+    mod dovecot_search;
     mod dovecot_sort;
     mod edges;
     mod extensions;
@@ -30,6 +31,7 @@ mod imap {
     mod real_clients;
     mod reconnect;
     mod roundcube;
+    mod search_index;
     mod sessions;
     mod sort;
     mod special_use;

@@ -2,11 +2,20 @@
 //! RFC 5032 WITHIN, RFC 5182 SEARCHRES, RFC 7162 §3.1.5 MODSEQ) and the
 //! shaping of its answers (RFC 4731 ESEARCH, classic `* SEARCH`).
 //!
-//! Pure and synchronous: the session decides with [`needs`] what to load
-//! for each message (flags and sizes always; the cached record for
-//! hot-header and Date: keys; the root header block for other HEADER
-//! fields; the message file for BODY/TEXT), builds a [`Candidate`] and asks
-//! [`matches`]. CHARSET is the session's job (US-ASCII and UTF-8 only,
+//! Pure and synchronous. Evaluation runs in stages over what the index holds, cheapest
+//! first (issue 18 #1): the session loads each message's state and asks [`decide`], which
+//! answers from flags, keywords, UID and sequence sets, sizes, dates and MODSEQ alone, or
+//! says it cannot yet (`None`: a key needs data not loaded). Only for the messages left
+//! undecided it loads the next [`Stage`] that [`needs`] asks for and asks again: the
+//! stored search fields (FROM/TO/CC/BCC/SUBJECT, SENT*), then the hot header fields
+//! (HEADER of one of [`HOT_HEADERS`]), then the header blocks (HEADER of another field),
+//! and last the message text (BODY/TEXT, the one stage that reads a file). So `FLAGGED
+//! HEADER X-Mailer x` decompresses header blocks only for flagged messages, and `SUBJECT
+//! x BODY y` reads only the files of messages whose subject holds x. The evaluator
+//! stays here, beside the grammar it evaluates, because it is a pure function of the keys
+//! and of the data the store hands out (`UserStore::load`, `message_text`): the store
+//! stays the one door to mail, and a full-text index (issue 18 #2) becomes one more stage
+//! answered by the store. CHARSET is the session's job (US-ASCII and UTF-8 only,
 //! otherwise `NO [BADCHARSET]`); key strings arrive here as UTF-8 bytes.
 //!
 //! Text rules (RFC 3501: "case-insensitive substring"; like Dovecot, on
@@ -27,9 +36,9 @@
 //! seen in the server's zone ([`Context::tz_offset_secs`]); SENTBEFORE/
 //! SENTON/SENTSINCE compare the calendar day written in the Date: header
 //! (its own zone, i.e. time and zone disregarded as RFC 3501 asks), which is
-//! what Dovecot does (`search_arg_match_cached`, `sent_time += tz*60`).
+//! what Dovecot does (`search_arg_match_cached`, `sent_time += tz*60`). The sent day is
+//! computed when the message is indexed ([`SearchFields::sent_day`]).
 
-mod date;
 mod response;
 
 #[cfg(test)]
@@ -37,8 +46,8 @@ mod prop_tests;
 #[cfg(test)]
 mod tests;
 
-use maildex_imap_proto::{Date, SearchKey, SequenceSet};
-use maildex_store::records::{flag, Cached, MessageState, HOT_HEADERS};
+use maildex_imap_proto::{SearchKey, SequenceSet};
+use maildex_store::records::{flag, MessageState, SearchFields, HOT_HEADERS};
 use maildex_store::text::{self, MessageText, SearchText};
 
 pub use response::{esearch, save_result, search};
@@ -52,10 +61,12 @@ pub struct Candidate<'a> {
     pub uid: u32,
     /// Flags, keywords, dates, sizes.
     pub state: &'a MessageState,
-    /// The cached record; the session loads it when [`Needs::cached`].
-    pub cached: Option<&'a Cached>,
-    /// The root header block, raw as in the file (LF or CRLF); the session
-    /// loads it when [`Needs::headers`].
+    /// The stored search fields ([`Stage::Search`]); `None` until loaded.
+    pub search: Option<&'a SearchFields>,
+    /// The hot header fields ([`Stage::Hot`]); `None` until loaded.
+    pub hot: Option<&'a [u8]>,
+    /// The header blocks, the root's first, raw as in the file (LF or CRLF)
+    /// ([`Stage::Headers`]); `None` until loaded.
     pub headers: Option<&'a [u8]>,
     /// `\Recent` in this session (RFC 3501 §2.3.2).
     pub recent: bool,
@@ -83,24 +94,91 @@ pub struct Context<'a> {
     pub tz_offset_secs: i32,
 }
 
-/// What data a search needs per message, beyond [`MessageState`].
+/// The data a key may need beyond [`MessageState`], in the order the session loads it
+/// for the messages still undecided: cheapest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// [`Candidate::search`]: FROM, TO, CC, BCC, SUBJECT, SENTBEFORE/ON/SINCE.
+    Search,
+    /// [`Candidate::hot`]: HEADER of a field in [`HOT_HEADERS`].
+    Hot,
+    /// [`Candidate::headers`]: HEADER of any other field.
+    Headers,
+    /// The message text, through the `body` callback of [`decide`] (BODY, TEXT).
+    Body,
+}
+
+impl Stage {
+    /// Every stage, in loading order.
+    pub const ALL: [Stage; 4] = [Stage::Search, Stage::Hot, Stage::Headers, Stage::Body];
+}
+
+/// Which [`Stage`]s a search needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Needs {
-    /// [`Candidate::cached`]: hot header fields (FROM, SUBJECT, Date: for
-    /// SENT*, HEADER of a hot field).
-    pub cached: bool,
-    /// [`Candidate::headers`]: HEADER of a field outside [`HOT_HEADERS`].
+    /// [`Stage::Search`].
+    pub search: bool,
+    /// [`Stage::Hot`].
+    pub hot: bool,
+    /// [`Stage::Headers`].
     pub headers: bool,
-    /// The message file, through the `body` callback of [`matches`]
-    /// (BODY, TEXT).
+    /// [`Stage::Body`].
     pub body: bool,
 }
 
 impl Needs {
     fn add(&mut self, other: Needs) {
-        self.cached |= other.cached;
+        self.search |= other.search;
+        self.hot |= other.hot;
         self.headers |= other.headers;
         self.body |= other.body;
+    }
+
+    /// Whether `stage` is needed.
+    pub fn has(self, stage: Stage) -> bool {
+        match stage {
+            Stage::Search => self.search,
+            Stage::Hot => self.hot,
+            Stage::Headers => self.headers,
+            Stage::Body => self.body,
+        }
+    }
+}
+
+/// A key's string as both sides are compared: [`text::normalize`]d, borrowed when it is
+/// already (what [`prepare`] makes of every key string), so a search of many messages
+/// normalises its strings once.
+fn normalized(needle: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(needle) {
+        Ok(s) if s.chars().all(|c| c.to_lowercase().eq(std::iter::once(c))) => s.into(),
+        _ => text::normalize(&String::from_utf8_lossy(needle)).into(),
+    }
+}
+
+/// Normalises the strings of `keys` (and of every key nested in them) once, before
+/// they are evaluated on many messages.
+pub fn prepare(keys: &mut [SearchKey]) {
+    use SearchKey as K;
+    for k in keys {
+        match k {
+            K::Bcc(s)
+            | K::Cc(s)
+            | K::From(s)
+            | K::To(s)
+            | K::Subject(s)
+            | K::Body(s)
+            | K::Text(s) => {
+                *s = normalized(s).into_owned().into_bytes();
+            }
+            K::Header(_, s) => *s = normalized(s).into_owned().into_bytes(),
+            K::Not(k) => prepare(std::slice::from_mut(k)),
+            K::Or(a, b) => {
+                prepare(std::slice::from_mut(a));
+                prepare(std::slice::from_mut(b));
+            }
+            K::And(ks) => prepare(ks),
+            _ => {}
+        }
     }
 }
 
@@ -130,10 +208,10 @@ fn key_needs(key: &SearchKey) -> Needs {
         | K::Subject(_)
         | K::SentBefore(_)
         | K::SentOn(_)
-        | K::SentSince(_) => n.cached = true,
+        | K::SentSince(_) => n.search = true,
         K::Header(name, _) => {
             if is_hot(name) {
-                n.cached = true;
+                n.hot = true;
             } else {
                 n.headers = true;
             }
@@ -151,46 +229,74 @@ fn key_needs(key: &SearchKey) -> Needs {
 }
 
 /// Evaluates the AND of `keys` for one message (RFC 3501 §6.4.4: "multiple
-/// search keys ... are the intersection (AND function)").
+/// search keys ... are the intersection (AND function)") on the data `c` holds:
+/// `Some(answer)`, or `None` when the answer depends on a key whose data is not
+/// loaded (a [`Stage`] not in `c`, or BODY/TEXT without `body`). NOT, OR and AND
+/// follow three-valued logic: `OR` of a true key is true, `AND` of a false key is
+/// false, whatever the unknown ones would say.
 ///
 /// `body` returns the message's decoded text ([`UserStore::message_text`]) for
 /// BODY/TEXT keys; it is called lazily, at most once, and only when such a key
-/// is reached. `None` (file gone) makes those keys fail.
+/// is reached. `None` from it (file gone) makes those keys fail.
 ///
 /// [`UserStore::message_text`]: maildex_store::UserStore::message_text
-pub fn matches(
+pub fn decide<'b>(
     keys: &[SearchKey],
     c: &Candidate,
     ctx: &Context,
-    body: &mut dyn FnMut() -> Option<MessageText>,
-) -> bool {
+    body: Option<&mut (dyn FnMut() -> Option<MessageText> + 'b)>,
+) -> Option<bool> {
     let mut ev = Eval {
         c,
         ctx,
         body,
         text: None,
     };
-    keys.iter().all(|k| ev.key(k))
+    ev.all(keys)
+}
+
+/// [`decide`] with every stage's data at hand: a missing [`Candidate`] field is
+/// taken as a message without that data (no match for keys on it).
+pub fn matches(
+    keys: &[SearchKey],
+    c: &Candidate,
+    ctx: &Context,
+    body: &mut dyn FnMut() -> Option<MessageText>,
+) -> bool {
+    decide(keys, c, ctx, Some(body)).unwrap_or(false)
 }
 
 /// One evaluation: the message, the mailbox and the lazily built body text.
-struct Eval<'e, 'a> {
+struct Eval<'e, 'a, 'b> {
     c: &'e Candidate<'a>,
     ctx: &'e Context<'a>,
-    body: &'e mut dyn FnMut() -> Option<MessageText>,
+    body: Option<&'e mut (dyn FnMut() -> Option<MessageText> + 'b)>,
     /// The message text, once asked for (`Some(None)`: unavailable).
     text: Option<Option<SearchText>>,
 }
 
-impl Eval<'_, '_> {
+impl Eval<'_, '_, '_> {
     fn flag(&self, bit: u8) -> bool {
         self.c.state.flags & bit != 0
     }
 
-    fn key(&mut self, key: &SearchKey) -> bool {
+    /// The AND of `keys`: false as soon as one is, unknown if one is and none is false.
+    fn all(&mut self, keys: &[SearchKey]) -> Option<bool> {
+        let mut unknown = false;
+        for k in keys {
+            match self.key(k) {
+                Some(false) => return Some(false),
+                Some(true) => {}
+                None => unknown = true,
+            }
+        }
+        (!unknown).then_some(true)
+    }
+
+    fn key(&mut self, key: &SearchKey) -> Option<bool> {
         use SearchKey as K;
         let st = self.c.state;
-        match key {
+        let known = match key {
             K::All => true,
             K::Answered => self.flag(flag::ANSWERED),
             K::Deleted => self.flag(flag::DELETED),
@@ -214,9 +320,9 @@ impl Eval<'_, '_> {
             K::Before(d) => self.internal_day() < d.days_since_epoch(),
             K::On(d) => self.internal_day() == d.days_since_epoch(),
             K::Since(d) => self.internal_day() >= d.days_since_epoch(),
-            K::SentBefore(d) => self.sent_day() < d.days_since_epoch(),
-            K::SentOn(d) => self.sent_day() == d.days_since_epoch(),
-            K::SentSince(d) => self.sent_day() >= d.days_since_epoch(),
+            K::SentBefore(d) => return self.sent_day().map(|s| s < d.days_since_epoch()),
+            K::SentOn(d) => return self.sent_day().map(|s| s == d.days_since_epoch()),
+            K::SentSince(d) => return self.sent_day().map(|s| s >= d.days_since_epoch()),
             // RFC 5032 §3: OLDER n: internal date at least n seconds before
             // now; YOUNGER n: at most n seconds before now (Dovecot turns
             // them into BEFORE now-n+1 / SINCE now-n on exact times).
@@ -226,18 +332,29 @@ impl Eval<'_, '_> {
             K::ModSeq(n) => st.modseq >= *n,
             K::Uid(set) => self.in_set(set, self.c.uid, self.ctx.max_uid),
             K::SequenceSet(set) => self.in_set(set, self.c.seq, self.ctx.max_seq),
-            K::From(s) => self.address(b"from", s),
-            K::To(s) => self.address(b"to", s),
-            K::Cc(s) => self.address(b"cc", s),
-            K::Bcc(s) => self.address(b"bcc", s),
-            K::Subject(s) => self.field_matches(b"subject", s, text::compress_lwsp),
-            K::Header(name, s) => self.header(name, s),
-            K::Body(s) => self.body_text(s, false),
-            K::Text(s) => self.body_text(s, true),
-            K::Not(k) => !self.key(k),
-            K::Or(a, b) => self.key(a) || self.key(b),
-            K::And(ks) => ks.iter().all(|k| self.key(k)),
-        }
+            K::From(s) => return self.stored(|f| &f.from, s),
+            K::To(s) => return self.stored(|f| &f.to, s),
+            K::Cc(s) => return self.stored(|f| &f.cc, s),
+            K::Bcc(s) => return self.stored(|f| &f.bcc, s),
+            K::Subject(s) => return self.stored(|f| &f.subject, s),
+            K::Header(name, s) => return self.header(name, s),
+            K::Body(s) => return self.body_text(s, false),
+            K::Text(s) => return self.body_text(s, true),
+            K::Not(k) => return self.key(k).map(|b| !b),
+            K::Or(a, b) => {
+                let a = self.key(a);
+                if a == Some(true) {
+                    return a;
+                }
+                return match (a, self.key(b)) {
+                    (_, Some(true)) => Some(true),
+                    (Some(false), Some(false)) => Some(false),
+                    _ => None,
+                };
+            }
+            K::And(ks) => return self.all(ks),
+        };
+        Some(known)
     }
 
     /// KEYWORD through the mailbox table; a keyword the table does not know
@@ -267,80 +384,64 @@ impl Eval<'_, '_> {
         (self.c.state.internal_date + i64::from(self.ctx.tz_offset_secs)).div_euclid(86_400)
     }
 
-    /// Calendar day written in the first Date: header. Without a parsable
-    /// one, Dovecot takes the sent date as 0 (1970-01-01, `index_mail_get_date`
-    /// "0 = not found / invalid") and SEARCH compares that: SENTBEFORE
-    /// matches, SENTSINCE (after 1970) and SENTON do not. We do the same.
-    fn sent_day(&self) -> i64 {
-        self.hot_block()
-            .and_then(|block| text::field_values(block, b"date").into_iter().next())
-            .and_then(|v| date::parse_rfc5322(&v))
-            .map_or(0, |d: Date| d.days_since_epoch())
+    /// Calendar day written in the first Date: header, stored at indexing time.
+    /// Without a parsable one, Dovecot takes the sent date as 0 (1970-01-01,
+    /// `index_mail_get_date` "0 = not found / invalid") and SEARCH compares that:
+    /// SENTBEFORE matches, SENTSINCE (after 1970) and SENTON do not. So does
+    /// [`SearchFields::sent_day`].
+    fn sent_day(&self) -> Option<i64> {
+        self.c.search.map(|f| f.sent_day)
     }
 
-    fn hot_block(&self) -> Option<&[u8]> {
-        match self.c.cached {
-            Some(c) => Some(&c.hot_headers),
-            None => self.c.headers,
-        }
+    /// FROM/TO/CC/BCC/SUBJECT (RFC 3501 §6.4.4): a case-insensitive substring of
+    /// some occurrence of the field, decoded, from the search fields stored at
+    /// indexing time ([`text::search_fields`] says how each is written out: the
+    /// addresses as ENVELOPE reads them with their display names, as Dovecot
+    /// does, so comments and folding inside an address do not hide it; the
+    /// subject with its white space compressed). An empty string only asks for
+    /// the field to exist.
+    fn stored(&self, field: impl Fn(&SearchFields) -> &Vec<String>, needle: &[u8]) -> Option<bool> {
+        let values = field(self.c.search?);
+        let needle = normalized(needle);
+        Some(text::any_contains(values, &needle))
     }
 
-    /// HEADER (and SUBJECT, with its white space compressed): a
-    /// case-insensitive substring of some occurrence of the field, unfolded
-    /// and decoded; an empty string only asks for the field to exist
-    /// (Dovecot `search_header_arg`).
-    fn header(&self, name: &[u8], needle: &[u8]) -> bool {
-        self.field_matches(name, needle, |v| v.to_vec())
-    }
-
-    /// FROM/TO/CC/BCC (RFC 3501 §6.4.4): matched against the addresses as
-    /// ENVELOPE reads them, written out with their display names
-    /// ([`text::address_text`]), as Dovecot does: comments and
-    /// folding inside an address do not hide it. From the hot header fields of
-    /// the index, never the message file.
-    fn address(&self, name: &[u8], needle: &[u8]) -> bool {
-        self.field_matches(name, needle, text::address_text)
-    }
-
-    /// Whether some occurrence of field `name`, turned into text by `render`,
-    /// then RFC 2047-decoded and lower-cased, holds `needle`.
-    fn field_matches(&self, name: &[u8], needle: &[u8], render: impl Fn(&[u8]) -> Vec<u8>) -> bool {
+    /// HEADER: a case-insensitive substring of some occurrence of the field,
+    /// unfolded and decoded; an empty string only asks for the field to exist
+    /// (Dovecot `search_header_arg`). A hot field from the hot header fields,
+    /// any other from the header blocks.
+    fn header(&self, name: &[u8], needle: &[u8]) -> Option<bool> {
         let block = if is_hot(name) {
-            self.hot_block()
+            self.c.hot?
         } else {
-            self.c.headers
+            self.c.headers?
         };
-        let Some(block) = block else {
-            return false;
-        };
-        let values = text::field_values(block, name);
-        if needle.is_empty() {
-            return !values.is_empty();
-        }
-        let needle = text::normalize(&String::from_utf8_lossy(needle));
-        values.iter().any(|v| {
-            let decoded = text::decode_header(&render(v));
-            text::normalize(&decoded).contains(&needle)
-        })
+        let values: Vec<String> = text::field_values(block, name)
+            .iter()
+            .map(|v| text::search_text(v))
+            .collect();
+        let needle = normalized(needle);
+        Some(text::any_contains(&values, &needle))
     }
 
     /// BODY (text parts) or TEXT (text parts and every header block).
-    fn body_text(&mut self, needle: &[u8], with_headers: bool) -> bool {
+    fn body_text(&mut self, needle: &[u8], with_headers: bool) -> Option<bool> {
         if self.text.is_none() {
-            let t = (self.body)().map(SearchText::new);
+            let body = self.body.as_mut()?;
+            let t = body().map(SearchText::new);
             self.text = Some(t);
         }
         let Some(Some(t)) = &self.text else {
-            return false;
+            return Some(false);
         };
         if needle.is_empty() {
-            return true;
+            return Some(true);
         }
-        let needle = text::normalize(&String::from_utf8_lossy(needle));
-        if with_headers {
+        let needle = normalized(needle);
+        Some(if with_headers {
             t.text_contains(&needle)
         } else {
             t.body_contains(&needle)
-        }
+        })
     }
 }

@@ -64,6 +64,8 @@ pub struct Dbs<'e> {
     pub cache_structure: Database<'e, Bytes, Bytes>,
     /// `cache-sort`: segments of [`schema::SortKeys`].
     pub cache_sort: Database<'e, Bytes, Bytes>,
+    /// `cache-search`: segments of [`schema::SearchFields`].
+    pub cache_search: Database<'e, Bytes, Bytes>,
     /// `headers`: segments of raw header blocks.
     pub headers: Database<'e, Bytes, Bytes>,
     /// `changes`: (mailbox, modseq) -> uid, the change log ([`crate::changes`]).
@@ -93,6 +95,9 @@ impl<'e> Dbs<'e> {
             sort: Segments {
                 db: self.cache_sort,
                 name: schema::DB_CACHE_SORT,
+            },
+            search: crate::plain::Plain {
+                db: self.cache_search,
             },
         }
     }
@@ -239,7 +244,7 @@ impl Index {
             .unwrap_or(0);
         let mut env_opts = EnvOpenOptions::new().read_txn_without_tls();
         env_opts.map_size(page_round(opts.map_size.max(existing * 2).max(1 << 20)));
-        env_opts.max_dbs(12);
+        env_opts.max_dbs(16);
         env_opts.max_readers(1024);
         if opts.durable {
             // The index is not where mail is made durable: a delivery's file, folder and
@@ -275,6 +280,7 @@ impl Index {
                     let env = dbo.create_database(wtxn, Some(schema::DB_CACHE_ENVELOPE))?;
                     let st = dbo.create_database(wtxn, Some(schema::DB_CACHE_STRUCTURE))?;
                     let sort = dbo.create_database(wtxn, Some(schema::DB_CACHE_SORT))?;
+                    let search = dbo.create_database(wtxn, Some(schema::DB_CACHE_SEARCH))?;
                     let hdrs = dbo.create_database(wtxn, Some(schema::DB_HEADERS))?;
                     let changes = dbo.create_database(wtxn, Some(schema::DB_CHANGES))?;
                     let expunged = dbo.create_database(wtxn, Some(schema::DB_EXPUNGED))?;
@@ -283,14 +289,14 @@ impl Index {
                         names,
                         boxes,
                         msgs,
-                        (hot, env, st, sort),
+                        (hot, env, st, sort, search),
                         (hdrs, changes, expunged),
                     )))
                 })
                 .map_err(|e| IndexError::lmdb(dir, e))?
                 .unwrap_commit();
             let (meta, mailbox_names, mailboxes, messages, cache, log) = dbs;
-            let (cache_hot, cache_envelope, cache_structure, cache_sort) = cache;
+            let (cache_hot, cache_envelope, cache_structure, cache_sort, cache_search) = cache;
             let (headers, changes, expunged) = log;
             Ok(Dbs {
                 meta,
@@ -301,6 +307,7 @@ impl Index {
                 cache_envelope,
                 cache_structure,
                 cache_sort,
+                cache_search,
                 headers,
                 changes,
                 expunged,
@@ -683,7 +690,7 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
     {
         let mut opts = EnvOpenOptions::new().read_txn_without_tls();
         opts.map_size(page_round((before as usize).max(1 << 20)));
-        opts.max_dbs(12);
+        opts.max_dbs(16);
         // SAFETY: we hold the exclusive open lock, so no maildex process has this env open.
         let env = unsafe { opts.open(dir) }.map_err(|e| IndexError::lmdb(dir, e))?;
         env.copy_to_path(&tmp, heed::CompactionOption::Enabled)

@@ -14,6 +14,7 @@ pub mod changes;
 mod columns;
 pub mod dump;
 mod env;
+mod plain;
 pub mod record;
 pub mod schema;
 pub mod segment;
@@ -29,7 +30,7 @@ pub use env::{
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,
-    PartRecord, SortKeys, Stamp,
+    PartRecord, SearchFields, SortKeys, Stamp,
 };
 pub use txn::{PageStats, Reader, Writer};
 

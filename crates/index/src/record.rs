@@ -121,6 +121,8 @@ pub fn build(file: &[u8], summary: &Summary, state: MessageState) -> Result<Buil
             parts,
             // the store fills these in (maildex_text::sort_keys: RFC 2047, casemap)
             sort: Default::default(),
+            // filled by the store, which owns the text rules (maildex-text)
+            search: Default::default(),
         },
     };
     Ok(Built {

@@ -28,6 +28,9 @@ pub const DB_CACHE_ENVELOPE: &str = "cache-envelope";
 pub const DB_CACHE_STRUCTURE: &str = "cache-structure";
 /// `cache-sort`: segments of postcard [`SortKeys`] records (what SORT and THREAD compare).
 pub const DB_CACHE_SORT: &str = "cache-sort";
+/// `cache-search`: segments of postcard [`SearchFields`]: what SEARCH FROM/TO/CC/BCC/
+/// SUBJECT and SENT* compare, decoded and normalised at indexing time.
+pub const DB_CACHE_SEARCH: &str = "cache-search";
 /// `headers`: segments of the raw header blocks of each message (see
 /// [`MessageRecord::parts`] for how to find each part's header inside them).
 pub const DB_HEADERS: &str = "headers";
@@ -263,6 +266,8 @@ pub struct Cached {
     pub parts: PartRecord,
     /// What SORT and THREAD compare, computed when the message is indexed.
     pub sort: SortKeys,
+    /// What SEARCH's header criteria compare (the `cache-search` column).
+    pub search: SearchFields,
 }
 
 /// The sort and thread keys of a message (RFC 5256, RFC 5957), computed once when it is
@@ -295,6 +300,30 @@ pub struct SortKeys {
     pub references: Vec<String>,
 }
 
+/// What SEARCH FROM, TO, CC, BCC, SUBJECT and SENTBEFORE/ON/SINCE compare (RFC 3501
+/// §6.4.4), computed once when the message is indexed (by the store, through maildex-text)
+/// so that a SEARCH neither decompresses header blocks nor decodes RFC 2047 words per
+/// message. One string per occurrence of the field (a substring never spans two), each
+/// unfolded, RFC 2047-decoded and lower-cased as maildex-text's `normalize` does: the
+/// addresses as ENVELOPE reads them with their display names (`address_text`), the
+/// subject with its white space compressed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SearchFields {
+    /// Calendar day of the first Date: field as written (in the sender's zone), in days
+    /// since 1970-01-01; 0 (1970-01-01) without a readable one, as Dovecot takes it.
+    pub sent_day: i64,
+    /// The From: fields.
+    pub from: Vec<String>,
+    /// The To: fields.
+    pub to: Vec<String>,
+    /// The Cc: fields.
+    pub cc: Vec<String>,
+    /// The Bcc: fields.
+    pub bcc: Vec<String>,
+    /// The Subject: fields.
+    pub subject: Vec<String>,
+}
+
 /// Which fields of a [`Cached`] record to decode; the others are left empty. A listing
 /// that asks for ENVELOPE need not allocate the part tree and three other byte strings of
 /// every message.
@@ -312,6 +341,8 @@ pub struct CachedFields {
     pub parts: bool,
     /// [`Cached::sort`].
     pub sort: bool,
+    /// [`Cached::search`].
+    pub search: bool,
 }
 
 impl CachedFields {
@@ -323,6 +354,7 @@ impl CachedFields {
         body_structure: true,
         parts: true,
         sort: true,
+        search: true,
     };
 
     /// Whether any field is wanted.
@@ -339,6 +371,7 @@ impl CachedFields {
             body_structure: self.body_structure || o.body_structure,
             parts: self.parts || o.parts,
             sort: self.sort || o.sort,
+            search: self.search || o.search,
         }
     }
 }

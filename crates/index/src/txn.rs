@@ -304,6 +304,10 @@ impl<'t> Reader<'t> {
                 schema::DB_CACHE_SORT,
                 d.cache_sort.stat(self.txn).map_err(lmdb)?,
             ),
+            (
+                schema::DB_CACHE_SEARCH,
+                d.cache_search.stat(self.txn).map_err(lmdb)?,
+            ),
             (schema::DB_HEADERS, d.headers.stat(self.txn).map_err(lmdb)?),
             (schema::DB_CHANGES, d.changes.stat(self.txn).map_err(lmdb)?),
             (

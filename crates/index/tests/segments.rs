@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use maildex_index::{
-    Cached, CachedFields, Index, MessageRecord, MessageState, OpenOptions, PartRecord, SortKeys,
+    Cached, CachedFields, Index, MessageRecord, MessageState, OpenOptions, PartRecord,
+    SearchFields, SortKeys,
 };
 use proptest::prelude::*;
 
@@ -45,6 +46,11 @@ fn project(c: &Cached, fields: CachedFields) -> Cached {
         } else {
             SortKeys::default()
         },
+        search: if fields.search {
+            c.search.clone()
+        } else {
+            SearchFields::default()
+        },
     }
 }
 
@@ -62,6 +68,10 @@ fn field_sets() -> Vec<CachedFields> {
         },
         CachedFields {
             body_structure: true,
+            ..none
+        },
+        CachedFields {
+            search: true,
             ..none
         },
         CachedFields {
@@ -96,6 +106,12 @@ fn record(uid: u32, gen: usize) -> (MessageRecord, Vec<u8>) {
                 sent_date: (uid % 3 != 0).then_some(i64::from(uid) * 60),
                 subject: format!("S{}", uid % 11),
                 references: vec![format!("{gen}@x"); uid as usize % 3],
+                ..Default::default()
+            },
+            search: SearchFields {
+                sent_day: i64::from(uid) - 5,
+                subject: vec![format!("{uid}/{gen}")],
+                from: vec![String::new(); uid as usize % 3],
                 ..Default::default()
             },
         },
@@ -278,7 +294,10 @@ fn segment_keys(batches: &[Vec<u32>]) -> Vec<(&'static str, usize)> {
         .read(|r| r.page_stats())
         .unwrap()
         .into_iter()
-        .filter(|s| s.name.starts_with("cache-") || s.name == "headers")
+        // cache-search holds one record per message, not segments
+        .filter(|s| {
+            (s.name.starts_with("cache-") || s.name == "headers") && s.name != "cache-search"
+        })
         .map(|s| (s.name, s.entries))
         .collect();
     keys.sort();

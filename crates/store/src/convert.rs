@@ -96,14 +96,20 @@ pub(crate) fn index_file(path: &Path, mut state: MessageState) -> Result<Built, 
     }
 }
 
+/// The index record of a message: the MIME summary's fields (maildex-index) and what
+/// SEARCH's header criteria compare (maildex-text), so every path that indexes a message
+/// (delivery, APPEND, COPY of a file, sync, rebuild) stores both.
 pub(crate) fn build(bytes: &[u8], state: MessageState) -> Result<Built, StoreError> {
     let summary = maildex_mime::summarize(bytes);
     let mut built = maildex_index::build(bytes, &summary, state)?;
     let root = &summary.root;
     let end = usize::try_from(root.body_start).map_or(bytes.len(), |e| e.min(bytes.len()));
     let start = usize::try_from(root.header_start).map_or(end, |s| s.min(end));
-    // the sort and thread keys are computed here, once (RFC 2047 decoding is maildex-text's)
-    built.record.cached.sort = maildex_text::sort_keys(&bytes[start..end], &summary.envelope);
+    let header = &bytes[start..end];
+    // the sort and thread keys and the search fields are computed here, once (RFC 2047
+    // decoding and the comparison forms are maildex-text's)
+    built.record.cached.sort = maildex_text::sort_keys(header, &summary.envelope);
+    built.record.cached.search = maildex_text::search_fields(header);
     Ok(built)
 }
 

@@ -282,7 +282,22 @@ impl UserStore {
     ) -> Result<Vec<Option<Loaded>>, StoreError> {
         Ok(self
             .index
-            .read(|r| load_batch(r, mailbox.id, uids, fields, headers))?)
+            .read(|r| load_batch(r, mailbox.id, uids, fields, headers, true))?)
+    }
+
+    /// [`UserStore::load`] without the states (left default): for a caller that has them
+    /// already and wants more of the same messages (SEARCH's later stages). `None` for a
+    /// UID that is gone.
+    pub fn load_more(
+        &self,
+        mailbox: &Mailbox,
+        uids: &[u32],
+        fields: CachedFields,
+        headers: bool,
+    ) -> Result<Vec<Option<Loaded>>, StoreError> {
+        Ok(self
+            .index
+            .read(|r| load_batch(r, mailbox.id, uids, fields, headers, false))?)
     }
 
     /// The sort and thread keys of messages `uids` (ascending) of `mailbox`, read from the
@@ -445,24 +460,32 @@ fn changes(
     Ok(out)
 }
 
-/// [`UserStore::load`] in a read transaction.
+/// [`UserStore::load`] in a read transaction (the states left default without `states`).
 fn load_batch(
     r: &Reader<'_>,
     id: u32,
     uids: &[u32],
     fields: CachedFields,
     headers: bool,
+    states: bool,
 ) -> Result<Vec<Option<Loaded>>, IndexError> {
     let cached = fields.any();
     let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
         return Ok(Vec::new());
     };
     let mut out: Vec<Option<Loaded>> = (0..uids.len()).map(|_| None).collect();
-    let dense = u64::from(last - first) <= 4 * uids.len() as u64 + 64;
+    // A segment holds up to 16 messages: walking the range decodes each segment once,
+    // looking UIDs up decodes one per UID, so the walk is cheaper down to one UID in 16.
+    let dense = u64::from(last - first) <= 16 * uids.len() as u64 + 64;
     if !dense {
         for (slot, &uid) in out.iter_mut().zip(uids) {
-            let Some(state) = r.state(id, uid)? else {
-                continue;
+            let state = if states {
+                let Some(state) = r.state(id, uid)? else {
+                    continue;
+                };
+                state
+            } else {
+                MessageState::default()
             };
             *slot = Some(Loaded {
                 state,
@@ -477,16 +500,27 @@ fn load_batch(
         return Ok(out);
     }
     let slot = |uid: u32| uids.binary_search(&uid).ok();
-    r.for_each_state(id, first..=last, |uid, state| {
-        if let Some(i) = slot(uid) {
-            out[i] = Some(Loaded {
-                state,
+    if states {
+        r.for_each_state(id, first..=last, |uid, state| {
+            if let Some(i) = slot(uid) {
+                out[i] = Some(Loaded {
+                    state,
+                    cached: None,
+                    headers: None,
+                });
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    } else {
+        // the data decides what is there
+        out.iter_mut().for_each(|o| {
+            *o = Some(Loaded {
+                state: MessageState::default(),
                 cached: None,
                 headers: None,
-            });
-        }
-        Ok(ControlFlow::Continue(()))
-    })?;
+            })
+        });
+    }
     if cached {
         r.for_each_cached(id, first..=last, fields, |uid, c| {
             if let Some(Some(m)) = slot(uid).map(|i| out[i].as_mut()) {

@@ -13,7 +13,9 @@
 //!   [`compress_lwsp`] (SUBJECT), [`address_text`] (FROM/TO/CC/BCC).
 //! - SORT and THREAD keys: [`sort_keys`] (RFC 5256 sent date and base subject, RFC 5957
 //!   display names, i;unicode-casemap through [`casemap`], msg-ids), computed at indexing.
-//! - SEARCH's comparison: [`normalize`] on both sides, [`SearchText`] for BODY and TEXT.
+//! - SEARCH's comparison: [`normalize`] on both sides, [`search_fields`] (what FROM/TO/CC/
+//!   BCC/SUBJECT and SENT* compare, stored in the index when a message is indexed),
+//!   [`sent_day`] (the Date: field), [`SearchText`] for BODY and TEXT.
 //!
 //! No I/O and no tokio: the caller (the store) reads the file.
 //!
@@ -45,13 +47,15 @@
 //! rest, and takes `?` inside the encoded text), so that one is ours.
 
 mod charset;
+mod date;
 mod header;
 mod message;
 mod search;
 mod sort;
 
 pub use charset::to_utf8;
+pub use date::sent_day;
 pub use header::{compress_lwsp, decode_header, field_values, fields};
 pub use message::{Html, MessageText};
-pub use search::{address_text, normalize, SearchText};
+pub use search::{address_text, any_contains, normalize, search_fields, search_text, SearchText};
 pub use sort::{base_subject, casemap, message_ids, sent_date, sort_keys};

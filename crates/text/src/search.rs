@@ -1,6 +1,8 @@
 //! What SEARCH compares: both sides of a comparison go through [`normalize`].
 
-use crate::MessageText;
+use maildex_index::SearchFields;
+
+use crate::{compress_lwsp, decode_header, field_values, MessageText};
 
 /// Lower-cases for comparison: Unicode lowercase of each character (ASCII
 /// case folding included), which is what "case-insensitive" means for the
@@ -30,6 +32,49 @@ fn normalize_owned(mut s: String) -> String {
 /// kept: decode the result with [`crate::decode_header`].
 pub fn address_text(value: &[u8]) -> Vec<u8> {
     maildex_mime::address_search_text(value)
+}
+
+/// A header value (unfolded, as [`field_values`] gives it, then rendered by the criterion:
+/// [`address_text`], [`compress_lwsp`] or as is) as SEARCH compares it: RFC 2047-decoded
+/// and [`normalize`]d.
+pub fn search_text(rendered: &[u8]) -> String {
+    normalize_owned(decode_header(rendered))
+}
+
+/// What SEARCH FROM/TO/CC/BCC/SUBJECT and SENT* compare, from a message's root header
+/// block (or its hot header fields, which hold the same fields), computed when the message
+/// is indexed. The rules are the ones a scan applies (RFC 3501 §6.4.4, as Dovecot does):
+/// every occurrence of the field, addresses as ENVELOPE reads them with their display
+/// names, the subject with its white space compressed, the calendar day of the first
+/// Date: field as written (0, i.e. 1970-01-01, when there is none or it cannot be read).
+pub fn search_fields(header: &[u8]) -> SearchFields {
+    let texts = |name: &[u8], render: fn(&[u8]) -> Vec<u8>| -> Vec<String> {
+        field_values(header, name)
+            .iter()
+            .map(|v| search_text(&render(v)))
+            .collect()
+    };
+    SearchFields {
+        sent_day: field_values(header, b"date")
+            .first()
+            .and_then(|v| crate::sent_day(v))
+            .unwrap_or(0),
+        from: texts(b"from", address_text),
+        to: texts(b"to", address_text),
+        cc: texts(b"cc", address_text),
+        bcc: texts(b"bcc", address_text),
+        subject: texts(b"subject", compress_lwsp),
+    }
+}
+
+/// Whether some value (one of [`search_fields`]' lists, or [`search_text`]s) holds
+/// `needle`, already [`normalize`]d; an empty needle asks only that the field exist
+/// (Dovecot's `search_header_arg`).
+pub fn any_contains(values: &[String], needle: &str) -> bool {
+    if needle.is_empty() {
+        return !values.is_empty();
+    }
+    values.iter().any(|v| v.contains(needle))
 }
 
 /// A message's text normalised for SEARCH BODY and TEXT (RFC 3501 §6.4.4).

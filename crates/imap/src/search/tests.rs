@@ -43,7 +43,8 @@ impl Msg {
             seq,
             uid,
             state: &self.built.record.state,
-            cached: Some(&self.built.record.cached),
+            search: Some(&self.built.record.cached.search),
+            hot: Some(&self.built.record.cached.hot_headers),
             headers: Some(self.root_header()),
             recent,
         }
@@ -304,7 +305,7 @@ fn header_key_on_hot_and_cold_fields() {
     assert_eq!(
         needs(std::slice::from_ref(&hot)),
         Needs {
-            cached: true,
+            hot: true,
             ..Needs::default()
         }
     );
@@ -315,17 +316,26 @@ fn header_key_on_hot_and_cold_fields() {
             ..Needs::default()
         }
     );
-    // Only what needs() asked for is loaded.
-    let only_cached = Candidate {
+    // Each HEADER key reads only its own stage's data: without it, undecided.
+    let only_hot = Candidate {
         headers: None,
         ..m.full(1, 1, false)
     };
-    assert!(eval_on(std::slice::from_ref(&hot), &only_cached, &cx, &m));
+    assert!(eval_on(std::slice::from_ref(&hot), &only_hot, &cx, &m));
+    assert_eq!(
+        decide(std::slice::from_ref(&cold), &only_hot, &cx, None),
+        None
+    );
     let only_headers = Candidate {
-        cached: None,
+        hot: None,
+        search: None,
         ..m.full(1, 1, false)
     };
-    for k in [&hot, &cold, &exists] {
+    assert_eq!(
+        decide(std::slice::from_ref(&hot), &only_headers, &cx, None),
+        None
+    );
+    for k in [&cold, &exists] {
         assert!(
             eval_on(std::slice::from_ref(k), &only_headers, &cx, &m),
             "{k:?}"
@@ -338,6 +348,47 @@ fn header_key_on_hot_and_cold_fields() {
         &cx,
         &m
     ));
+}
+
+#[test]
+fn cheap_keys_decide_before_data_is_loaded() {
+    let m = Msg::new(PLAIN, state(flag::SEEN));
+    let kw: Vec<String> = Vec::new();
+    let cx = ctx(&kw);
+    let bare = Candidate {
+        search: None,
+        hot: None,
+        headers: None,
+        ..m.full(1, 1, false)
+    };
+    let subject = || K::Subject(s("quarterly"));
+    let cold = || K::Header(s("X-Spam-Flag"), s("no"));
+    // AND with a false key, OR with a true one: decided from the flags alone
+    assert_eq!(
+        decide(&[K::Unseen, subject()], &bare, &cx, None),
+        Some(false)
+    );
+    assert_eq!(decide(&[cold(), K::Unseen], &bare, &cx, None), Some(false));
+    let or = K::Or(Box::new(cold()), Box::new(K::Seen));
+    assert_eq!(decide(&[or], &bare, &cx, None), Some(true));
+    // otherwise undecided until the stage is loaded
+    assert_eq!(decide(&[K::Seen, subject()], &bare, &cx, None), None);
+    assert_eq!(
+        decide(&[K::Not(Box::new(subject()))], &bare, &cx, None),
+        None
+    );
+    assert_eq!(decide(&[K::Body(s("numbers"))], &bare, &cx, None), None);
+    let with_search = Candidate {
+        search: Some(&m.built.record.cached.search),
+        ..bare
+    };
+    assert_eq!(
+        decide(&[K::Seen, subject()], &with_search, &cx, None),
+        Some(true)
+    );
+    let sent = K::SentOn(date(2022, 1, 3));
+    assert_eq!(decide(std::slice::from_ref(&sent), &bare, &cx, None), None);
+    assert_eq!(decide(&[sent], &with_search, &cx, None), Some(true));
 }
 
 const MIME: &[u8] = b"From: a@example.org\n\
@@ -528,11 +579,14 @@ fn needs_is_the_union_over_nested_keys() {
     assert_eq!(
         n,
         Needs {
-            cached: true,
+            search: true,
+            hot: false,
             headers: false,
             body: true
         }
     );
     assert!(needs(&[K::Header(s("Received"), s("x"))]).headers);
     assert!(!needs(&[K::Header(s("SUBJECT"), s("x"))]).headers);
+    assert!(needs(&[K::Header(s("SUBJECT"), s("x"))]).hot);
+    assert!(needs(&[K::From(s("x"))]).search);
 }

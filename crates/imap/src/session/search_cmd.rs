@@ -1,16 +1,17 @@
 //! SEARCH and UID SEARCH (RFC 3501 §6.4.4), with ESEARCH (RFC 4731) and SEARCHRES
-//! (RFC 5182) results. Keys are evaluated by [`crate::search`] on index data; only
-//! BODY/TEXT read message files.
+//! (RFC 5182) results. Keys are evaluated by [`crate::search`] on index data, in stages
+//! (cheap criteria first); only BODY/TEXT read message files.
 
 use std::sync::Arc;
 
 use maildex_imap_proto::{ResponseCode, SearchArgs, SearchKey, Tag};
+use maildex_store::records::CachedFields;
 use maildex_store::text::Html;
-use maildex_store::UserStore;
+use maildex_store::{Loaded, UserStore};
 
 use super::condstore::uses_modseq;
 use super::{blocking, CmdError, Done, Session, State};
-use crate::search::{self, Candidate, Context};
+use crate::search::{self, Candidate, Context, Stage};
 
 /// Messages evaluated per read transaction.
 const BATCH: usize = 512;
@@ -86,20 +87,22 @@ impl Session {
     /// The messages of the selected mailbox that match every key (RFC 3501 §6.4.4), in
     /// sequence order, as (sequence number, UID, modseq). SEARCH, SORT and THREAD share it:
     /// it is the one place a criterion is evaluated.
-    pub(super) async fn matching(&mut self, keys: Vec<SearchKey>) -> Result<Vec<Hit>, CmdError> {
+    ///
+    /// Per batch of messages, in stages ([`search::Stage`]): the states first (flags, sizes,
+    /// dates, sets, MODSEQ decide most keys), then, only for the messages still undecided,
+    /// the stored search fields, the hot header fields, the header blocks and last the
+    /// message text, each loaded only when some key needs it.
+    pub(super) async fn matching(
+        &mut self,
+        mut keys: Vec<SearchKey>,
+    ) -> Result<Vec<Hit>, CmdError> {
         let State::Selected(authed, sel) = &mut self.state else {
             return Err(CmdError::Bad("no mailbox selected".into()));
         };
         let store: Arc<UserStore> = Arc::clone(&authed.store);
         let targets: Vec<(u32, u32)> = sel.view.uids_in(1, u32::MAX).map(|(u, s)| (s, u)).collect();
         let need = search::needs(&keys);
-        // search reads only the hot header fields of the cached data, and the part tree
-        // for BODY/TEXT
-        let fields = maildex_store::records::CachedFields {
-            hot_headers: need.cached,
-            parts: need.body,
-            ..Default::default()
-        };
+        search::prepare(&mut keys);
         let mailbox = sel.mailbox.clone();
         let keywords = sel.keywords.clone();
         let saved = sel.saved.clone();
@@ -130,28 +133,51 @@ impl Session {
                     now,
                     tz_offset_secs: 0,
                 };
+                let is_recent = |uid: u32| rc.iter().any(|x| x.contains(&uid));
                 let uids: Vec<u32> = batch.iter().map(|&(_, u)| u).collect();
-                let loaded = s.load(&m, &uids, fields, need.headers)?;
+                let states = s.load(&m, &uids, CachedFields::default(), false)?;
+                let mut undecided: Vec<Pending> = Vec::new();
                 let mut out = Vec::new();
-                for (&(seq, uid), msg) in batch.iter().zip(loaded) {
+                for (&(seq, uid), msg) in batch.iter().zip(states) {
                     let Some(msg) = msg else { continue };
-                    let c = Candidate {
+                    undecided.push(Pending {
                         seq,
                         uid,
-                        state: &msg.state,
-                        cached: msg.cached.as_ref(),
-                        headers: msg.headers.as_deref(),
-                        recent: rc.iter().any(|x| x.contains(&uid)),
-                    };
-                    // BODY/TEXT: the file's text, read only when such a key is reached
-                    let mut body = || {
-                        let parts = &msg.cached.as_ref()?.parts;
-                        s.message_text(&m, &msg.state, parts, Html::AsWritten)
-                    };
-                    if search::matches(&k, &c, &ctx, &mut body) {
-                        out.push((seq, uid, msg.state.modseq));
-                    }
+                        recent: is_recent(uid),
+                        msg,
+                    });
                 }
+                let mut loaded: Vec<Stage> = Vec::new();
+                let mut next = Stage::ALL.iter().filter(|&&st| need.has(st));
+                loop {
+                    let body = loaded.contains(&Stage::Body);
+                    undecided.retain(|p| {
+                        let c = p.candidate(&loaded);
+                        // BODY/TEXT: the file's text, read only when such a key is reached
+                        let mut text = || {
+                            let parts = &p.msg.cached.as_ref()?.parts;
+                            s.message_text(&m, &p.msg.state, parts, Html::AsWritten)
+                        };
+                        let answer = search::decide(
+                            &k,
+                            &c,
+                            &ctx,
+                            body.then_some(&mut text as &mut dyn FnMut() -> _),
+                        );
+                        if answer == Some(true) {
+                            out.push((p.seq, p.uid, p.msg.state.modseq));
+                        }
+                        // undecided only while a later stage can tell
+                        answer.is_none() && !body
+                    });
+                    let Some(&stage) = next.next() else { break };
+                    if undecided.is_empty() {
+                        break;
+                    }
+                    load_stage(&s, &m, stage, &mut undecided)?;
+                    loaded.push(stage);
+                }
+                out.sort_unstable();
                 Ok(out)
             })
             .await??;
@@ -159,4 +185,74 @@ impl Session {
         }
         Ok(hits)
     }
+}
+
+/// A message not yet decided, with what has been loaded of it.
+struct Pending {
+    seq: u32,
+    uid: u32,
+    recent: bool,
+    msg: Loaded,
+}
+
+impl Pending {
+    /// The message as [`search::decide`] sees it with the `loaded` stages.
+    fn candidate(&self, loaded: &[Stage]) -> Candidate<'_> {
+        let has = |st| loaded.contains(&st);
+        let cached = self.msg.cached.as_ref();
+        Candidate {
+            seq: self.seq,
+            uid: self.uid,
+            state: &self.msg.state,
+            search: cached.filter(|_| has(Stage::Search)).map(|c| &c.search),
+            hot: cached
+                .filter(|_| has(Stage::Hot))
+                .map(|c| c.hot_headers.as_slice()),
+            headers: self.msg.headers.as_deref().filter(|_| has(Stage::Headers)),
+            recent: self.recent,
+        }
+    }
+}
+
+/// Loads the data of `stage` for the `undecided` messages from the index, and drops those
+/// the index no longer has (expunged meanwhile).
+fn load_stage(
+    store: &UserStore,
+    mailbox: &maildex_store::Mailbox,
+    stage: Stage,
+    undecided: &mut Vec<Pending>,
+) -> Result<(), CmdError> {
+    let fields = CachedFields {
+        search: stage == Stage::Search,
+        hot_headers: stage == Stage::Hot,
+        parts: stage == Stage::Body,
+        ..CachedFields::default()
+    };
+    let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
+    let got = store.load_more(mailbox, &uids, fields, stage == Stage::Headers)?;
+    let mut got = got.into_iter();
+    undecided.retain_mut(|p| {
+        let Some(Some(new)) = got.next() else {
+            return false;
+        };
+        match stage {
+            Stage::Headers => p.msg.headers = new.headers,
+            _ => {
+                let Some(new) = new.cached else {
+                    return false;
+                };
+                let Some(have) = &mut p.msg.cached else {
+                    p.msg.cached = Some(new);
+                    return true;
+                };
+                match stage {
+                    Stage::Search => have.search = new.search,
+                    Stage::Hot => have.hot_headers = new.hot_headers,
+                    _ => have.parts = new.parts,
+                }
+            }
+        }
+        true
+    });
+    Ok(())
 }

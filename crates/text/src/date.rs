@@ -1,7 +1,31 @@
 //! The Date: header for SENTBEFORE/SENTON/SENTSINCE (RFC 5322 §3.3,
-//! obsolete forms of §4.3).
+//! obsolete forms of §4.3), read when a message is indexed.
 
-use maildex_imap_proto::Date;
+/// Days since 1970-01-01 of a date of the proleptic Gregorian calendar; `None` when it
+/// does not exist (31 Apr, 29 Feb 2023, year 0).
+fn civil_day(year: u32, month: u8, day: u32) -> Option<i64> {
+    if year == 0 || year > 9999 || !(1..=12).contains(&month) || day == 0 {
+        return None;
+    }
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let max = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if day > max {
+        return None;
+    }
+    // Howard Hinnant's days_from_civil algorithm (public domain).
+    let y = i64::from(year) - i64::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (i64::from(month) + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
+}
 
 /// Removes comments (nested, with quoted pairs; RFC 5322 §3.2.2 CFWS) and
 /// turns commas into spaces, so the rest splits on white space.
@@ -63,13 +87,13 @@ fn valid_time(tok: &[u8]) -> bool {
 }
 
 /// Parses a Date: field body and returns the calendar date as written in
-/// the sender's zone. Accepts RFC 5322 §3.3 and the obsolete forms of §4.3:
+/// the sender's zone, in days since 1970-01-01. Accepts RFC 5322 §3.3 and the obsolete forms of §4.3:
 /// optional day of week, comments, 2- and 3-digit years (§4.3: "00"-"49"
 /// are 20xx, "50"-"99" and 3 digits add 1900), optional seconds, white space
 /// around the colons, alphabetic or missing zones (the zone does not change
 /// the written date, so it is checked for shape only, the time for range).
 /// `None` when no date can be read.
-pub(crate) fn parse_rfc5322(raw: &[u8]) -> Option<Date> {
+pub fn sent_day(raw: &[u8]) -> Option<i64> {
     let cleaned = strip_comments(raw);
     // Join "10 : 20" into "10:20".
     let mut joined = Vec::with_capacity(cleaned.len());
@@ -126,35 +150,41 @@ pub(crate) fn parse_rfc5322(raw: &[u8]) -> Option<Date> {
             return None;
         }
     }
-    Date::new(u16::try_from(year).ok()?, month, u8::try_from(day).ok()?)
+    civil_day(year, month, day)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn d(y: u16, m: u8, day: u8) -> Option<Date> {
-        Date::new(y, m, day)
+    fn d(y: u32, m: u8, day: u32) -> Option<i64> {
+        civil_day(y, m, day)
+    }
+
+    #[test]
+    fn civil_days() {
+        assert_eq!(d(1970, 1, 1), Some(0));
+        assert_eq!(d(2000, 3, 1), Some(11_017));
+        assert_eq!(d(1969, 12, 31), Some(-1));
+        assert_eq!(d(2024, 2, 29), Some(19_782));
+        assert_eq!(d(2023, 2, 29), None);
     }
 
     #[test]
     fn modern_and_obsolete_forms() {
         assert_eq!(
-            parse_rfc5322(b"Fri, 21 Nov 1997 09:55:06 -0600"),
+            sent_day(b"Fri, 21 Nov 1997 09:55:06 -0600"),
             d(1997, 11, 21)
         );
-        assert_eq!(parse_rfc5322(b"21 Nov 97 09:55:06 GMT"), d(1997, 11, 21));
-        assert_eq!(parse_rfc5322(b"Thu, 1 Jan 04 00:00 +0000"), d(2004, 1, 1));
-        assert_eq!(parse_rfc5322(b"1 jan 104 00:00:00 EST"), d(2004, 1, 1));
+        assert_eq!(sent_day(b"21 Nov 97 09:55:06 GMT"), d(1997, 11, 21));
+        assert_eq!(sent_day(b"Thu, 1 Jan 04 00:00 +0000"), d(2004, 1, 1));
+        assert_eq!(sent_day(b"1 jan 104 00:00:00 EST"), d(2004, 1, 1));
         assert_eq!(
-            parse_rfc5322(b"Tue (day), 1 Jul 2003 10 : 52 : 37 +0200 (CEST)"),
+            sent_day(b"Tue (day), 1 Jul 2003 10 : 52 : 37 +0200 (CEST)"),
             d(2003, 7, 1)
         );
-        assert_eq!(
-            parse_rfc5322(b"Mon,\n 3 Jan 2022 23:59:59 -1200"),
-            d(2022, 1, 3)
-        );
-        assert_eq!(parse_rfc5322(b"3 January 2022 10:00"), d(2022, 1, 3));
+        assert_eq!(sent_day(b"Mon,\n 3 Jan 2022 23:59:59 -1200"), d(2022, 1, 3));
+        assert_eq!(sent_day(b"3 January 2022 10:00"), d(2022, 1, 3));
     }
 
     #[test]
@@ -169,7 +199,7 @@ mod tests {
             b"1 Jan 2022",
             b"1 Jan 2022 10:00:00 +00",
         ] {
-            assert_eq!(parse_rfc5322(s), None, "{}", String::from_utf8_lossy(s));
+            assert_eq!(sent_day(s), None, "{}", String::from_utf8_lossy(s));
         }
     }
 }
