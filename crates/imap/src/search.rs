@@ -37,7 +37,7 @@
 //! SENTON/SENTSINCE compare the calendar day written in the Date: header
 //! (its own zone, i.e. time and zone disregarded as RFC 3501 asks), which is
 //! what Dovecot does (`search_arg_match_cached`, `sent_time += tz*60`). The sent day is
-//! computed when the message is indexed ([`SearchFields::sent_day`]).
+//! computed when the message is indexed ([`maildex_store::records::SearchFields::sent_day`]).
 
 mod response;
 
@@ -47,7 +47,7 @@ mod prop_tests;
 mod tests;
 
 use maildex_imap_proto::{SearchKey, SequenceSet};
-use maildex_store::records::{flag, MessageState, SearchFields, HOT_HEADERS};
+use maildex_store::records::{flag, MessageState, SearchField, SearchView, HOT_HEADERS};
 use maildex_store::text::{self, MessageText, SearchText};
 
 pub use response::{esearch, save_result, search};
@@ -61,8 +61,8 @@ pub struct Candidate<'a> {
     pub uid: u32,
     /// Flags, keywords, dates, sizes.
     pub state: &'a MessageState,
-    /// The stored search fields ([`Stage::Search`]); `None` until loaded.
-    pub search: Option<&'a SearchFields>,
+    /// The stored search fields ([`Stage::Search`]), read in place; `None` until loaded.
+    pub search: Option<SearchView<'a>>,
     /// The hot header fields ([`Stage::Hot`]); `None` until loaded.
     pub hot: Option<&'a [u8]>,
     /// The header blocks, the root's first, raw as in the file (LF or CRLF)
@@ -332,11 +332,11 @@ impl Eval<'_, '_, '_> {
             K::ModSeq(n) => st.modseq >= *n,
             K::Uid(set) => self.in_set(set, self.c.uid, self.ctx.max_uid),
             K::SequenceSet(set) => self.in_set(set, self.c.seq, self.ctx.max_seq),
-            K::From(s) => return self.stored(|f| &f.from, s),
-            K::To(s) => return self.stored(|f| &f.to, s),
-            K::Cc(s) => return self.stored(|f| &f.cc, s),
-            K::Bcc(s) => return self.stored(|f| &f.bcc, s),
-            K::Subject(s) => return self.stored(|f| &f.subject, s),
+            K::From(s) => return self.stored(SearchField::From, s),
+            K::To(s) => return self.stored(SearchField::To, s),
+            K::Cc(s) => return self.stored(SearchField::Cc, s),
+            K::Bcc(s) => return self.stored(SearchField::Bcc, s),
+            K::Subject(s) => return self.stored(SearchField::Subject, s),
             K::Header(name, s) => return self.header(name, s),
             K::Body(s) => return self.body_text(s, false),
             K::Text(s) => return self.body_text(s, true),
@@ -388,9 +388,9 @@ impl Eval<'_, '_, '_> {
     /// Without a parsable one, Dovecot takes the sent date as 0 (1970-01-01,
     /// `index_mail_get_date` "0 = not found / invalid") and SEARCH compares that:
     /// SENTBEFORE matches, SENTSINCE (after 1970) and SENTON do not. So does
-    /// [`SearchFields::sent_day`].
+    /// [`maildex_store::records::SearchFields::sent_day`].
     fn sent_day(&self) -> Option<i64> {
-        self.c.search.map(|f| f.sent_day)
+        self.c.search.map(|f| f.sent_day())
     }
 
     /// FROM/TO/CC/BCC/SUBJECT (RFC 3501 §6.4.4): a case-insensitive substring of
@@ -400,10 +400,10 @@ impl Eval<'_, '_, '_> {
     /// does, so comments and folding inside an address do not hide it; the
     /// subject with its white space compressed). An empty string only asks for
     /// the field to exist.
-    fn stored(&self, field: impl Fn(&SearchFields) -> &Vec<String>, needle: &[u8]) -> Option<bool> {
-        let values = field(self.c.search?);
+    fn stored(&self, field: SearchField, needle: &[u8]) -> Option<bool> {
+        let values = self.c.search?.values(field);
         let needle = normalized(needle);
-        Some(text::any_contains(values, &needle))
+        Some(text::any_contains_bytes(values, &needle))
     }
 
     /// HEADER: a case-insensitive substring of some occurrence of the field,

@@ -324,6 +324,95 @@ pub struct SearchFields {
     pub subject: Vec<String>,
 }
 
+impl SearchFields {
+    /// The stored encoding (postcard), what [`SearchView::parse`] reads.
+    pub fn encode(&self) -> Result<Vec<u8>, IndexError> {
+        encode(self)
+    }
+}
+
+/// The field lists of [`SearchFields`], in their stored order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchField {
+    /// [`SearchFields::from`].
+    From = 0,
+    /// [`SearchFields::to`].
+    To = 1,
+    /// [`SearchFields::cc`].
+    Cc = 2,
+    /// [`SearchFields::bcc`].
+    Bcc = 3,
+    /// [`SearchFields::subject`].
+    Subject = 4,
+}
+
+/// A stored [`SearchFields`] read in place, without allocating: SEARCH reads one per
+/// message of the mailbox, and decoding them into strings cost more than the matching.
+#[derive(Clone, Copy, Debug)]
+pub struct SearchView<'a> {
+    bytes: &'a [u8],
+    sent_day: i64,
+    /// Where each field list starts (its count), and the end of the last one.
+    at: [usize; 6],
+}
+
+/// The LEB128 varint at `bytes[*at..]`, moving `at` past it.
+fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+impl<'a> SearchView<'a> {
+    /// Reads the postcard encoding of a [`SearchFields`]; `None` when it is not one.
+    pub fn parse(bytes: &'a [u8]) -> Option<SearchView<'a>> {
+        let mut at = 0;
+        let z = varint(bytes, &mut at)?;
+        // zigzag (postcard's signed integers)
+        let sent_day = (z >> 1) as i64 ^ -((z & 1) as i64);
+        let mut starts = [0usize; 6];
+        for slot in starts.iter_mut().take(5) {
+            *slot = at;
+            let n = varint(bytes, &mut at)?;
+            for _ in 0..n {
+                let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
+                at = at.checked_add(len).filter(|&e| e <= bytes.len())?;
+            }
+        }
+        starts[5] = at;
+        Some(SearchView {
+            bytes,
+            sent_day,
+            at: starts,
+        })
+    }
+
+    /// [`SearchFields::sent_day`].
+    pub fn sent_day(&self) -> i64 {
+        self.sent_day
+    }
+
+    /// The strings of one field list (checked by [`SearchView::parse`]).
+    pub fn values(&self, field: SearchField) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let bytes = self.bytes;
+        let mut at = self.at[field as usize];
+        let n = varint(bytes, &mut at).unwrap_or(0);
+        (0..n).map_while(move |_| {
+            let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
+            let v = bytes.get(at..at.checked_add(len)?)?;
+            at += len;
+            Some(v)
+        })
+    }
+}
+
 /// Which fields of a [`Cached`] record to decode; the others are left empty. A listing
 /// that asks for ENVELOPE need not allocate the part tree and three other byte strings of
 /// every message.
@@ -432,6 +521,31 @@ mod tests {
     #[test]
     fn split_rejects_wrong_length() {
         assert_eq!(split_msg_key(&[0; 7]), None);
+    }
+
+    #[test]
+    fn search_views_read_the_stored_fields() {
+        let f = SearchFields {
+            sent_day: -3,
+            from: vec!["a b <a@x>".into(), String::new()],
+            to: vec![],
+            cc: vec!["c".repeat(300)],
+            bcc: vec![],
+            subject: vec!["grüße".into()],
+        };
+        let raw = f.encode().unwrap();
+        let v = SearchView::parse(&raw).unwrap();
+        assert_eq!(v.sent_day(), -3);
+        let all = |k| v.values(k).map(|s| s.to_vec()).collect::<Vec<_>>();
+        assert_eq!(
+            all(SearchField::From),
+            vec![b"a b <a@x>".to_vec(), Vec::new()]
+        );
+        assert!(all(SearchField::To).is_empty());
+        assert_eq!(all(SearchField::Cc), vec![b"c".repeat(300)]);
+        assert_eq!(all(SearchField::Subject), vec!["grüße".as_bytes().to_vec()]);
+        assert!(SearchView::parse(&raw[..raw.len() - 1]).is_none());
+        assert!(SearchView::parse(&[]).is_none());
     }
 
     #[test]

@@ -270,6 +270,22 @@ impl<'t> Reader<'t> {
         Ok(out)
     }
 
+    /// Calls `f` with the stored search fields of each message of `mailbox` in `uids`, in
+    /// UID order, as bytes read in place (for [`crate::SearchView::parse`]).
+    pub fn for_each_search(
+        &self,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        self.dbs.cache().search.for_each(self.txn, mailbox, uids, f)
+    }
+
+    /// The stored search fields of one message, as bytes read in place.
+    pub fn search_fields(&self, mailbox: u32, uid: u32) -> Result<Option<&[u8]>, IndexError> {
+        self.dbs.cache().search.get(self.txn, mailbox, uid)
+    }
+
     /// The raw header blocks of a message: the root header block followed by every part's
     /// header block in pre-order (see [`schema::PartRecord::walk`]).
     pub fn headers(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {

@@ -324,6 +324,40 @@ impl UserStore {
             .collect())
     }
 
+    /// Calls `f` with the position in `uids` (ascending) and the stored search fields of
+    /// each of those messages of `mailbox` ([`maildex_index::SearchView::parse`] reads
+    /// them), in one read transaction, read in place: SEARCH FROM/TO/CC/BCC/SUBJECT and
+    /// SENT* over a whole mailbox allocate nothing per message. A UID that is gone is
+    /// skipped.
+    pub fn visit_search_fields(
+        &self,
+        mailbox: &Mailbox,
+        uids: &[u32],
+        mut f: impl FnMut(usize, &[u8]),
+    ) -> Result<(), StoreError> {
+        let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+            return Ok(());
+        };
+        let id = mailbox.id;
+        Ok(self.index.read(|r| {
+            if u64::from(last - first) <= 4 * uids.len() as u64 + 64 {
+                r.for_each_search(id, first..=last, |uid, raw| {
+                    if let Ok(i) = uids.binary_search(&uid) {
+                        f(i, raw);
+                    }
+                    Ok(ControlFlow::Continue(()))
+                })
+            } else {
+                for (i, &uid) in uids.iter().enumerate() {
+                    if let Some(raw) = r.search_fields(id, uid)? {
+                        f(i, raw);
+                    }
+                }
+                Ok(())
+            }
+        })?)
+    }
+
     /// Opens the file of message `uid` of `mailbox`, whose index state is `state`. When the
     /// file is not where the index says (another Maildir tool renamed it, giving it new
     /// flags), the mailbox is synced and the message looked up again. `None` when it is

@@ -77,6 +77,16 @@ pub fn any_contains(values: &[String], needle: &str) -> bool {
     values.iter().any(|v| v.contains(needle))
 }
 
+/// [`any_contains`] over values read in place (a stored
+/// [`maildex_index::SearchView`]'s strings).
+pub fn any_contains_bytes<'a>(mut values: impl Iterator<Item = &'a [u8]>, needle: &str) -> bool {
+    if needle.is_empty() {
+        return values.next().is_some();
+    }
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    values.any(|v| finder.find(v).is_some())
+}
+
 /// A message's text normalised for SEARCH BODY and TEXT (RFC 3501 §6.4.4).
 #[derive(Debug, Clone, Default)]
 pub struct SearchText {

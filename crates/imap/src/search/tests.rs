@@ -13,14 +13,18 @@ use super::*;
 pub(super) struct Msg {
     pub raw: Vec<u8>,
     pub built: Built,
+    /// The stored search fields, encoded as the index keeps them.
+    pub search: Vec<u8>,
 }
 
 impl Msg {
     pub fn new(raw: &[u8], state: MessageState) -> Msg {
         let built = maildex_store::build_record(raw, state).expect("build");
+        let search = built.record.cached.search.encode().expect("encode");
         Msg {
             raw: raw.to_vec(),
             built,
+            search,
         }
     }
 
@@ -43,7 +47,7 @@ impl Msg {
             seq,
             uid,
             state: &self.built.record.state,
-            search: Some(&self.built.record.cached.search),
+            search: SearchView::parse(&self.search),
             hot: Some(&self.built.record.cached.hot_headers),
             headers: Some(self.root_header()),
             recent,
@@ -379,7 +383,7 @@ fn cheap_keys_decide_before_data_is_loaded() {
     );
     assert_eq!(decide(&[K::Body(s("numbers"))], &bare, &cx, None), None);
     let with_search = Candidate {
-        search: Some(&m.built.record.cached.search),
+        search: SearchView::parse(&m.search),
         ..bare
     };
     assert_eq!(

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use maildex_imap_proto::{ResponseCode, SearchArgs, SearchKey, Tag};
-use maildex_store::records::CachedFields;
+use maildex_store::records::{CachedFields, SearchView};
 use maildex_store::text::Html;
 use maildex_store::{Loaded, UserStore};
 
@@ -145,6 +145,7 @@ impl Session {
                         uid,
                         recent: is_recent(uid),
                         msg,
+                        search: None,
                     });
                 }
                 let mut loaded: Vec<Stage> = Vec::new();
@@ -174,7 +175,38 @@ impl Session {
                     if undecided.is_empty() {
                         break;
                     }
-                    load_stage(&s, &m, stage, &mut undecided)?;
+                    if stage == Stage::Search {
+                        // read in place and decided as read; only the messages a later
+                        // stage must decide keep a copy of their fields
+                        let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
+                        let mut answers: Vec<Option<Option<bool>>> = vec![None; uids.len()];
+                        s.visit_search_fields(&m, &uids, |i, raw| {
+                            let Some(p) = undecided.get_mut(i) else {
+                                return;
+                            };
+                            let c = Candidate {
+                                search: SearchView::parse(raw),
+                                ..p.candidate(&loaded)
+                            };
+                            let answer = search::decide(&k, &c, &ctx, None);
+                            if answer.is_none() {
+                                p.search = Some(raw.to_vec());
+                            }
+                            answers[i] = Some(answer);
+                        })?;
+                        let mut answers = answers.into_iter();
+                        undecided.retain(|p| match answers.next().flatten() {
+                            Some(Some(true)) => {
+                                out.push((p.seq, p.uid, p.msg.state.modseq));
+                                false
+                            }
+                            Some(None) => true,
+                            // false, or gone from the index meanwhile
+                            _ => false,
+                        });
+                    } else {
+                        load_stage(&s, &m, stage, &mut undecided)?;
+                    }
                     loaded.push(stage);
                 }
                 out.sort_unstable();
@@ -193,6 +225,8 @@ struct Pending {
     uid: u32,
     recent: bool,
     msg: Loaded,
+    /// The stored search fields, once [`Stage::Search`] left the message undecided.
+    search: Option<Vec<u8>>,
 }
 
 impl Pending {
@@ -204,7 +238,11 @@ impl Pending {
             seq: self.seq,
             uid: self.uid,
             state: &self.msg.state,
-            search: cached.filter(|_| has(Stage::Search)).map(|c| &c.search),
+            search: self
+                .search
+                .as_deref()
+                .filter(|_| has(Stage::Search))
+                .and_then(SearchView::parse),
             hot: cached
                 .filter(|_| has(Stage::Hot))
                 .map(|c| c.hot_headers.as_slice()),
@@ -214,8 +252,8 @@ impl Pending {
     }
 }
 
-/// Loads the data of `stage` for the `undecided` messages from the index, and drops those
-/// the index no longer has (expunged meanwhile).
+/// Loads the data of `stage` (not [`Stage::Search`], read in place) for the `undecided`
+/// messages from the index, and drops those the index no longer has (expunged meanwhile).
 fn load_stage(
     store: &UserStore,
     mailbox: &maildex_store::Mailbox,
@@ -223,7 +261,6 @@ fn load_stage(
     undecided: &mut Vec<Pending>,
 ) -> Result<(), CmdError> {
     let fields = CachedFields {
-        search: stage == Stage::Search,
         hot_headers: stage == Stage::Hot,
         parts: stage == Stage::Body,
         ..CachedFields::default()
@@ -246,7 +283,6 @@ fn load_stage(
                     return true;
                 };
                 match stage {
-                    Stage::Search => have.search = new.search,
                     Stage::Hot => have.hot_headers = new.hot_headers,
                     _ => have.parts = new.parts,
                 }
