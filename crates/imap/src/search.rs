@@ -47,7 +47,9 @@ mod prop_tests;
 mod tests;
 
 use maildex_imap_proto::{SearchKey, SequenceSet};
-use maildex_store::records::{flag, MessageState, SearchField, SearchView, HOT_HEADERS};
+use maildex_store::records::{
+    flag, MessageState, SearchField, SearchView, HOT_HEADERS, SEARCH_HEADERS,
+};
 use maildex_store::text::{self, MessageText, SearchText};
 
 pub use response::{esearch, save_result, search};
@@ -98,9 +100,10 @@ pub struct Context<'a> {
 /// for the messages still undecided: cheapest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stage {
-    /// [`Candidate::search`]: FROM, TO, CC, BCC, SUBJECT, SENTBEFORE/ON/SINCE.
+    /// [`Candidate::search`]: FROM, TO, CC, BCC, SUBJECT, SENTBEFORE/ON/SINCE, HEADER of
+    /// a field in [`SEARCH_HEADERS`].
     Search,
-    /// [`Candidate::hot`]: HEADER of a field in [`HOT_HEADERS`].
+    /// [`Candidate::hot`]: HEADER of another field in [`HOT_HEADERS`].
     Hot,
     /// [`Candidate::headers`]: HEADER of any other field.
     Headers,
@@ -182,6 +185,12 @@ pub fn prepare(keys: &mut [SearchKey]) {
     }
 }
 
+/// True when HEADER of `name` is answered from the stored search fields
+/// ([`SEARCH_HEADERS`]).
+fn is_stored(name: &[u8]) -> bool {
+    SEARCH_HEADERS.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
 /// True when `name` is one of the header fields kept in
 /// [`Cached::hot_headers`].
 fn is_hot(name: &[u8]) -> bool {
@@ -210,7 +219,9 @@ fn key_needs(key: &SearchKey) -> Needs {
         | K::SentOn(_)
         | K::SentSince(_) => n.search = true,
         K::Header(name, _) => {
-            if is_hot(name) {
+            if is_stored(name) {
+                n.search = true;
+            } else if is_hot(name) {
                 n.hot = true;
             } else {
                 n.headers = true;
@@ -411,6 +422,10 @@ impl Eval<'_, '_, '_> {
     /// (Dovecot `search_header_arg`). A hot field from the hot header fields,
     /// any other from the header blocks.
     fn header(&self, name: &[u8], needle: &[u8]) -> Option<bool> {
+        if is_stored(name) {
+            let values = self.c.search?.header(name)?;
+            return Some(text::any_contains_bytes(values, &normalized(needle)));
+        }
         let block = if is_hot(name) {
             self.c.hot?
         } else {

@@ -322,7 +322,16 @@ pub struct SearchFields {
     pub bcc: Vec<String>,
     /// The Subject: fields.
     pub subject: Vec<String>,
+    /// For each field of [`SEARCH_HEADERS`] in order, its occurrences as HEADER compares
+    /// them (unfolded, RFC 2047-decoded, lower-cased; nothing else rendered).
+    pub headers: Vec<Vec<String>>,
 }
+
+/// Header fields whose HEADER criterion is answered from [`SearchFields::headers`] (a
+/// lookup by Message-ID, a mailing-list filter) rather than from the hot header fields;
+/// short values, about a tenth of the hot header bytes. Changing the list changes what a
+/// record means: bump the schema version.
+pub const SEARCH_HEADERS: &[&[u8]] = &[b"message-id", b"in-reply-to", b"list-id"];
 
 impl SearchFields {
     /// The stored encoding (postcard), what [`SearchView::parse`] reads.
@@ -352,8 +361,9 @@ pub enum SearchField {
 pub struct SearchView<'a> {
     bytes: &'a [u8],
     sent_day: i64,
-    /// Where each field list starts (its count), and the end of the last one.
-    at: [usize; 6],
+    /// Where each field list starts (its count): the five address and subject lists, then
+    /// one per [`SEARCH_HEADERS`] field.
+    at: [usize; 5 + SEARCH_HEADERS.len()],
 }
 
 /// The LEB128 varint at `bytes[*at..]`, moving `at` past it.
@@ -377,8 +387,12 @@ impl<'a> SearchView<'a> {
         let z = varint(bytes, &mut at)?;
         // zigzag (postcard's signed integers)
         let sent_day = (z >> 1) as i64 ^ -((z & 1) as i64);
-        let mut starts = [0usize; 6];
-        for slot in starts.iter_mut().take(5) {
+        let mut starts = [0usize; 5 + SEARCH_HEADERS.len()];
+        for (i, slot) in starts.iter_mut().enumerate() {
+            // the count of `headers` (one list per SEARCH_HEADERS field) before the first
+            if i == 5 && varint(bytes, &mut at)? != SEARCH_HEADERS.len() as u64 {
+                return None;
+            }
             *slot = at;
             let n = varint(bytes, &mut at)?;
             for _ in 0..n {
@@ -386,7 +400,6 @@ impl<'a> SearchView<'a> {
                 at = at.checked_add(len).filter(|&e| e <= bytes.len())?;
             }
         }
-        starts[5] = at;
         Some(SearchView {
             bytes,
             sent_day,
@@ -401,8 +414,21 @@ impl<'a> SearchView<'a> {
 
     /// The strings of one field list (checked by [`SearchView::parse`]).
     pub fn values(&self, field: SearchField) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.list(field as usize)
+    }
+
+    /// The occurrences of header field `name` when it is one of [`SEARCH_HEADERS`]
+    /// (case-insensitive); `None` for another field.
+    pub fn header(&self, name: &[u8]) -> Option<impl Iterator<Item = &'a [u8]> + 'a> {
+        let i = SEARCH_HEADERS
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(name))?;
+        Some(self.list(5 + i))
+    }
+
+    fn list(&self, i: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
         let bytes = self.bytes;
-        let mut at = self.at[field as usize];
+        let mut at = self.at.get(i).copied().unwrap_or(bytes.len());
         let n = varint(bytes, &mut at).unwrap_or(0);
         (0..n).map_while(move |_| {
             let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
@@ -532,6 +558,7 @@ mod tests {
             cc: vec!["c".repeat(300)],
             bcc: vec![],
             subject: vec!["grüße".into()],
+            headers: vec![vec!["<id@x>".into()], vec![], vec!["a".into(), "b".into()]],
         };
         let raw = f.encode().unwrap();
         let v = SearchView::parse(&raw).unwrap();
@@ -544,6 +571,14 @@ mod tests {
         assert!(all(SearchField::To).is_empty());
         assert_eq!(all(SearchField::Cc), vec![b"c".repeat(300)]);
         assert_eq!(all(SearchField::Subject), vec!["grüße".as_bytes().to_vec()]);
+        let h = |n: &[u8]| {
+            v.header(n)
+                .map(|i| i.map(|s| s.to_vec()).collect::<Vec<_>>())
+        };
+        assert_eq!(h(b"Message-ID"), Some(vec![b"<id@x>".to_vec()]));
+        assert_eq!(h(b"in-reply-to"), Some(vec![]));
+        assert_eq!(h(b"LIST-ID"), Some(vec![b"a".to_vec(), b"b".to_vec()]));
+        assert_eq!(h(b"x-mailer"), None);
         assert!(SearchView::parse(&raw[..raw.len() - 1]).is_none());
         assert!(SearchView::parse(&[]).is_none());
     }

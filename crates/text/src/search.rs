@@ -46,7 +46,8 @@ pub fn search_text(rendered: &[u8]) -> String {
 /// is indexed. The rules are the ones a scan applies (RFC 3501 §6.4.4, as Dovecot does):
 /// every occurrence of the field, addresses as ENVELOPE reads them with their display
 /// names, the subject with its white space compressed, the calendar day of the first
-/// Date: field as written (0, i.e. 1970-01-01, when there is none or it cannot be read).
+/// Date: field as written (0, i.e. 1970-01-01, when there is none or it cannot be read);
+/// and the fields of [`maildex_index::SEARCH_HEADERS`] as HEADER compares them.
 pub fn search_fields(header: &[u8]) -> SearchFields {
     let texts = |name: &[u8], render: fn(&[u8]) -> Vec<u8>| -> Vec<String> {
         field_values(header, name)
@@ -64,6 +65,10 @@ pub fn search_fields(header: &[u8]) -> SearchFields {
         cc: texts(b"cc", address_text),
         bcc: texts(b"bcc", address_text),
         subject: texts(b"subject", compress_lwsp),
+        headers: maildex_index::SEARCH_HEADERS
+            .iter()
+            .map(|name| texts(name, |v| v.to_vec()))
+            .collect(),
     }
 }
 

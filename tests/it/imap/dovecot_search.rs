@@ -23,6 +23,7 @@ const CRITERIA: &[&str] = &[
     "HEADER Subject",
     "HEADER From",
     "HEADER List-Id",
+    "HEADER Message-ID",
     "HEADER X-Mailer",
     "HEADER Received",
     "HEADER X-Weird",

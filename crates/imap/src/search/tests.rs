@@ -302,7 +302,8 @@ fn header_key_on_hot_and_cold_fields() {
     let m = Msg::new(PLAIN, state(0));
     let kw: Vec<String> = Vec::new();
     let cx = ctx(&kw);
-    let hot = K::Header(s("list-id"), s("TEAM.example"));
+    let hot = K::Header(s("subject"), s("QUARTERLY report"));
+    let stored = K::Header(s("list-id"), s("TEAM.example"));
     let cold = K::Header(s("X-Spam-Flag"), s("no"));
     let exists = K::Header(s("x-spam-flag"), s(""));
     let missing = K::Header(s("X-Other"), s(""));
@@ -313,6 +314,15 @@ fn header_key_on_hot_and_cold_fields() {
             ..Needs::default()
         }
     );
+    assert_eq!(
+        needs(std::slice::from_ref(&stored)),
+        Needs {
+            search: true,
+            ..Needs::default()
+        }
+    );
+    assert!(one(stored.clone(), &m));
+    assert!(!one(K::Header(s("List-ID"), s("other")), &m));
     assert_eq!(
         needs(&[K::Not(Box::new(cold.clone()))]),
         Needs {
