@@ -167,14 +167,12 @@ fn script(addr: SocketAddr) -> Vec<(String, Vec<String>)> {
     log
 }
 
-#[test]
-#[ignore = "needs Dovecot (dovecot-core, dovecot-imapd)"]
-fn condstore_and_qresync_answers_are_dovecots() {
-    let dir = tempfile::tempdir().unwrap();
-    let mail = dir.path().join("mail");
+/// A private Dovecot under `dir` with user alice (password pw) and an empty Maildir.
+pub(crate) fn start_dovecot(dir: &std::path::Path) -> Dovecot {
+    let mail = dir.join("mail");
     std::fs::create_dir_all(&mail).unwrap();
-    let mut dc = Dovecot::start(
-        &dir.path().join("dc"),
+    Dovecot::start(
+        &dir.join("dc"),
         Options {
             mail_location: format!("maildir:{}/%n/Maildir", mail.display()),
             users: vec![User::new("alice", "pw")],
@@ -182,7 +180,14 @@ fn condstore_and_qresync_answers_are_dovecots() {
             ..Options::default()
         },
     )
-    .expect("Dovecot starts");
+    .expect("Dovecot starts")
+}
+
+#[test]
+#[ignore = "needs Dovecot (dovecot-core, dovecot-imapd)"]
+fn condstore_and_qresync_answers_are_dovecots() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut dc = start_dovecot(dir.path());
     let dovecot = script(dc.imap_addr());
     dc.stop();
     let s = Server::start();

@@ -8,9 +8,8 @@
 
 use std::net::SocketAddr;
 
-use maildex_dovecot_harness::{Dovecot, Options, User};
-
-use super::search_index::{append, corpus, uids};
+use super::dovecot_condstore::start_dovecot;
+use super::search_index::{append, astring, corpus, uids, WORDS};
 use crate::support::daemon::Server;
 use crate::support::imap::Client;
 
@@ -27,34 +26,6 @@ const CRITERIA: &[&str] = &[
     "HEADER X-Mailer",
     "HEADER Received",
     "HEADER X-Weird",
-];
-
-const WORDS: &[&str] = &[
-    "example",
-    "invoice",
-    "alice",
-    "smith",
-    "com",
-    "org>",
-    "jörg",
-    "grüße",
-    "élodie",
-    "café au lait",
-    "straße",
-    "zoë",
-    "smith, john",
-    "team",
-    "folded subject",
-    "second",
-    "bad",
-    "end",
-    "outlook",
-    "rust",
-    "lower",
-    "UPPER",
-    "mx.example",
-    "\"",
-    "",
 ];
 
 const DATES: &[&str] = &[
@@ -80,12 +51,10 @@ fn searches(addr: SocketAddr) -> Vec<(String, Vec<u32>)> {
     };
     for crit in CRITERIA {
         for w in WORDS {
-            let arg = if w.is_ascii() {
-                format!("\"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""))
-            } else {
-                format!("{{{}}}\r\n{w}", w.len())
-            };
-            run(&mut c, format!("UID SEARCH CHARSET UTF-8 {crit} {arg}"));
+            run(
+                &mut c,
+                format!("UID SEARCH CHARSET UTF-8 {crit} {}", astring(w)),
+            );
         }
     }
     for k in ["SENTBEFORE", "SENTON", "SENTSINCE"] {
@@ -100,18 +69,7 @@ fn searches(addr: SocketAddr) -> Vec<(String, Vec<u32>)> {
 #[ignore = "needs Dovecot (dovecot-core, dovecot-imapd)"]
 fn header_criteria_answer_as_dovecot_does() {
     let dir = tempfile::tempdir().unwrap();
-    let mail = dir.path().join("mail");
-    std::fs::create_dir_all(&mail).unwrap();
-    let mut dc = Dovecot::start(
-        &dir.path().join("dc"),
-        Options {
-            mail_location: format!("maildir:{}/%n/Maildir", mail.display()),
-            users: vec![User::new("alice", "pw")],
-            mail_root: Some(mail.clone()),
-            ..Options::default()
-        },
-    )
-    .expect("Dovecot starts");
+    let mut dc = start_dovecot(dir.path());
     let dovecot = searches(dc.imap_addr());
     dc.stop();
     let s = Server::start();

@@ -28,7 +28,7 @@ pub(crate) const EDGE: &[&[u8]] = &[
 
 /// Words the keys search for: some in the corpus, some only in the edge messages, one
 /// nowhere, the empty string (the field exists).
-const WORDS: &[&str] = &[
+pub(crate) const WORDS: &[&str] = &[
     "example",
     "invoice",
     "meeting",
@@ -57,6 +57,7 @@ const WORDS: &[&str] = &[
     "lower",
     "UPPER",
     "mx.example",
+    "\"",
     "zzqxj",
     "",
 ];
@@ -91,7 +92,7 @@ enum Key {
 }
 
 /// An IMAP astring for `s`: a literal when it is not plain ASCII.
-fn astring(s: &str) -> String {
+pub(crate) fn astring(s: &str) -> String {
     if s.is_ascii() {
         format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
     } else {
