@@ -9,6 +9,7 @@
 use std::cmp::Ordering;
 
 use maildex_imap_proto::{encode, SearchReturn, SortCriterion, SortKey, Tag};
+use maildex_store::records::SortNeed;
 use maildex_store::SortEntry;
 
 /// Compares two messages by one key (RFC 5256 §3): dates and sizes as numbers, the
@@ -25,6 +26,19 @@ fn by_key(key: SortKey, a: &SortEntry, b: &SortEntry) -> Ordering {
         SortKey::DisplayFrom => a.keys.display_from.cmp(&b.keys.display_from),
         SortKey::DisplayTo => a.keys.display_to.cmp(&b.keys.display_to),
     }
+}
+
+/// What of the stored keys `criteria` compare (ARRIVAL and SIZE come from the state).
+pub fn need(criteria: &[SortCriterion]) -> SortNeed {
+    criteria
+        .iter()
+        .map(|c| match c.key {
+            SortKey::Arrival | SortKey::Size => SortNeed::Nothing,
+            SortKey::Date => SortNeed::SentDate,
+            _ => SortNeed::All,
+        })
+        .max()
+        .unwrap_or(SortNeed::Nothing)
 }
 
 /// The order of `messages` (sequence number and keys, in sequence order) under
@@ -202,6 +216,19 @@ mod tests {
             [3, 2, 4, 1]
         );
         assert_eq!(nums(order(&msgs, &[c(true, SortKey::Size)])), [3, 4, 1, 2]);
+        let need_of = |cs: &[SortCriterion]| need(cs);
+        assert_eq!(
+            need_of(&[c(false, SortKey::Arrival), c(true, SortKey::Size)]),
+            SortNeed::Nothing
+        );
+        assert_eq!(
+            need_of(&[c(false, SortKey::Size), c(true, SortKey::Date)]),
+            SortNeed::SentDate
+        );
+        assert_eq!(
+            need_of(&[c(false, SortKey::Date), c(false, SortKey::DisplayTo)]),
+            SortNeed::All
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use env::{
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,
-    PartRecord, SearchField, SearchFields, SearchView, SortKeys, Stamp, SEARCH_HEADERS,
+    PartRecord, SearchField, SearchFields, SearchView, SortKeys, SortNeed, Stamp, SEARCH_HEADERS,
 };
 pub use txn::{PageStats, Reader, Writer};
 

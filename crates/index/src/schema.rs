@@ -439,6 +439,46 @@ impl<'a> SearchView<'a> {
     }
 }
 
+/// How much of a [`SortKeys`] record a SORT needs decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SortNeed {
+    /// Nothing (ARRIVAL, SIZE: the state has them).
+    Nothing,
+    /// [`SortKeys::sent_date`] alone (DATE): decoded from the record's first field, no
+    /// string allocated.
+    SentDate,
+    /// Everything (the string keys, THREAD).
+    All,
+}
+
+/// The first field of a [`SortKeys`] encoding (postcard leaves the rest alone).
+#[derive(Deserialize)]
+struct SentDateView {
+    sent_date: Option<i64>,
+}
+
+impl SortKeys {
+    /// Decodes what `need` asks for of an encoded record (`what` names it in an error);
+    /// the other fields are left empty.
+    pub fn decode(
+        raw: &[u8],
+        need: SortNeed,
+        what: &dyn std::fmt::Display,
+    ) -> Result<SortKeys, IndexError> {
+        match need {
+            SortNeed::Nothing => Ok(SortKeys::default()),
+            SortNeed::SentDate => {
+                let v: SentDateView = decode(raw, what)?;
+                Ok(SortKeys {
+                    sent_date: v.sent_date,
+                    ..SortKeys::default()
+                })
+            }
+            SortNeed::All => decode(raw, what),
+        }
+    }
+}
+
 /// Which fields of a [`Cached`] record to decode; the others are left empty. A listing
 /// that asks for ENVELOPE need not allocate the part tree and three other byte strings of
 /// every message.

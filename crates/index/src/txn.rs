@@ -9,7 +9,8 @@ use crate::changes::{self, ChangeSet};
 use crate::env::Dbs;
 use crate::schema::{
     self, decode, encode, msg_key, split_msg_key, Cached, CachedFields, MailboxRecord,
-    MessageRecord, MessageState, META_NEXT_MAILBOX_ID, META_SCHEMA, SCHEMA_VERSION,
+    MessageRecord, MessageState, SortKeys, SortNeed, META_NEXT_MAILBOX_ID, META_SCHEMA,
+    SCHEMA_VERSION,
 };
 use crate::IndexError;
 
@@ -163,6 +164,29 @@ impl<'t> Reader<'t> {
         self.dbs
             .cache()
             .for_each(self.txn, mailbox, uids, fields, f)
+    }
+
+    /// Calls `f` with the sort and thread keys (what `need` asks for) of each message of
+    /// `mailbox` in `uids` that `wanted` accepts, in UID order: the `cache-sort` column
+    /// alone, decoded only for those (SORT and THREAD of a whole mailbox).
+    pub fn for_each_sort_keys(
+        &self,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        need: SortNeed,
+        wanted: impl Fn(u32) -> bool,
+        mut f: impl FnMut(u32, SortKeys),
+    ) -> Result<(), IndexError> {
+        self.dbs
+            .cache()
+            .sort
+            .for_each(self.txn, mailbox, uids, |uid, raw| {
+                if wanted(uid) {
+                    let what = What(schema::DB_CACHE_SORT, mailbox, uid);
+                    f(uid, SortKeys::decode(&raw, need, &what)?);
+                }
+                Ok(ControlFlow::Continue(()))
+            })
     }
 
     /// Calls `f` with the raw header blocks of each message of `mailbox` in `uids`, in UID

@@ -59,7 +59,7 @@ pub use maildex_index::ChangeSet;
 pub mod records {
     pub use maildex_index::{
         flag, Built, Cached, CachedFields, MailboxRecord, MessageState, PartKindRecord, PartRecord,
-        SearchField, SearchFields, SearchView, SortKeys, HOT_HEADERS, SEARCH_HEADERS,
+        SearchField, SearchFields, SearchView, SortKeys, SortNeed, HOT_HEADERS, SEARCH_HEADERS,
     };
 }
 pub use maildex_maildir::{mutf7, Flags};

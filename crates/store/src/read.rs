@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use maildex_index::{
     Cached, CachedFields, ChangeSet, IndexError, MailboxRecord, MessageState, Reader, SortKeys,
+    SortNeed,
 };
 
 use crate::{StoreError, UserStore};
@@ -302,8 +303,50 @@ impl UserStore {
 
     /// The sort and thread keys of messages `uids` (ascending) of `mailbox`, read from the
     /// index alone (its `cache-sort` column and the states): no message file is opened and
-    /// no header parsed. A UID that is gone is left out.
-    pub fn sort_keys(&self, mailbox: &Mailbox, uids: &[u32]) -> Result<Vec<SortEntry>, StoreError> {
+    /// no header parsed. A UID that is gone is left out. A dense set (a SORT of the whole
+    /// mailbox) walks the two databases once over the UID range, decoding nothing else, and
+    /// of the keys only what `need` asks for (nothing for ARRIVAL and SIZE, the sent date
+    /// for DATE); a sparse one reads each message whole.
+    pub fn sort_keys(
+        &self,
+        mailbox: &Mailbox,
+        uids: &[u32],
+        need: SortNeed,
+    ) -> Result<Vec<SortEntry>, StoreError> {
+        let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+            return Ok(Vec::new());
+        };
+        if u64::from(last - first) <= 4 * uids.len() as u64 + 64 {
+            let id = mailbox.id;
+            let wanted = |uid: u32| uids.binary_search(&uid).is_ok();
+            return Ok(self.index.read(|r| {
+                let mut out: Vec<SortEntry> = Vec::with_capacity(uids.len());
+                r.for_each_state(id, first..=last, |uid, state| {
+                    if wanted(uid) {
+                        out.push(SortEntry {
+                            uid,
+                            internal_date: state.internal_date,
+                            vsize: state.vsize,
+                            keys: SortKeys::default(),
+                        });
+                    }
+                    Ok(ControlFlow::Continue(()))
+                })?;
+                if need == SortNeed::Nothing {
+                    return Ok(out);
+                }
+                let mut at = 0;
+                r.for_each_sort_keys(id, first..=last, need, wanted, |uid, keys| {
+                    while at < out.len() && out[at].uid < uid {
+                        at += 1;
+                    }
+                    if let Some(e) = out.get_mut(at).filter(|e| e.uid == uid) {
+                        e.keys = keys;
+                    }
+                })?;
+                Ok(out)
+            })?);
+        }
         let fields = CachedFields {
             sort: true,
             ..CachedFields::default()

@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use maildex_imap_proto::{SearchReturn, SortArgs, Tag, ThreadAlgorithm, ThreadArgs};
+use maildex_imap_proto::{SearchKey, SearchReturn, SortArgs, Tag, ThreadAlgorithm, ThreadArgs};
+use maildex_store::records::SortNeed;
 use maildex_store::{SortEntry, UserStore};
 
 use super::condstore::uses_modseq;
@@ -31,8 +32,9 @@ impl Session {
         if with_modseq {
             self.enable_condstore();
         }
-        let hits = self.matching(args.keys).await?;
-        let entries = self.sort_entries(&hits).await?;
+        let hits = self.matches(args.keys).await?;
+        let need = sort::need(&args.criteria);
+        let entries = self.sort_entries(&hits, need).await?;
         let order = sort::order(&entries, &args.criteria);
         let hit = |i: usize| hits[i];
         let numbers: Vec<u32> = order
@@ -86,8 +88,8 @@ impl Session {
         args: ThreadArgs,
     ) -> Result<Done, CmdError> {
         check_charset(&args.charset)?;
-        let hits = self.matching(args.keys).await?;
-        let entries = self.sort_entries(&hits).await?;
+        let hits = self.matches(args.keys).await?;
+        let entries = self.sort_entries(&hits, SortNeed::All).await?;
         let msgs: Vec<thread::Msg<'_>> = entries
             .iter()
             .map(|(seq, entry)| thread::Msg {
@@ -104,10 +106,29 @@ impl Session {
         Ok(Done::ok("Thread completed."))
     }
 
+    /// The messages the criteria match: for a lone `ALL` (how webmail sorts and threads
+    /// a folder) every message of the view, without a pass over the index (nothing can
+    /// fail to match; the modseqs are not needed, as ALL is no MODSEQ criterion);
+    /// otherwise SEARCH's one evaluator.
+    async fn matches(&mut self, keys: Vec<SearchKey>) -> Result<Vec<Hit>, CmdError> {
+        if let ([SearchKey::All], State::Selected(_, sel)) = (keys.as_slice(), &self.state) {
+            return Ok(sel
+                .view
+                .uids_in(1, u32::MAX)
+                .map(|(uid, seq)| (seq, uid, 0))
+                .collect());
+        }
+        self.matching(keys).await
+    }
+
     /// The sort keys of `hits` (in sequence order), with their sequence numbers, read
     /// from the index in batches. A message expunged meanwhile by another session gets
     /// empty keys: it is still in this session's view, so it is still answered.
-    async fn sort_entries(&mut self, hits: &[Hit]) -> Result<Vec<(u32, SortEntry)>, CmdError> {
+    async fn sort_entries(
+        &mut self,
+        hits: &[Hit],
+        need: SortNeed,
+    ) -> Result<Vec<(u32, SortEntry)>, CmdError> {
         let State::Selected(authed, sel) = &self.state else {
             return Err(CmdError::Bad("no mailbox selected".into()));
         };
@@ -116,7 +137,7 @@ impl Session {
         for batch in hits.chunks(BATCH) {
             let uids: Vec<u32> = batch.iter().map(|h| h.1).collect();
             let (s, m) = (Arc::clone(&store), sel.mailbox.clone());
-            let found = blocking(move || s.sort_keys(&m, &uids)).await??;
+            let found = blocking(move || s.sort_keys(&m, &uids, need)).await??;
             let mut found = found.into_iter().peekable();
             for &(seq, uid, _) in batch {
                 let entry = match found.peek() {

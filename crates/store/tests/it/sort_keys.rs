@@ -3,6 +3,7 @@
 //! opening a message file.
 
 use crate::support::{make_folder, put_file, Scratch};
+use maildex_store::records::SortNeed;
 use maildex_store::{DeliverOptions, SnapshotRequest, SyncFirst};
 
 const MSG: &[u8] = b"From: =?iso-8859-1?q?=C9ric?= <eric@example.org>\n\
@@ -42,7 +43,9 @@ fn keys_are_computed_at_delivery_and_at_sync_and_read_from_the_index() {
         )
         .unwrap()
         .unwrap();
-    let keys = store.sort_keys(&snap.mailbox, &[1, 2, 3]).unwrap();
+    let keys = store
+        .sort_keys(&snap.mailbox, &[1, 2, 3], SortNeed::All)
+        .unwrap();
     assert_eq!(keys.len(), 2, "{keys:?}");
     let k = &keys[0].keys;
     assert_eq!(keys[0].uid, 1);
@@ -63,6 +66,25 @@ fn keys_are_computed_at_delivery_and_at_sync_and_read_from_the_index() {
     assert_eq!(
         keys[0].vsize,
         MSG.len() as u64 + MSG.iter().filter(|&&b| b == b'\n').count() as u64
+    );
+
+    // a sparse set reads each UID on its own, to the same keys
+    let sparse = store
+        .sort_keys(&snap.mailbox, &[1, 500], SortNeed::All)
+        .unwrap();
+    assert_eq!(sparse, keys[..1].to_vec());
+    // DATE needs the sent date alone, ARRIVAL and SIZE nothing of the column
+    let dates = store
+        .sort_keys(&snap.mailbox, &[1, 2], SortNeed::SentDate)
+        .unwrap();
+    assert_eq!(dates[0].keys.sent_date, Some(880_127_706));
+    assert_eq!(dates[0].keys.subject, "");
+    let none = store
+        .sort_keys(&snap.mailbox, &[1, 2], SortNeed::Nothing)
+        .unwrap();
+    assert_eq!(
+        (none[0].vsize, &none[0].keys),
+        (keys[0].vsize, &Default::default())
     );
 
     let k = &keys[1];
