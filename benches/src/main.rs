@@ -15,6 +15,8 @@
 //!   and Dovecot in one run.
 //! - `maildex-bench search`: SEARCH on header and metadata criteria, warm, with server CPU,
 //!   hit counts and the message files opened, Dovecot and maildex side by side.
+//! - `maildex-bench sort`: SORT and THREAD REFERENCES of a whole INBOX, first after
+//!   delivery and warm, files opened, Dovecot and maildex side by side.
 
 mod idle_cost;
 mod imap_client;
@@ -28,6 +30,7 @@ mod report;
 mod resync;
 mod search;
 mod servers;
+mod sort;
 mod suite;
 
 use std::net::SocketAddr;
@@ -183,6 +186,25 @@ enum Cmd {
         /// Warm runs per query.
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// The maildex binary (default: `maildex` next to this program).
+        #[arg(long)]
+        maildex_bin: Option<PathBuf>,
+        /// Dovecot's `mail_fsync` (see `all`).
+        #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
+        dovecot_mail_fsync: String,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// SORT ARRIVAL/DATE/FROM/SUBJECT, REVERSE DATE and THREAD REFERENCES of a whole
+    /// INBOX, first after delivery and warm, Dovecot and maildex side by side.
+    Sort {
+        /// INBOX sizes (one generated corpus each).
+        #[arg(long, value_delimiter = ',', default_values_t = [10_000, 30_000])]
+        sizes: Vec<usize>,
+        /// Warm repeats of each query (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
         /// The maildex binary (default: `maildex` next to this program).
         #[arg(long)]
         maildex_bin: Option<PathBuf>,
@@ -420,6 +442,24 @@ fn main() -> Result<()> {
             let r = search::run(&search::SearchOpts {
                 sizes,
                 runs,
+                maildex_bin,
+                work: tmp.path().to_owned(),
+                dovecot_mail_fsync,
+            })?;
+            write_json(json, &r)
+        }
+        Cmd::Sort {
+            sizes,
+            rounds,
+            maildex_bin,
+            dovecot_mail_fsync,
+            json,
+        } => {
+            let maildex_bin = maildex_bin_or_default(maildex_bin)?;
+            let tmp = scratch("mxs")?;
+            let r = sort::run(&sort::SortOpts {
+                sizes,
+                rounds,
                 maildex_bin,
                 work: tmp.path().to_owned(),
                 dovecot_mail_fsync,
