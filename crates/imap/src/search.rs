@@ -53,6 +53,7 @@ use maildex_store::records::{
 use maildex_store::text::{self, MessageText, SearchText};
 
 pub use response::{esearch, save_result, search};
+pub(crate) use response::{numbers, wants};
 
 /// One message as SEARCH sees it.
 #[derive(Debug, Clone, Copy)]

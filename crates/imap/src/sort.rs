@@ -9,6 +9,8 @@
 use std::cmp::Ordering;
 
 use maildex_imap_proto::{encode, SearchReturn, SortCriterion, SortKey, Tag};
+
+use crate::search::wants;
 use maildex_store::records::SortNeed;
 use maildex_store::SortEntry;
 
@@ -67,22 +69,7 @@ pub fn order(messages: &[(u32, SortEntry)], criteria: &[SortCriterion]) -> Vec<u
 /// Writes `* SORT 3 1 2\r\n` (RFC 5256 §4: the numbers in sort order; `* SORT\r\n` when
 /// nothing matched); `modseq` adds `(MODSEQ n)` (RFC 7162 §3.1.5) when some matched.
 pub fn sort_response(out: &mut Vec<u8>, numbers: &[u32], modseq: Option<u64>) {
-    out.extend_from_slice(b"* SORT");
-    for n in numbers {
-        out.extend_from_slice(format!(" {n}").as_bytes());
-    }
-    if let (false, Some(m)) = (numbers.is_empty(), modseq) {
-        out.extend_from_slice(format!(" (MODSEQ {m})").as_bytes());
-    }
-    out.extend_from_slice(b"\r\n");
-}
-
-/// True when `returns` asks for `r`; `RETURN ()` is `RETURN (ALL)` (RFC 4731 §3.1).
-fn wants(returns: &[SearchReturn], r: SearchReturn) -> bool {
-    if returns.is_empty() {
-        return r == SearchReturn::All;
-    }
-    returns.contains(&r)
+    crate::search::numbers(out, b"* SORT", numbers, modseq);
 }
 
 /// Writes the ESEARCH answer of `SORT RETURN (...)` (RFC 5267 §3.2): MIN and MAX are the

@@ -19,12 +19,19 @@ fn sorted(results: &[u32]) -> std::borrow::Cow<'_, [u32]> {
 /// nothing matched). `results` are sequence numbers or UIDs, written in
 /// ascending order; `modseq` adds `(MODSEQ n)` (RFC 7162 §3.1.5) when some matched.
 pub fn search(out: &mut Vec<u8>, results: &[u32], modseq: Option<u64>) {
-    out.extend_from_slice(b"* SEARCH");
-    for n in sorted(results).iter() {
+    numbers(out, b"* SEARCH", &sorted(results), modseq);
+}
+
+/// Writes `name` then ` n` for each of `numbers` in the order given, ` (MODSEQ m)` when
+/// some are there and `modseq` is given, and CRLF: `* SEARCH` (RFC 3501 §7.2.5) and
+/// `* SORT` (RFC 5256 §4) share the shape.
+pub(crate) fn numbers(out: &mut Vec<u8>, name: &[u8], numbers: &[u32], modseq: Option<u64>) {
+    out.extend_from_slice(name);
+    for n in numbers {
         out.push(b' ');
         out.extend_from_slice(n.to_string().as_bytes());
     }
-    if let (false, Some(m)) = (results.is_empty(), modseq) {
+    if let (false, Some(m)) = (numbers.is_empty(), modseq) {
         out.extend_from_slice(format!(" (MODSEQ {m})").as_bytes());
     }
     out.extend_from_slice(b"\r\n");
@@ -32,7 +39,7 @@ pub fn search(out: &mut Vec<u8>, results: &[u32], modseq: Option<u64>) {
 
 /// True when `returns` asks for `r`; `RETURN ()` means `RETURN (ALL)`
 /// (RFC 4731 §3.1).
-fn wants(returns: &[SearchReturn], r: SearchReturn) -> bool {
+pub(crate) fn wants(returns: &[SearchReturn], r: SearchReturn) -> bool {
     if returns.is_empty() {
         return r == SearchReturn::All;
     }
