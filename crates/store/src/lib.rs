@@ -26,6 +26,7 @@ mod mailboxes;
 mod message_text;
 mod op_error;
 mod opctx;
+mod orders;
 mod read;
 mod rebuild;
 pub mod section;
@@ -179,6 +180,8 @@ pub struct UserStore {
     feed: tokio::sync::watch::Sender<u64>,
     /// Keeps the index calling into `feed` (the index holds it weakly).
     _feed_listener: Arc<maildex_index::CommitListener>,
+    /// Sort orders kept between queries ([`UserStore::sort_order`]).
+    orders: orders::Orders,
 }
 
 /// The in-process serialisation of one mailbox's syncs and writes, and which syncs ran.
@@ -251,6 +254,7 @@ impl UserStore {
             lock_template: Arc::new(LockTemplate::new(index_dir)),
             feed,
             _feed_listener: listener,
+            orders: orders::Orders::default(),
         })
     }
 

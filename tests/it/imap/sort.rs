@@ -170,3 +170,90 @@ fn sort_and_thread_errors() {
     let r = c.cmd("SORT (DATE) UTF-8 ALL");
     assert!(r.status().starts_with("BAD"), "{}", r.all());
 }
+
+/// The numbers of the `* SORT` answer, parsed.
+fn numbers(c: &mut Client, command: &str) -> Vec<u32> {
+    sorted(c, command)
+        .split_whitespace()
+        .map(|n| n.parse::<u32>().unwrap())
+        .collect()
+}
+
+/// A folder large enough for the order the store keeps between queries
+/// (`UserStore::sort_order`): the kept order answers as sorting the matches does, stays
+/// valid across flag changes, is made again when a message comes or goes, and a match it
+/// does not hold (a message this session still shows, expunged by another) is sorted
+/// directly.
+#[test]
+fn kept_orders_of_a_large_folder_answer_as_sorting_does() {
+    const N: u32 = 1100;
+    let s = Server::start();
+    // subject and date keys in scrambled orders, each unique
+    let subject = |i: u32| (i * 7919) % N;
+    let minute = |i: u32| (i * 31) % N;
+    for i in 0..N {
+        let m = minute(i);
+        s.deliver(
+            "alice",
+            &format!(
+                "From: a@example.org\nSubject: s{:04}\nDate: Mon, 5 Jan 2026 {:02}:{:02}:00 +0000\n\nbody\n",
+                subject(i),
+                m / 60,
+                m % 60
+            ),
+        );
+    }
+    let by = |key: &dyn Fn(u32) -> u32, seqs: &[u32]| {
+        let mut v = seqs.to_vec();
+        v.sort_by_key(|&seq| key(seq - 1));
+        v
+    };
+    let all: Vec<u32> = (1..=N).collect();
+    let mut c = s.select("alice", "INBOX");
+    for _ in 0..2 {
+        // the second time from the kept order
+        assert_eq!(
+            numbers(&mut c, "SORT (SUBJECT) UTF-8 ALL"),
+            by(&subject, &all)
+        );
+        let mut rev = by(&minute, &all);
+        rev.reverse();
+        assert_eq!(numbers(&mut c, "SORT (REVERSE DATE) UTF-8 ALL"), rev);
+    }
+    // criteria keep the matches of the kept order; flag changes keep it valid
+    c.ok("STORE 1:500 +FLAGS.SILENT (\\Seen)");
+    let unseen: Vec<u32> = (501..=N).collect();
+    assert_eq!(
+        numbers(&mut c, "SORT (SUBJECT) UTF-8 UNSEEN"),
+        by(&subject, &unseen)
+    );
+    // another session expunges 10 messages this one still shows (UID SORT may not tell
+    // the expunges yet, RFC 3501 §7.4.1): the matches include them, sorted directly
+    let mut other = s.select("alice", "INBOX");
+    other.ok("STORE 1:10 +FLAGS.SILENT (\\Deleted)");
+    other.ok("EXPUNGE");
+    let uids = numbers(&mut c, "UID SORT (SUBJECT) UTF-8 ALL");
+    assert_eq!(uids.len(), N as usize);
+    // the gone ones are answered (their keys are gone with them: they sort as empty),
+    // the others in order; UIDs are the sequence numbers before the expunge
+    let kept: Vec<u32> = uids.iter().copied().filter(|&u| u > 10).collect();
+    let rest: Vec<u32> = (11..=N).collect();
+    assert_eq!(kept, by(&subject, &rest));
+    // after the expunges are told, and with a new message, the order is made again
+    c.ok("NOOP");
+    s.deliver(
+        "alice",
+        "From: a@example.org\nSubject: s0000a\nDate: Mon, 5 Jan 2026 00:00:30 +0000\n\nnew\n",
+    );
+    c.ok("NOOP");
+    let got = numbers(&mut c, "SORT (SUBJECT) UTF-8 ALL");
+    assert_eq!(got.len(), N as usize - 10 + 1);
+    // sequence numbers after the 10 expunges: message i (0-based) is now i - 9; the new
+    // one is last and sorts right after "s0000"
+    let mut want: Vec<(String, u32)> = (10..N)
+        .map(|i| (format!("s{:04}", subject(i)), i - 9))
+        .collect();
+    want.push(("s0000a".into(), N - 10 + 1));
+    want.sort();
+    assert_eq!(got, want.iter().map(|w| w.1).collect::<Vec<_>>());
+}

@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use maildex_imap_proto::{SearchKey, SearchReturn, SortArgs, Tag, ThreadAlgorithm, ThreadArgs};
+use maildex_imap_proto::{
+    SearchKey, SearchReturn, SortArgs, SortCriterion, Tag, ThreadAlgorithm, ThreadArgs,
+};
 use maildex_store::records::SortNeed;
 use maildex_store::{SortEntry, UserStore};
 
@@ -17,6 +19,8 @@ use crate::{sort, thread};
 
 /// Messages whose keys are read per read transaction.
 const BATCH: usize = 8192;
+/// Folders from this many messages sort through the order the store keeps.
+const KEEP_ORDER_FROM: u32 = 1024;
 
 impl Session {
     pub(super) async fn sort(
@@ -34,8 +38,13 @@ impl Session {
         }
         let hits = self.matches(args.keys).await?;
         let need = sort::need(&args.criteria);
-        let entries = self.sort_entries(&hits, need).await?;
-        let order = sort::order(&entries, &args.criteria);
+        let order = match self.kept_order(&hits, &args.criteria, need).await? {
+            Some(order) => order,
+            None => {
+                let entries = self.sort_entries(&hits, need).await?;
+                sort::order(&entries, &args.criteria)
+            }
+        };
         let hit = |i: usize| hits[i];
         let numbers: Vec<u32> = order
             .iter()
@@ -104,6 +113,46 @@ impl Session {
         thread::thread_response(&mut self.out, &threads);
         self.refresh_fast(uid_cmd).await?;
         Ok(Done::ok("Thread completed."))
+    }
+
+    /// The order of `hits` (indices, sorted) from the mailbox's order that the store keeps
+    /// between queries ([`UserStore::sort_order`]: made once from every message's keys,
+    /// valid until a message comes or goes): a warm SORT of a large folder then reads and
+    /// compares no key. `None` for a small folder (sorting the matches is as cheap) or
+    /// when a match is missing from the kept order (expunged by another session, still
+    /// in this one's view): the caller sorts the matches itself.
+    async fn kept_order(
+        &self,
+        hits: &[Hit],
+        criteria: &[SortCriterion],
+        need: SortNeed,
+    ) -> Result<Option<Vec<usize>>, CmdError> {
+        let State::Selected(authed, sel) = &self.state else {
+            return Err(CmdError::Bad("no mailbox selected".into()));
+        };
+        if sel.view.len() < KEEP_ORDER_FROM {
+            return Ok(None);
+        }
+        let (store, mailbox) = (Arc::clone(&authed.store), sel.mailbox.clone());
+        let criteria = criteria.to_vec();
+        let program = format!("{criteria:?}");
+        let order = blocking(move || {
+            store.sort_order(&mailbox, &program, need, |entries| {
+                // ties by UID here are ties by sequence number in every view
+                let msgs: Vec<(u32, SortEntry)> = entries.into_iter().map(|e| (e.uid, e)).collect();
+                sort::order(&msgs, &criteria)
+                    .into_iter()
+                    .map(|i| msgs[i].0)
+                    .collect()
+            })
+        })
+        .await??;
+        // the matches are in sequence order, which is UID order
+        let ranked: Vec<usize> = order
+            .iter()
+            .filter_map(|uid| hits.binary_search_by_key(uid, |h| h.1).ok())
+            .collect();
+        Ok((ranked.len() == hits.len()).then_some(ranked))
     }
 
     /// The messages the criteria match: for a lone `ALL` (how webmail sorts and threads
