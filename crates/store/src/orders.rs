@@ -1,14 +1,16 @@
-//! Sort orders kept between queries. A webmail frontend sorts the same folder the same way
+//! Sort orders and threads kept between queries. A webmail frontend sorts the same folder the same way
 //! on every page it shows, and a warm SORT then spent its time decoding every message's
 //! keys again (the `cache-sort` segments, strings allocated and compared) where Dovecot
 //! compares sort ids kept in its index. So the order of a whole mailbox under one sort
 //! program is kept here, per user store, until a message is added to or removed from the
 //! mailbox: flag changes (a message read, flagged) leave it valid. A query then takes the
-//! kept order and keeps the messages it matched.
+//! kept order and keeps the messages it matched; THREAD of a whole folder takes its kept
+//! threads the same way.
 //!
 //! Bounded: [`KEPT`] orders per store, least recently used first out, 4 bytes per message
 //! each (120 KiB for a 30,000-message folder).
 
+use std::any::Any;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
@@ -27,7 +29,7 @@ struct Kept {
     /// The mailbox's message count and next UID when the order was made: UIDs only grow,
     /// so a message added or removed changes one of them.
     stamp: (u32, u32),
-    order: Arc<Vec<u32>>,
+    value: Arc<dyn Any + Send + Sync>,
     used: u64,
 }
 
@@ -38,19 +40,19 @@ pub(crate) struct Orders {
 }
 
 impl UserStore {
-    /// The UIDs of every message of `mailbox` in the order `compute` puts their sort
-    /// entries in (`need` says which keys it reads; `program` names the order, the same
-    /// for the same sort criteria), kept between calls while no message is added to or
-    /// removed from the mailbox. The caller keeps the messages it matched; a matched UID
-    /// missing from the order (a message this session still shows but another expunged)
-    /// means the caller sorts its matches itself.
-    pub fn sort_order(
+    /// What `compute` makes of the sort entries of every message of `mailbox` (their UIDs
+    /// in sort order, or their threads; `need` says which keys it reads, `program` names
+    /// what it makes, the same for the same criteria), kept between calls while no message
+    /// is added to or removed from the mailbox. The caller keeps the messages it matched;
+    /// a matched UID missing from it (a message this session still shows but another
+    /// expunged) means the caller works on its matches itself.
+    pub fn sort_order<T: Any + Send + Sync>(
         &self,
         mailbox: &Mailbox,
         program: &str,
         need: SortNeed,
-        compute: impl FnOnce(Vec<SortEntry>) -> Vec<u32>,
-    ) -> Result<Arc<Vec<u32>>, StoreError> {
+        compute: impl FnOnce(Vec<SortEntry>) -> T,
+    ) -> Result<Arc<T>, StoreError> {
         let id = mailbox.id();
         let stamp = |s: &UserStore| -> Result<(u32, u32), StoreError> {
             let rec = s.index.read(|r| r.mailbox(id))?;
@@ -68,8 +70,10 @@ impl UserStore {
                     && k.program == program
                     && k.stamp == before
             }) {
-                k.used = now;
-                return Ok(Arc::clone(&k.order));
+                if let Ok(value) = Arc::clone(&k.value).downcast::<T>() {
+                    k.used = now;
+                    return Ok(value);
+                }
             }
         }
         let mut uids = Vec::with_capacity(before.0 as usize);
@@ -79,9 +83,10 @@ impl UserStore {
                 Ok(ControlFlow::Continue(()))
             })
         })?;
-        let order = Arc::new(compute(self.sort_keys(mailbox, &uids, need)?));
+        let made = uids.len();
+        let value = Arc::new(compute(self.sort_keys(mailbox, &uids, need)?));
         // kept only when nothing changed while it was made
-        if stamp(self)? == before && order.len() == before.0 as usize {
+        if stamp(self)? == before && made == before.0 as usize {
             let mut guard = self.orders.kept.lock().unwrap_or_else(|p| p.into_inner());
             let (kept, clock) = &mut *guard;
             // this mailbox's orders that are stale, or this one's older copy, go
@@ -96,10 +101,10 @@ impl UserStore {
                 uidvalidity: mailbox.uidvalidity(),
                 program: program.to_owned(),
                 stamp: before,
-                order: Arc::clone(&order),
+                value: Arc::clone(&value) as Arc<dyn Any + Send + Sync>,
                 used: *clock,
             });
         }
-        Ok(order)
+        Ok(value)
     }
 }

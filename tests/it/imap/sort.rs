@@ -220,6 +220,25 @@ fn kept_orders_of_a_large_folder_answer_as_sorting_does() {
         rev.reverse();
         assert_eq!(numbers(&mut c, "SORT (REVERSE DATE) UTF-8 ALL"), rev);
     }
+    // THREAD of the whole folder from the kept threads answers as threading the matches
+    // directly does (UNDELETED matches every message here, and is not a lone ALL)
+    for algorithm in ["REFERENCES", "ORDEREDSUBJECT"] {
+        for uid in ["", "UID "] {
+            let kept = c.ok(&format!("{uid}THREAD {algorithm} UTF-8 ALL")).all();
+            let again = c.ok(&format!("{uid}THREAD {algorithm} UTF-8 ALL")).all();
+            let direct = c
+                .ok(&format!("{uid}THREAD {algorithm} UTF-8 UNDELETED"))
+                .all();
+            let line = |r: &str| {
+                r.lines()
+                    .find(|l| l.starts_with("* THREAD"))
+                    .map(String::from)
+            };
+            assert!(line(&kept).is_some_and(|l| l.len() > 1000));
+            assert_eq!(line(&kept), line(&direct), "{uid}THREAD {algorithm}");
+            assert_eq!(line(&kept), line(&again));
+        }
+    }
     // criteria keep the matches of the kept order; flag changes keep it valid
     c.ok("STORE 1:500 +FLAGS.SILENT (\\Seen)");
     let unseen: Vec<u32> = (501..=N).collect();

@@ -97,7 +97,15 @@ impl Session {
         args: ThreadArgs,
     ) -> Result<Done, CmdError> {
         check_charset(&args.charset)?;
+        let whole = matches!(args.keys.as_slice(), [SearchKey::All]);
         let hits = self.matches(args.keys).await?;
+        if whole {
+            if let Some(threads) = self.kept_threads(&hits, args.algorithm, uid_cmd).await? {
+                thread::thread_response(&mut self.out, &threads);
+                self.refresh_fast(uid_cmd).await?;
+                return Ok(Done::ok("Thread completed."));
+            }
+        }
         let entries = self.sort_entries(&hits, SortNeed::All).await?;
         let msgs: Vec<thread::Msg<'_>> = entries
             .iter()
@@ -143,7 +151,7 @@ impl Session {
                 sort::order(&msgs, &criteria)
                     .into_iter()
                     .map(|i| msgs[i].0)
-                    .collect()
+                    .collect::<Vec<u32>>()
             })
         })
         .await??;
@@ -153,6 +161,73 @@ impl Session {
             .filter_map(|uid| hits.binary_search_by_key(uid, |h| h.1).ok())
             .collect();
         Ok((ranked.len() == hits.len()).then_some(ranked))
+    }
+
+    /// The threads of a whole folder (`hits` being every message of the view) from the
+    /// ones the store keeps between queries, numbered for the answer; `None` for a small
+    /// folder or when the kept threads do not hold exactly the view's messages.
+    async fn kept_threads(
+        &self,
+        hits: &[Hit],
+        algorithm: ThreadAlgorithm,
+        uid_cmd: bool,
+    ) -> Result<Option<Vec<thread::Node>>, CmdError> {
+        let State::Selected(authed, sel) = &self.state else {
+            return Err(CmdError::Bad("no mailbox selected".into()));
+        };
+        if sel.view.len() < KEEP_ORDER_FROM {
+            return Ok(None);
+        }
+        let (store, mailbox) = (Arc::clone(&authed.store), sel.mailbox.clone());
+        let program = format!("thread {algorithm:?}");
+        let kept = blocking(move || {
+            store.sort_order(&mailbox, &program, SortNeed::All, |entries| {
+                // numbered by UID here; the threads do not depend on the numbers
+                let msgs: Vec<thread::Msg<'_>> = entries
+                    .iter()
+                    .map(|entry| thread::Msg {
+                        number: entry.uid,
+                        entry,
+                    })
+                    .collect();
+                match algorithm {
+                    ThreadAlgorithm::OrderedSubject => thread::ordered_subject(&msgs),
+                    ThreadAlgorithm::References => thread::references(&msgs),
+                }
+            })
+        })
+        .await??;
+        // renumbered for this view: every kept message must be one of the matches, and
+        // every match in it (the matches are in UID order)
+        fn renumber(
+            nodes: &[thread::Node],
+            number: &dyn Fn(u32) -> Option<u32>,
+            seen: &mut usize,
+        ) -> Option<Vec<thread::Node>> {
+            nodes
+                .iter()
+                .map(|n| {
+                    let num = match n.number {
+                        Some(uid) => {
+                            *seen += 1;
+                            Some(number(uid)?)
+                        }
+                        None => None,
+                    };
+                    Some(thread::Node {
+                        number: num,
+                        children: renumber(&n.children, number, seen)?,
+                    })
+                })
+                .collect()
+        }
+        let number = |uid: u32| {
+            let at = hits.binary_search_by_key(&uid, |h| h.1).ok()?;
+            Some(if uid_cmd { uid } else { hits[at].0 })
+        };
+        let mut seen = 0;
+        let threads = renumber(&kept, &number, &mut seen);
+        Ok(threads.filter(|_| seen == hits.len()))
     }
 
     /// The messages the criteria match: for a lone `ALL` (how webmail sorts and threads
