@@ -205,6 +205,9 @@ enum Cmd {
         /// Warm repeats of each query (the median is reported).
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+        /// Draw SORT time against folder size into this PNG (docs/bench/sort.png).
+        #[arg(long)]
+        plot: Option<PathBuf>,
         /// The maildex binary (default: `maildex` next to this program).
         #[arg(long)]
         maildex_bin: Option<PathBuf>,
@@ -451,6 +454,7 @@ fn main() -> Result<()> {
         Cmd::Sort {
             sizes,
             rounds,
+            plot,
             maildex_bin,
             dovecot_mail_fsync,
             json,
@@ -460,6 +464,7 @@ fn main() -> Result<()> {
             let r = sort::run(&sort::SortOpts {
                 sizes,
                 rounds,
+                plot,
                 maildex_bin,
                 work: tmp.path().to_owned(),
                 dovecot_mail_fsync,

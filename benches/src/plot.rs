@@ -213,6 +213,42 @@ pub fn idle(r: &Value, path: &Path) -> Result<()> {
     )
 }
 
+/// SORT (SUBJECT) time against INBOX size, first after delivery (solid) and warm (dashed),
+/// both servers (`maildex-bench sort --plot`).
+pub fn sort(r: &Value, path: &Path) -> Result<()> {
+    let sizes = r["sizes"].as_array().cloned().unwrap_or_default();
+    let mut lines = Vec::new();
+    for (server, color) in [("dovecot", DOVECOT), ("maildex", MAILDEX)] {
+        for (kind, dashed) in [("first", false), ("warm", true)] {
+            let points: Vec<(f64, f64)> = sizes
+                .iter()
+                .filter_map(|s| {
+                    Some((
+                        s["messages"].as_f64()?,
+                        s["queries"]["subject"][server][format!("{kind}_ms")].as_f64()?,
+                    ))
+                })
+                .collect();
+            if !points.is_empty() {
+                lines.push(Line {
+                    points,
+                    color,
+                    dashed,
+                    label: format!("{server} {kind}"),
+                });
+            }
+        }
+    }
+    draw(
+        path,
+        "SORT (SUBJECT) UTF-8 ALL: time against INBOX size",
+        "messages in INBOX",
+        "ms (log scale)",
+        &lines,
+        true,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

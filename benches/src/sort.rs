@@ -26,7 +26,18 @@ pub const QUERIES: &[(&str, &str)] = &[
     ("subject", "SORT (SUBJECT) UTF-8 ALL"),
     ("reverse_date", "SORT (REVERSE DATE) UTF-8 ALL"),
     ("thread_references", "THREAD REFERENCES UTF-8 ALL"),
+    // a Roundcube page as Roundcube 1.6 asks for it (its IMAP log): the folder sorted by
+    // date, then the list fields of the first 50
+    ("roundcube_page", ROUNDCUBE_PAGE),
 ];
+
+/// The pseudo-query of a Roundcube page load (see [`once`]).
+const ROUNDCUBE_PAGE: &str = "UID SORT (DATE) US-ASCII ALL, then UID FETCH of 50";
+
+/// The FETCH Roundcube 1.6 sends for a page of the message list.
+const ROUNDCUBE_FETCH: &str = "(UID RFC822.SIZE FLAGS INTERNALDATE BODY.PEEK[HEADER.FIELDS \
+     (DATE FROM TO SUBJECT CONTENT-TYPE CC REPLY-TO LIST-POST DISPOSITION-NOTIFICATION-TO \
+     X-PRIORITY)])";
 
 /// Options of `maildex-bench sort`.
 pub struct SortOpts {
@@ -40,6 +51,8 @@ pub struct SortOpts {
     pub work: PathBuf,
     /// Dovecot's `mail_fsync`.
     pub dovecot_mail_fsync: String,
+    /// Where to draw SORT time against folder size (PNG), if anywhere.
+    pub plot: Option<PathBuf>,
 }
 
 fn login(server: &dyn Server) -> Result<Imap> {
@@ -49,14 +62,32 @@ fn login(server: &dyn Server) -> Result<Imap> {
     Ok(c)
 }
 
-/// One run of `query` on a new connection: (wall, server CPU ms, bytes).
+/// One run of `query` on a new connection: (wall, server CPU ms, bytes). The Roundcube
+/// page is its two commands, timed together.
 fn once(server: &dyn Server, query: &str) -> Result<(Duration, f64, u64)> {
     let mut c = login(server)?;
     let cpu0 = crate::load::server_cpu_ms(server);
-    let r = c.ok(query)?;
+    let (wall, bytes) = if query == ROUNDCUBE_PAGE {
+        c.capture = true;
+        let sorted = c.ok("UID SORT (DATE) US-ASCII ALL")?;
+        c.capture = false;
+        let mut uids: Vec<String> = std::mem::take(&mut c.captured)
+            .iter()
+            .filter_map(|l| l.strip_prefix("* SORT"))
+            .flat_map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .collect();
+        // Roundcube's default: newest first, 50 a page
+        uids.reverse();
+        uids.truncate(50);
+        let page = c.ok(&format!("UID FETCH {} {ROUNDCUBE_FETCH}", uids.join(",")))?;
+        (sorted.wall + page.wall, sorted.bytes + page.bytes)
+    } else {
+        let r = c.ok(query)?;
+        (r.wall, r.bytes)
+    };
     let cpu = crate::load::server_cpu_ms(server) - cpu0;
     c.ok("LOGOUT")?;
-    Ok((r.wall, cpu, r.bytes))
+    Ok((wall, cpu, bytes))
 }
 
 /// First after delivery, message files opened then, and warm, for one query.
@@ -98,8 +129,8 @@ pub fn run(o: &SortOpts) -> Result<Value> {
     maildex_dovecot_harness::check_installed()?;
     let mut sizes = Vec::new();
     let mut table = String::from(
-        "| messages | query | Dovecot first ms | maildex first ms | ratio | Dovecot warm ms | maildex warm ms | ratio | files opened first (Dovecot / maildex) |\n\
-         |---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| messages | query | Dovecot first ms | maildex first ms | ratio | Dovecot warm ms | maildex warm ms | ratio | files opened first (Dovecot / maildex) | bytes sent (Dovecot / maildex) |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for &n in &o.sizes {
         let work = o.work.join(format!("n{n}"));
@@ -135,7 +166,7 @@ pub fn run(o: &SortOpts) -> Result<Value> {
             }
             let f = |server: &str, k: &str| by_server[server][k].as_f64().unwrap_or(f64::NAN);
             table.push_str(&format!(
-                "| {n} | {query} | {:.1} | {:.1} | {:.1}x | {:.1} | {:.1} | {:.1}x | {} / {} |\n",
+                "| {n} | {query} | {:.1} | {:.1} | {:.1}x | {:.1} | {:.1} | {:.1}x | {} / {} | {} / {} |\n",
                 f("dovecot", "first_ms"),
                 f("maildex", "first_ms"),
                 f("dovecot", "first_ms") / f("maildex", "first_ms"),
@@ -144,6 +175,8 @@ pub fn run(o: &SortOpts) -> Result<Value> {
                 f("dovecot", "warm_ms") / f("maildex", "warm_ms"),
                 by_server["dovecot"]["first_files_opened"],
                 by_server["maildex"]["first_files_opened"],
+                by_server["dovecot"]["bytes"],
+                by_server["maildex"]["bytes"],
             ));
             by_query.insert((*name).into(), Value::Object(by_server));
         }
@@ -152,10 +185,14 @@ pub fn run(o: &SortOpts) -> Result<Value> {
         sizes.push(json!({"messages": n, "mail_bytes": bytes, "queries": by_query}));
     }
     eprintln!("{table}");
-    Ok(json!({
+    let r = json!({
         "machine": crate::suite::machine(),
         "rounds": o.rounds,
         "sizes": sizes,
         "table": table,
-    }))
+    });
+    if let Some(path) = &o.plot {
+        crate::plot::sort(&r, path)?;
+    }
+    Ok(r)
 }
