@@ -7,13 +7,14 @@
 //! answers from flags, keywords, UID and sequence sets, sizes, dates and MODSEQ alone, or
 //! says it cannot yet (`None`: a key needs data not loaded). Only for the messages left
 //! undecided it loads the next [`Stage`] that [`needs`] asks for and asks again: the
-//! stored search fields (FROM/TO/CC/BCC/SUBJECT, SENT*), then the hot header fields
-//! (HEADER of one of [`HOT_HEADERS`]), then the header blocks (HEADER of another field),
-//! and last the message text (BODY/TEXT, the one stage that reads a file). So `FLAGGED
-//! HEADER X-Mailer x` decompresses header blocks only for flagged messages, and `SUBJECT
-//! x BODY y` reads only the files of messages whose subject holds x. The evaluator
-//! stays here, beside the grammar it evaluates, because it is a pure function of the keys
-//! and of the data the store hands out (`UserStore::load`, `message_text`): the store
+//! stored search fields (FROM/TO/CC/BCC/SUBJECT, SENT*, HEADER of one of
+//! [`SEARCH_HEADERS`]), then the hot header fields (HEADER of another of
+//! [`HOT_HEADERS`]), then the header blocks (HEADER of any other field), and last the
+//! message text (BODY/TEXT, the one stage that reads a file). So `FLAGGED HEADER X-Mailer
+//! x` decompresses header blocks only for flagged messages, and `SUBJECT x BODY y` reads
+//! only the files of messages whose subject holds x. The evaluator stays here, beside the
+//! grammar it evaluates, because it is a pure function of the keys and of the data the
+//! store hands out (`UserStore::load`, `visit_search_fields`, `message_text`): the store
 //! stays the one door to mail, and a full-text index (issue 18 #2) becomes one more stage
 //! answered by the store. CHARSET is the session's job (US-ASCII and UTF-8 only,
 //! otherwise `NO [BADCHARSET]`); key strings arrive here as UTF-8 bytes.
