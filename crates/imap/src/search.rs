@@ -3,13 +3,13 @@
 //! shaping of its answers (RFC 4731 ESEARCH, classic `* SEARCH`).
 //!
 //! Pure and synchronous. Evaluation runs in stages over what the index holds, cheapest
-//! first (issue 18 #1): the session loads each message's state and asks [`decide`], which
-//! answers from flags, keywords, UID and sequence sets, sizes, dates and MODSEQ alone, or
-//! says it cannot yet (`None`: a key needs data not loaded). Only for the messages left
-//! undecided it loads the next [`Stage`] that [`needs`] asks for and asks again: the
-//! stored search fields (FROM/TO/CC/BCC/SUBJECT, SENT*, HEADER of one of
-//! [`SEARCH_HEADERS`]), then the hot header fields (HEADER of another of
-//! [`HOT_HEADERS`]), then the header blocks (HEADER of any other field), and last the
+//! first (issue 18 #1): the session asks [`decide`] with the UID, sequence number and
+//! `\Recent` of each message, and its state (flags, keywords, sizes, dates, MODSEQ) when
+//! some key reads it; `decide` answers, or says it cannot yet (`None`: a key needs data not
+//! loaded). Only for the messages left undecided the session loads the next [`Stage`]
+//! that [`needs`] asks for and asks again: the stored search fields (FROM/TO/CC/BCC/
+//! SUBJECT, SENT*, HEADER of one of [`SEARCH_HEADERS`]), then the hot header fields
+//! (HEADER of another of [`HOT_HEADERS`]), then the header blocks (HEADER of any other field), and last the
 //! message text (BODY/TEXT, the one stage that reads a file). So `FLAGGED HEADER X-Mailer
 //! x` decompresses header blocks only for flagged messages, and `SUBJECT x BODY y` reads
 //! only the files of messages whose subject holds x. The evaluator stays here, beside the
@@ -63,8 +63,8 @@ pub struct Candidate<'a> {
     pub seq: u32,
     /// UID.
     pub uid: u32,
-    /// Flags, keywords, dates, sizes.
-    pub state: &'a MessageState,
+    /// Flags, keywords, dates, sizes ([`Stage::State`]); `None` until loaded.
+    pub state: Option<&'a MessageState>,
     /// The stored search fields ([`Stage::Search`]), read in place; `None` until loaded.
     pub search: Option<SearchView<'a>>,
     /// The hot header fields ([`Stage::Hot`]); `None` until loaded.
@@ -98,10 +98,12 @@ pub struct Context<'a> {
     pub tz_offset_secs: i32,
 }
 
-/// The data a key may need beyond [`MessageState`], in the order the session loads it
-/// for the messages still undecided: cheapest first.
+/// The data a key may need beyond the UID, sequence number and `\Recent`, in the order
+/// the session loads it for the messages still undecided: cheapest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stage {
+    /// [`Candidate::state`]: flags, keywords, sizes, INTERNALDATE, MODSEQ.
+    State,
     /// [`Candidate::search`]: FROM, TO, CC, BCC, SUBJECT, SENTBEFORE/ON/SINCE, HEADER of
     /// a field in [`SEARCH_HEADERS`].
     Search,
@@ -115,12 +117,20 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage, in loading order.
-    pub const ALL: [Stage; 4] = [Stage::Search, Stage::Hot, Stage::Headers, Stage::Body];
+    pub const ALL: [Stage; 5] = [
+        Stage::State,
+        Stage::Search,
+        Stage::Hot,
+        Stage::Headers,
+        Stage::Body,
+    ];
 }
 
 /// Which [`Stage`]s a search needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Needs {
+    /// [`Stage::State`].
+    pub state: bool,
     /// [`Stage::Search`].
     pub search: bool,
     /// [`Stage::Hot`].
@@ -133,6 +143,7 @@ pub struct Needs {
 
 impl Needs {
     fn add(&mut self, other: Needs) {
+        self.state |= other.state;
         self.search |= other.search;
         self.hot |= other.hot;
         self.headers |= other.headers;
@@ -142,6 +153,7 @@ impl Needs {
     /// Whether `stage` is needed.
     pub fn has(self, stage: Stage) -> bool {
         match stage {
+            Stage::State => self.state,
             Stage::Search => self.search,
             Stage::Hot => self.hot,
             Stage::Headers => self.headers,
@@ -187,6 +199,49 @@ pub fn prepare(keys: &mut [SearchKey]) {
     }
 }
 
+/// True when `key` (not NOT/OR/AND) is decided by [`Candidate::state`].
+fn on_state(key: &SearchKey) -> bool {
+    use SearchKey as K;
+    matches!(
+        key,
+        K::Answered
+            | K::Deleted
+            | K::Draft
+            | K::Flagged
+            | K::Seen
+            | K::Unanswered
+            | K::Undeleted
+            | K::Undraft
+            | K::Unflagged
+            | K::Unseen
+            | K::New
+            | K::Keyword(_)
+            | K::Unkeyword(_)
+            | K::Larger(_)
+            | K::Smaller(_)
+            | K::Before(_)
+            | K::On(_)
+            | K::Since(_)
+            | K::Older(_)
+            | K::Younger(_)
+            | K::ModSeq(_)
+    )
+}
+
+/// Stands for the state of a message whose state is not loaded: never read, as every
+/// key on the state answers `None` first.
+static NO_STATE: MessageState = MessageState {
+    file_name: String::new(),
+    in_new: false,
+    flags: 0,
+    keywords: 0,
+    modseq: 0,
+    internal_date: 0,
+    save_date: 0,
+    size: 0,
+    vsize: 0,
+};
+
 /// True when HEADER of `name` is answered from the stored search fields
 /// ([`SEARCH_HEADERS`]).
 fn is_stored(name: &[u8]) -> bool {
@@ -230,6 +285,7 @@ fn key_needs(key: &SearchKey) -> Needs {
             }
         }
         K::Body(_) | K::Text(_) => n.body = true,
+        k if on_state(k) => n.state = true,
         K::Not(k) => n = key_needs(k),
         K::Or(a, b) => {
             n = key_needs(a);
@@ -290,7 +346,12 @@ struct Eval<'e, 'a, 'b> {
 
 impl Eval<'_, '_, '_> {
     fn flag(&self, bit: u8) -> bool {
-        self.c.state.flags & bit != 0
+        self.state().flags & bit != 0
+    }
+
+    /// The message's state; only called for keys [`on_state`] accepts, once it is loaded.
+    fn state(&self) -> &MessageState {
+        self.c.state.unwrap_or(&NO_STATE)
     }
 
     /// The AND of `keys`: false as soon as one is, unknown if one is and none is false.
@@ -308,7 +369,10 @@ impl Eval<'_, '_, '_> {
 
     fn key(&mut self, key: &SearchKey) -> Option<bool> {
         use SearchKey as K;
-        let st = self.c.state;
+        if self.c.state.is_none() && on_state(key) {
+            return None;
+        }
+        let st = self.state();
         let known = match key {
             K::All => true,
             K::Answered => self.flag(flag::ANSWERED),
@@ -380,7 +444,7 @@ impl Eval<'_, '_, '_> {
             .position(|k| k.eq_ignore_ascii_case(kw))
             .and_then(|i| u32::try_from(i).ok())
             .and_then(|i| 1u32.checked_shl(i))
-            .is_some_and(|bit| self.c.state.keywords & bit != 0)
+            .is_some_and(|bit| self.state().keywords & bit != 0)
     }
 
     /// A sequence or UID set, `*` being `largest` (RFC 3501 §6.4.8); `$` is
@@ -394,7 +458,7 @@ impl Eval<'_, '_, '_> {
 
     /// Calendar day of INTERNALDATE in the server's zone.
     fn internal_day(&self) -> i64 {
-        (self.c.state.internal_date + i64::from(self.ctx.tz_offset_secs)).div_euclid(86_400)
+        (self.state().internal_date + i64::from(self.ctx.tz_offset_secs)).div_euclid(86_400)
     }
 
     /// Calendar day written in the first Date: header, stored at indexing time.

@@ -46,7 +46,7 @@ impl Msg {
         Candidate {
             seq,
             uid,
-            state: &self.built.record.state,
+            state: Some(&self.built.record.state),
             search: SearchView::parse(&self.search),
             hot: Some(&self.built.record.cached.hot_headers),
             headers: Some(self.root_header()),
@@ -375,6 +375,17 @@ fn cheap_keys_decide_before_data_is_loaded() {
         headers: None,
         ..m.full(1, 1, false)
     };
+    let nothing = Candidate {
+        state: None,
+        ..bare
+    };
+    assert_eq!(decide(&[K::Seen], &nothing, &cx, None), None);
+    assert_eq!(decide(&[K::Larger(1)], &nothing, &cx, None), None);
+    assert_eq!(decide(&[K::All, K::Old], &nothing, &cx, None), Some(true));
+    assert_eq!(
+        decide(&[K::Recent, K::Seen], &nothing, &cx, None),
+        Some(false)
+    );
     let subject = || K::Subject(s("quarterly"));
     let cold = || K::Header(s("X-Spam-Flag"), s("no"));
     // AND with a false key, OR with a true one: decided from the flags alone
@@ -583,8 +594,19 @@ fn modseq_is_at_or_above() {
 #[test]
 fn needs_is_the_union_over_nested_keys() {
     assert_eq!(
-        needs(&[K::Seen, K::Uid(SequenceSet::Saved), K::Larger(3)]),
+        needs(&[
+            K::Uid(SequenceSet::Saved),
+            K::Recent,
+            K::SequenceSet(SequenceSet::Saved)
+        ]),
         Needs::default()
+    );
+    assert_eq!(
+        needs(&[K::Seen, K::Uid(SequenceSet::Saved), K::Larger(3)]),
+        Needs {
+            state: true,
+            ..Needs::default()
+        }
     );
     let n = needs(&[K::Or(
         Box::new(K::SentOn(date(2020, 1, 1))),
@@ -593,6 +615,7 @@ fn needs_is_the_union_over_nested_keys() {
     assert_eq!(
         n,
         Needs {
+            state: false,
             search: true,
             hot: false,
             headers: false,

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use maildex_imap_proto::{ResponseCode, SearchArgs, SearchKey, Tag};
-use maildex_store::records::{CachedFields, SearchView};
+use maildex_store::records::{Cached, CachedFields, MessageState, SearchView};
 use maildex_store::text::Html;
-use maildex_store::{Loaded, UserStore};
+use maildex_store::UserStore;
 
 use super::condstore::uses_modseq;
 use super::{blocking, CmdError, Done, Session, State};
@@ -135,29 +135,45 @@ impl Session {
                 };
                 let is_recent = |uid: u32| rc.iter().any(|x| x.contains(&uid));
                 let uids: Vec<u32> = batch.iter().map(|&(_, u)| u).collect();
-                let states = s.load(&m, &uids, CachedFields::default(), false)?;
-                let mut undecided: Vec<Pending> = Vec::new();
-                let mut out = Vec::new();
-                for (&(seq, uid), msg) in batch.iter().zip(states) {
-                    let Some(msg) = msg else { continue };
-                    undecided.push(Pending {
-                        seq,
-                        uid,
-                        recent: is_recent(uid),
-                        msg,
-                        search: None,
-                    });
+                // the states only when a key reads them; otherwise only for the hits
+                // (their modseq), at the end
+                let mut undecided: Vec<Pending> = Vec::with_capacity(batch.len());
+                let pending = |seq, uid, state| Pending {
+                    seq,
+                    uid,
+                    recent: is_recent(uid),
+                    state,
+                    cached: None,
+                    headers: None,
+                    search: None,
+                };
+                if need.state {
+                    let states = s.load(&m, &uids, CachedFields::default(), false)?;
+                    for (&(seq, uid), msg) in batch.iter().zip(states) {
+                        let Some(msg) = msg else { continue };
+                        undecided.push(pending(seq, uid, msg.state));
+                    }
+                } else {
+                    for &(seq, uid) in &batch {
+                        undecided.push(pending(seq, uid, MessageState::default()));
+                    }
                 }
+                let mut out = Vec::new();
                 let mut loaded: Vec<Stage> = Vec::new();
-                let mut next = Stage::ALL.iter().filter(|&&st| need.has(st));
+                if need.state {
+                    loaded.push(Stage::State);
+                }
+                let mut next = Stage::ALL
+                    .iter()
+                    .filter(|&&st| st != Stage::State && need.has(st));
                 loop {
                     let body = loaded.contains(&Stage::Body);
                     undecided.retain(|p| {
                         let c = p.candidate(&loaded);
                         // BODY/TEXT: the file's text, read only when such a key is reached
                         let mut text = || {
-                            let parts = &p.msg.cached.as_ref()?.parts;
-                            s.message_text(&m, &p.msg.state, parts, Html::AsWritten)
+                            let parts = &p.cached.as_ref()?.parts;
+                            s.message_text(&m, &p.state, parts, Html::AsWritten)
                         };
                         let answer = search::decide(
                             &k,
@@ -166,7 +182,7 @@ impl Session {
                             body.then_some(&mut text as &mut dyn FnMut() -> _),
                         );
                         if answer == Some(true) {
-                            out.push((p.seq, p.uid, p.msg.state.modseq));
+                            out.push((p.seq, p.uid, p.state.modseq));
                         }
                         // undecided only while a later stage can tell
                         answer.is_none() && !body
@@ -197,7 +213,7 @@ impl Session {
                         let mut answers = answers.into_iter();
                         undecided.retain(|p| match answers.next().flatten() {
                             Some(Some(true)) => {
-                                out.push((p.seq, p.uid, p.msg.state.modseq));
+                                out.push((p.seq, p.uid, p.state.modseq));
                                 false
                             }
                             Some(None) => true,
@@ -205,11 +221,28 @@ impl Session {
                             _ => false,
                         });
                     } else {
-                        load_stage(&s, &m, stage, &mut undecided)?;
+                        let with_state = !loaded.contains(&Stage::State);
+                        load_stage(&s, &m, stage, &mut undecided, with_state)?;
+                        if with_state && stage == Stage::Body {
+                            loaded.push(Stage::State);
+                        }
                     }
                     loaded.push(stage);
                 }
                 out.sort_unstable();
+                if !need.state && !out.is_empty() {
+                    // the hits' modseqs (and whether they are still there)
+                    let uids: Vec<u32> = out.iter().map(|h| h.1).collect();
+                    let states = s.load(&m, &uids, CachedFields::default(), false)?;
+                    let mut states = states.into_iter();
+                    out.retain_mut(|h| match states.next().flatten() {
+                        Some(l) => {
+                            h.2 = l.state.modseq;
+                            true
+                        }
+                        None => false,
+                    });
+                }
                 Ok(out)
             })
             .await??;
@@ -224,7 +257,12 @@ struct Pending {
     seq: u32,
     uid: u32,
     recent: bool,
-    msg: Loaded,
+    /// Flags, sizes, dates, file name; default until [`Stage::State`] is loaded.
+    state: MessageState,
+    /// Listing data of the loaded stages (boxed: most messages never get any).
+    cached: Option<Box<Cached>>,
+    /// The header blocks, once [`Stage::Headers`] is loaded.
+    headers: Option<Vec<u8>>,
     /// The stored search fields, once [`Stage::Search`] left the message undecided.
     search: Option<Vec<u8>>,
 }
@@ -233,11 +271,11 @@ impl Pending {
     /// The message as [`search::decide`] sees it with the `loaded` stages.
     fn candidate(&self, loaded: &[Stage]) -> Candidate<'_> {
         let has = |st| loaded.contains(&st);
-        let cached = self.msg.cached.as_ref();
+        let cached = self.cached.as_deref();
         Candidate {
             seq: self.seq,
             uid: self.uid,
-            state: &self.msg.state,
+            state: Some(&self.state).filter(|_| has(Stage::State)),
             search: self
                 .search
                 .as_deref()
@@ -246,7 +284,7 @@ impl Pending {
             hot: cached
                 .filter(|_| has(Stage::Hot))
                 .map(|c| c.hot_headers.as_slice()),
-            headers: self.msg.headers.as_deref().filter(|_| has(Stage::Headers)),
+            headers: self.headers.as_deref().filter(|_| has(Stage::Headers)),
             recent: self.recent,
         }
     }
@@ -254,11 +292,14 @@ impl Pending {
 
 /// Loads the data of `stage` (not [`Stage::Search`], read in place) for the `undecided`
 /// messages from the index, and drops those the index no longer has (expunged meanwhile).
+/// The message text needs the file name: [`Stage::Body`] loads the states too when they
+/// were not (`with_state`).
 fn load_stage(
     store: &UserStore,
     mailbox: &maildex_store::Mailbox,
     stage: Stage,
     undecided: &mut Vec<Pending>,
+    with_state: bool,
 ) -> Result<(), CmdError> {
     let fields = CachedFields {
         hot_headers: stage == Stage::Hot,
@@ -266,20 +307,28 @@ fn load_stage(
         ..CachedFields::default()
     };
     let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
-    let got = store.load_more(mailbox, &uids, fields, stage == Stage::Headers)?;
+    let headers = stage == Stage::Headers;
+    let got = if with_state && stage == Stage::Body {
+        store.load(mailbox, &uids, fields, headers)?
+    } else {
+        store.load_more(mailbox, &uids, fields, headers)?
+    };
     let mut got = got.into_iter();
     undecided.retain_mut(|p| {
-        let Some(Some(new)) = got.next() else {
+        let Some(Some(mut new)) = got.next() else {
             return false;
         };
+        if with_state && stage == Stage::Body {
+            p.state = std::mem::take(&mut new.state);
+        }
         match stage {
-            Stage::Headers => p.msg.headers = new.headers,
+            Stage::Headers => p.headers = new.headers,
             _ => {
                 let Some(new) = new.cached else {
                     return false;
                 };
-                let Some(have) = &mut p.msg.cached else {
-                    p.msg.cached = Some(new);
+                let Some(have) = &mut p.cached else {
+                    p.cached = Some(Box::new(new));
                     return true;
                 };
                 match stage {
