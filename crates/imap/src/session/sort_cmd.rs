@@ -20,7 +20,7 @@ use crate::{sort, thread};
 /// Messages whose keys are read per read transaction.
 const BATCH: usize = 8192;
 /// Folders from this many messages sort through the order the store keeps.
-const KEEP_ORDER_FROM: u32 = 1024;
+const KEEP_ORDER_FROM: u32 = 256;
 
 impl Session {
     pub(super) async fn sort(
