@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 # Maildirs we write (UIDs, flags, keywords, folders) and that we read Dovecot's.
 source scripts/packages.sh
 ensure_packages adduser openssl dovecot-core dovecot-imapd dovecot-lmtpd strace postfix isync mutt tmux offlineimap3 haproxy
+# PostgreSQL and MariaDB for the SQL user-directory tests (tests/support/sqldb.rs starts
+# private servers in scratch folders on loopback; no system instance is used)
+ensure_packages postgresql-15 mariadb-server mariadb-client
 # Roundcube in headless Chromium (tests/it/imap/roundcube.rs): Debian's Roundcube with its
 # SQLite backend, PHP's built-in server, Chromium and its driver
 ensure_packages roundcube roundcube-core roundcube-sqlite3 php-cli php-sqlite3 sqlite3 chromium chromium-driver fonts-dejavu-core

@@ -51,5 +51,6 @@ mod system {
     mod log_secrets;
     mod logging;
     mod signals;
+    mod sql_users;
     mod users;
 }

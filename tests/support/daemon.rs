@@ -48,6 +48,9 @@ pub struct Opts {
     pub tweak: Option<Tweak>,
     /// The scratch folder to use (prepared by the test); a new one otherwise.
     pub dir: Option<tempfile::TempDir>,
+    /// The `[auth]` section's body (keys and sub-tables such as `[auth.sql]`) in place of
+    /// `users_file = "<root>/users"`.
+    pub auth: Option<String>,
     /// `[mailboxes]` tables, as TOML appended to the config; `None` writes an empty
     /// `[mailboxes]` (no folder is created for the users, as before the feature), and
     /// `Some("")` leaves the defaults (Drafts, Sent, Trash, Junk, Archive).
@@ -66,6 +69,7 @@ impl Default for Opts {
             files: Vec::new(),
             inotify: true,
             mailboxes: None,
+            auth: None,
             log: None,
             tweak: None,
             dir: None,
@@ -142,7 +146,7 @@ impl Server {
              [lmtp]\n{}hostname = \"mx.test\"\n{lmtp}\n\
              [storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
              fsync = false\nindex_map_size = \"16MiB\"\n{storage}\n\
-             [auth]\nusers_file = \"{r}/users\"\n",
+             [auth]\n{auth}\n",
             default_line(imap, "listen", listen),
             default_line(imap, "listen_tls", tls_listen),
             default_line(
@@ -153,6 +157,10 @@ impl Server {
             default_line(&opts.lmtp_extra, "listen", listen),
             lmtp = opts.lmtp_extra,
             storage = opts.storage_extra,
+            auth = opts
+                .auth
+                .clone()
+                .unwrap_or_else(|| format!("users_file = \"{r}/users\"")),
         );
         if opts.tls {
             maildex_imap::tls::write_self_signed(&["localhost"], &cert, &key).unwrap();
@@ -317,7 +325,7 @@ impl Server {
 
     /// Indexed UIDs of a user's mailbox, with file names.
     pub fn indexed_files(&self, user: &str, mailbox: &str) -> Vec<(u32, String)> {
-        let u = self.accounts.lookup(user).unwrap();
+        let u = self.accounts.lookup(user).unwrap().unwrap();
         let store = self.accounts.store(&u).unwrap();
         store
             .index()
@@ -343,7 +351,7 @@ impl Server {
         if !self.maildir(user).exists() {
             return;
         }
-        let u = self.accounts.lookup(user).unwrap();
+        let u = self.accounts.lookup(user).unwrap().unwrap();
         let store = self.accounts.store(&u).unwrap();
         let diffs = store.check().unwrap();
         assert!(diffs.is_empty(), "{user}: {diffs:?}");

@@ -11,3 +11,4 @@ pub mod imap;
 pub mod lmtp;
 pub mod postfix;
 pub mod process;
+pub mod sqldb;

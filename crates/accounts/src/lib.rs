@@ -1,14 +1,15 @@
 //! maildex-accounts: who the users are and where their mail lives, shared by the LMTP
 //! and IMAP servers.
 //!
-//! [`Accounts`] holds the configuration, the users file, the aliases file and a cache
+//! [`Accounts`] holds the configuration, the user directory (a [`UserDb`]: the users file
+//! or SQL, see [`userdb`]), the aliases file, a cache of lookups (`cache`) and a cache
 //! of open stores (one [`UserStore`] per user per process: the index registry allows
 //! one LMDB env per folder; a store nobody else holds is closed after a minute unused, so
 //! memory and file descriptors follow the users active now, not every user since start).
 //! It answers:
-//! - [`Accounts::lookup`] / [`Accounts::verify_login`]: the users-file rules of
-//!   `maildex-auth` (a full address wins over a bare local part; a bare entry matches
-//!   any domain);
+//! - [`Accounts::lookup`] / [`Accounts::verify_login`]: the directory's answer (for the
+//!   users file, the rules of `maildex-auth`: a full address wins over a bare local part;
+//!   a bare entry matches any domain), or [`Unavailable`] when it cannot be asked;
 //! - [`Accounts::resolve_recipient`]: an LMTP recipient to users and mailboxes, through
 //!   the aliases and `user+detail` (Dovecot's `recipient_delimiter` and
 //!   `lmtp_save_to_detail_mailbox`);
@@ -23,22 +24,33 @@
 #![warn(missing_docs)]
 
 mod aliases;
+mod cache;
 mod fields;
+mod filedb;
 mod nets;
 mod quota;
+mod sql;
+mod stores;
+pub mod userdb;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use maildex_auth::{AuthError, UsersFile};
+use maildex_auth::AuthError;
 use maildex_config::{Config, ConfigError};
 use maildex_store::{AutoCreate, MailboxSetting, SpecialUse, StoreError, StoreOptions, UserStore};
 
 pub use aliases::Aliases;
 pub use maildex_auth::LogName;
-use nets::AllowNets;
 pub use quota::usage;
+pub use sql::SqlConfigError;
+pub use userdb::{Unavailable, UserDb};
+
+use cache::{Cache, CachedLogin, Hit};
+use filedb::FileDb;
+use sql::SqlDb;
+use stores::Stores;
 
 /// What can go wrong loading accounts or opening a user's mail.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +115,12 @@ pub enum AccountsError {
         /// Why (in the message; not a `source()`).
         error: Box<ConfigError>,
     },
+    /// `[auth.sql]` cannot be used.
+    #[error(transparent)]
+    Sql(#[from] SqlConfigError),
+    /// The user directory cannot be asked now.
+    #[error(transparent)]
+    Unavailable(#[from] Unavailable),
     /// The user's store failed.
     #[error("user {user}: {error}")]
     Store {
@@ -180,24 +198,20 @@ pub struct Recipient {
     pub mailbox: String,
 }
 
-/// The users file and aliases, swapped as one on reload.
+/// The user directory and aliases, swapped as one on reload.
 #[derive(Debug)]
 struct Directory {
-    users: UsersFile,
+    db: Arc<dyn UserDb>,
     aliases: Aliases,
-    /// Folded user name -> quota, for the users with a rule of their own (the others have
-    /// `[storage] quota`).
-    quotas: HashMap<String, Option<u64>>,
-    /// `[storage] quota`.
-    default_quota: Option<u64>,
-    /// Folded user name -> where the user may log in from (`allow_nets=`).
-    allow_nets: HashMap<String, AllowNets>,
 }
 
 /// Users, aliases, quotas and open stores of one process. See the crate docs.
 pub struct Accounts {
     config: Config,
     directory: RwLock<Arc<Directory>>,
+    /// `[auth.sql]`'s pool, kept across reloads (which re-read the aliases file only).
+    sql: Option<Arc<SqlDb>>,
+    cache: Cache,
     stores: Mutex<Stores>,
     watch: Mutex<Watch>,
     /// Folded names of the users whose mail was synced since the start (or whose sync was
@@ -233,44 +247,18 @@ fn file_stamp(path: &std::path::Path) -> Option<FileStamp> {
 
 fn files_stamp(config: &Config) -> [Option<FileStamp>; 2] {
     [
-        file_stamp(&config.auth.users_file),
+        config.auth.users_file.as_deref().and_then(file_stamp),
         config.lmtp.aliases_file.as_deref().and_then(file_stamp),
     ]
-}
-
-/// How long a store nobody holds stays open after its last use.
-const STORE_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Open stores by folded user name, with when each was last handed out.
-#[derive(Default)]
-struct Stores {
-    open: HashMap<String, (Arc<UserStore>, std::time::Instant)>,
-    swept: Option<std::time::Instant>,
-}
-
-impl Stores {
-    /// Closes the stores only this cache holds that were not used for [`STORE_IDLE`]
-    /// (at most every [`STORE_IDLE`] / 2). A store held by a session or a delivery stays:
-    /// one store per user per process, and the count cannot grow while we hold the lock,
-    /// since new holders get their clone here.
-    fn sweep(&mut self, now: std::time::Instant) {
-        if self
-            .swept
-            .is_some_and(|t| now.duration_since(t) < STORE_IDLE / 2)
-        {
-            return;
-        }
-        self.swept = Some(now);
-        self.open.retain(|_, (store, used)| {
-            Arc::strong_count(store) > 1 || now.duration_since(*used) < STORE_IDLE
-        });
-    }
 }
 
 impl std::fmt::Debug for Accounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Accounts")
-            .field("users_file", &self.config.auth.users_file)
+            .field(
+                "users",
+                &self.directory.read().map(|d| format!("{:?}", d.db)),
+            )
             .field("aliases_file", &self.config.lmtp.aliases_file)
             .finish_non_exhaustive()
     }
@@ -300,81 +288,28 @@ fn mailbox_setting(m: &maildex_config::MailboxConfig) -> MailboxSetting {
     }
 }
 
-fn load_directory(config: &Config) -> Result<Directory, AccountsError> {
-    let users = UsersFile::load(&config.auth.users_file)?;
+fn load_directory(config: &Config, sql: Option<&Arc<SqlDb>>) -> Result<Directory, AccountsError> {
+    let db: Arc<dyn UserDb> = match (sql, &config.auth.users_file) {
+        (Some(sql), _) => Arc::clone(sql) as Arc<dyn UserDb>,
+        (None, Some(path)) => Arc::new(FileDb::load(config, path)?),
+        (None, None) => unreachable!("the config has users_file or [auth.sql]"),
+    };
     let aliases = match &config.lmtp.aliases_file {
         Some(p) => Aliases::load(p)?,
         None => Aliases::default(),
     };
-    let mut quotas = HashMap::new();
-    let mut allow_nets = HashMap::new();
-    let mut ignored = fields::Ignored::default();
-    for e in users.list() {
-        let field_error = |reason| AccountsError::UserField {
-            path: config.auth.users_file.clone(),
-            line: e.line,
-            user: e.name.clone(),
-            reason,
-        };
-        if let Some(q) = quota::rule_from_extra(&e.extra).map_err(field_error)? {
-            quotas.insert(e.name.to_ascii_lowercase(), q);
-        }
-        ignored.note_entry(e);
-        for field in e
-            .extra
-            .iter()
-            .filter(|f| f.split('=').next() == Some("allow_nets"))
-        {
-            let value = field.split_once('=').map_or("", |(_, v)| v);
-            let nets = AllowNets::parse(value).map_err(field_error)?;
-            allow_nets.insert(e.name.to_ascii_lowercase(), nets);
-        }
-    }
-    ignored.warn(&config.auth.users_file);
-    refuse_shared_folders(config, &users)?;
-    for (source, target) in aliases.all_targets() {
-        if users.lookup(target).is_none() {
-            tracing::warn!(
-                alias = source,
-                target,
-                "alias target is not in the users file; it will be skipped"
-            );
-        }
-    }
-    Ok(Directory {
-        users,
-        aliases,
-        quotas,
-        default_quota: config.storage.quota,
-        allow_nets,
-    })
-}
-
-/// Refuses a users file in which two users' Maildirs or index folders are one folder
-/// (`mail_location = "/var/vmail/%n"` with `mia@example.org` and `mia@other.org`). A name
-/// that expands to no path at all is left to the lookup that would use it.
-fn refuse_shared_folders(config: &Config, users: &UsersFile) -> Result<(), AccountsError> {
-    let mut seen: HashMap<PathBuf, &str> = HashMap::new();
-    for e in users.list() {
-        let Ok(paths) = config.storage.paths_for(&e.name) else {
-            continue;
-        };
-        for folder in [paths.maildir, paths.index_dir] {
-            if let Some(first) = seen.get(&folder) {
-                if *first != e.name.as_str() {
-                    return Err(AccountsError::SharedFolder {
-                        path: config.auth.users_file.clone(),
-                        line: e.line,
-                        first: (*first).to_owned(),
-                        second: e.name.clone(),
-                        folder,
-                    });
-                }
+    if db.in_memory() {
+        for (source, target) in aliases.all_targets() {
+            if !matches!(db.user(target), Ok(Some(_))) {
+                tracing::warn!(
+                    alias = source,
+                    target,
+                    "alias target is not in the users file; it will be skipped"
+                );
             }
-            seen.insert(folder, &e.name);
         }
     }
-    Ok(())
+    Ok(Directory { db, aliases })
 }
 
 impl Accounts {
@@ -395,10 +330,18 @@ impl Accounts {
     fn load_with(config: Config, sync_first_use: bool) -> Result<Arc<Accounts>, AccountsError> {
         // stamped before reading: a change while the file is read is seen next time
         let files = files_stamp(&config);
-        let dir = load_directory(&config)?;
+        let sql = match &config.auth.sql {
+            Some(s) => Some(Arc::new(SqlDb::new(s, config.storage.quota)?)),
+            None => None,
+        };
+        let dir = load_directory(&config, sql.as_ref())?;
+        let auth = &config.auth;
+        let cache = Cache::new(auth.cache_size, auth.cache_ttl, auth.cache_negative_ttl);
         Ok(Arc::new(Accounts {
-            config,
             directory: RwLock::new(Arc::new(dir)),
+            sql,
+            cache,
+            config,
             stores: Mutex::default(),
             watch: Mutex::new(Watch {
                 checked: std::time::Instant::now(),
@@ -419,8 +362,9 @@ impl Accounts {
         let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
         watch.files = files_stamp(&self.config);
         watch.checked = std::time::Instant::now();
-        let dir = Arc::new(load_directory(&self.config)?);
+        let dir = Arc::new(load_directory(&self.config, self.sql.as_ref())?);
         *self.directory.write().unwrap_or_else(|p| p.into_inner()) = dir;
+        self.cache.clear();
         Ok(())
     }
 
@@ -442,10 +386,11 @@ impl Accounts {
             return;
         }
         watch.files = files;
-        match load_directory(&self.config) {
+        match load_directory(&self.config, self.sql.as_ref()) {
             Ok(dir) => {
                 *self.directory.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(dir);
-                tracing::info!(users_file = %self.config.auth.users_file.display(), "users or aliases file changed; reloaded");
+                self.cache.clear();
+                tracing::info!("users or aliases file changed; reloaded");
             }
             Err(e) => tracing::error!(
                 error = %e,
@@ -459,68 +404,129 @@ impl Accounts {
         Arc::clone(&self.directory.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    fn user_of(dir: &Directory, entry: &maildex_auth::UserEntry) -> User {
-        User {
-            name: entry.name.clone(),
-            quota: dir
-                .quotas
-                .get(&entry.name.to_ascii_lowercase())
-                .copied()
-                .unwrap_or(dir.default_quota),
-        }
-    }
-
-    /// `(user, scheme)` for every user whose password scheme is weak (PLAIN, fast hashes).
+    /// `(user, scheme)` for every user whose password scheme is weak (PLAIN, fast hashes),
+    /// where the directory can tell without a query (the users file).
     pub fn weak_schemes(&self) -> Vec<(String, String)> {
-        self.dir().users.weak_schemes()
+        self.dir().db.weak_schemes()
     }
 
-    /// The user a login name (or recipient address) names, by the users-file rules.
-    pub fn lookup(&self, login: &str) -> Option<User> {
-        let dir = self.dir();
-        let entry = dir.users.lookup(login)?;
-        Some(Self::user_of(&dir, entry))
+    /// Every user of the directory (the users file, or `iterate_query`).
+    pub fn user_names(&self) -> Result<Vec<String>, Unavailable> {
+        self.dir().db.iterate()
+    }
+
+    /// Queries sent to the database since the start (0 for the users file).
+    pub fn directory_queries(&self) -> u64 {
+        self.dir().db.queries()
+    }
+
+    /// The user a login name (or recipient address) names: `Ok(None)` when there is no
+    /// such user, [`Unavailable`] when the directory cannot be asked. BLOCKING for SQL.
+    pub fn lookup(&self, login: &str) -> Result<Option<User>, Unavailable> {
+        Self::user_cached(&self.cache, &*self.dir().db, login)
+    }
+
+    /// A user lookup through the cache.
+    fn user_cached(
+        cache: &Cache,
+        db: &dyn UserDb,
+        login: &str,
+    ) -> Result<Option<User>, Unavailable> {
+        match cache.user(login) {
+            Hit::Found(u) => {
+                tracing::debug!(login = %LogName::new(login), "user cache hit");
+                return Ok(Some(u));
+            }
+            Hit::Absent => {
+                tracing::debug!(login = %LogName::new(login), "user cache hit: no such user");
+                return Ok(None);
+            }
+            Hit::Miss => {}
+        }
+        let found = db.user(login)?;
+        tracing::debug!(login = %LogName::new(login), found = found.is_some(), "user cache miss");
+        cache.put_user(login, found.clone());
+        Ok(found)
     }
 
     /// Checks a login from `peer`: the user if the password matches and the user may
-    /// log in from there (`allow_nets`), `None` otherwise. BLOCKING (runs the KDF):
-    /// async callers use `spawn_blocking`.
+    /// log in from there (`allow_nets`), `Ok(None)` otherwise, [`Unavailable`] when the
+    /// directory cannot be asked. BLOCKING (runs the KDF, asks the database): async
+    /// callers use `spawn_blocking`.
     ///
-    /// Every failure takes at least the time of a check against the users file's most
-    /// costly hash ([`maildex_auth::UsersFile::timing_reference`]), so the time of a
-    /// failed login does not tell an unknown user from a wrong password (issue 15 #29).
-    /// A hash the server cannot check fails like a wrong password (logged at debug; the
-    /// start-up refuses unknown schemes).
+    /// A login that succeeded with the same password within `[auth] cache_ttl` is answered
+    /// from the cache (no hash, no query); a wrong password is never cached.
+    ///
+    /// Every failure takes at least the time of a check against the directory's most
+    /// costly hash (the users file's [`maildex_auth::UsersFile::timing_reference`], else
+    /// an Argon2id hash), so the time of a failed login does not tell an unknown user from
+    /// a wrong password (issue 15 #29). A hash the server cannot check fails like a wrong
+    /// password (logged at debug; the start-up refuses unknown schemes in the users file).
     pub fn verify_login(
         &self,
         login: &str,
         password: &[u8],
         peer: std::net::IpAddr,
-    ) -> Option<User> {
+    ) -> Result<Option<User>, Unavailable> {
         let dir = self.dir();
-        let reference = dir.users.timing_reference();
-        let Some(entry) = dir.users.lookup(login) else {
-            maildex_auth::verify_unknown_user(reference, password);
-            return None;
+        let reference = dir.db.timing_reference();
+        let who = LogName::new(login);
+        let found = match self.cache.login(login, password) {
+            Hit::Found(ok) => {
+                tracing::debug!(login = %who, "auth cache hit");
+                return Ok(Self::allowed_from(ok, peer));
+            }
+            Hit::Absent => {
+                tracing::debug!(login = %who, "auth cache hit: no such user");
+                None
+            }
+            Hit::Miss => {
+                let found = dir.db.password(login)?;
+                tracing::debug!(login = %who, found = found.is_some(), "auth cache miss");
+                if found.is_none() {
+                    self.cache.put_no_pass_user(login);
+                }
+                found
+            }
         };
-        let matched = maildex_auth::verify(&entry.password, password).unwrap_or_else(|e| {
-            tracing::debug!(user = %entry.name, error = %e, "password hash cannot be checked");
+        let Some(rec) = found else {
+            maildex_auth::verify_unknown_user(reference.as_ref(), password);
+            return Ok(None);
+        };
+        let matched = maildex_auth::verify(&rec.password, password).unwrap_or_else(|e| {
+            tracing::debug!(user = %rec.user.name, error = %e, "password hash cannot be checked");
             false
         });
         if !matched {
-            if reference.is_some_and(|r| r.cost_rank() > entry.password.cost_rank()) {
-                maildex_auth::verify_unknown_user(reference, password);
+            if reference
+                .as_ref()
+                .is_some_and(|r| r.cost_rank() > rec.password.cost_rank())
+            {
+                maildex_auth::verify_unknown_user(reference.as_ref(), password);
             }
-            return None;
+            return Ok(None);
         }
-        let folded = entry.name.to_ascii_lowercase();
-        if let Some(nets) = dir.allow_nets.get(&folded) {
+        let Some(user) = dir.db.login_user(&rec)? else {
+            tracing::info!(user = %rec.user.name, "login refused: the password lookup found the user, the user lookup did not");
+            return Ok(None);
+        };
+        let ok = CachedLogin {
+            user,
+            allow_nets: rec.allow_nets,
+        };
+        self.cache.put_login(login, password, ok.clone());
+        Ok(Self::allowed_from(ok, peer))
+    }
+
+    /// The user of a verified login if `peer` is in the user's `allow_nets`.
+    fn allowed_from(ok: CachedLogin, peer: std::net::IpAddr) -> Option<User> {
+        if let Some(nets) = &ok.allow_nets {
             if !nets.allows(peer) {
-                tracing::info!(user = %entry.name, %peer, "login refused: not in allow_nets");
+                tracing::info!(user = %ok.user.name, %peer, "login refused: not in allow_nets");
                 return None;
             }
         }
-        Some(Self::user_of(&dir, entry))
+        Some(ok.user)
     }
 
     /// Where mail for `address` (`local@domain`, or a bare local part) goes.
@@ -533,6 +539,8 @@ impl Accounts {
     /// without autocreate). Targets of one alias that name the same user and mailbox
     /// are delivered once. Looks at the file system (whether the folder exists): call
     /// it off the async reactor.
+    ///
+    /// A directory that cannot be asked gives [`RecipientError::Temporary`].
     pub fn resolve_recipient(&self, address: &str) -> Result<Vec<Recipient>, RecipientError> {
         // with the file system allowed, `resolve` always answers
         self.resolve(address, true)
@@ -540,8 +548,8 @@ impl Accounts {
     }
 
     /// [`Accounts::resolve_recipient`] when the answer needs no file system access (no
-    /// detail that could name a folder), so the caller may run it on the async reactor;
-    /// None otherwise. An unknown address is answered here too.
+    /// detail that could name a folder, and a directory in memory), so the caller may run
+    /// it on the async reactor; None otherwise. An unknown address is answered here too.
     pub fn resolve_recipient_in_memory(
         &self,
         address: &str,
@@ -552,11 +560,26 @@ impl Accounts {
     /// Resolves `address`; None when a detail folder must be looked up and `fs` is false.
     fn resolve(&self, address: &str, fs: bool) -> Option<Result<Vec<Recipient>, RecipientError>> {
         let dir = self.dir();
-        let mut users = Self::expand(&dir, address);
+        if !fs && !dir.db.in_memory() {
+            return None;
+        }
+        let temporary = |e: Unavailable| {
+            Some(Err(RecipientError::Temporary {
+                address: address.to_owned(),
+                reason: e.to_string(),
+            }))
+        };
+        let mut users = match self.expand(&dir, address) {
+            Ok(u) => u,
+            Err(e) => return temporary(e),
+        };
         let mut detail = None;
         if users.is_empty() {
             if let Some((base, d)) = self.split_detail(address) {
-                users = Self::expand(&dir, &base);
+                users = match self.expand(&dir, &base) {
+                    Ok(u) => u,
+                    Err(e) => return temporary(e),
+                };
                 detail = Some(d);
             }
         }
@@ -592,24 +615,24 @@ impl Accounts {
         Some(Ok(out))
     }
 
-    /// Users for an address: alias targets, else the users-file entry.
-    fn expand(dir: &Directory, address: &str) -> Vec<User> {
+    /// Users for an address: alias targets, else the directory's user.
+    fn expand(&self, dir: &Directory, address: &str) -> Result<Vec<User>, Unavailable> {
+        let db = &*dir.db;
         if let Some(targets) = dir.aliases.lookup(address) {
-            return targets
-                .iter()
-                .filter_map(|t| match dir.users.lookup(t) {
-                    Some(e) => Some(Self::user_of(dir, e)),
+            let mut users = Vec::with_capacity(targets.len());
+            for t in targets {
+                match Self::user_cached(&self.cache, db, t)? {
+                    Some(u) => users.push(u),
                     None => {
-                        tracing::warn!(alias = address, target = %t, "alias target is not a user; skipped");
-                        None
+                        tracing::warn!(alias = address, target = %t, "alias target is not a user; skipped")
                     }
-                })
-                .collect();
+                }
+            }
+            return Ok(users);
         }
-        dir.users
-            .lookup(address)
-            .map(|e| vec![Self::user_of(dir, e)])
-            .unwrap_or_default()
+        Ok(Self::user_cached(&self.cache, db, address)?
+            .into_iter()
+            .collect())
     }
 
     /// `user+detail@domain` -> (`user@domain`, `detail`), at the first delimiter.
@@ -793,52 +816,5 @@ impl Accounts {
             error: Box::new(error),
         })?;
         Ok(Some(StorageQuota { used, limit }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn accounts(dir: &std::path::Path) -> Arc<Accounts> {
-        std::fs::write(dir.join("users"), "alice:{PLAIN}pw\n").unwrap();
-        let text = format!(
-            "[storage]\nmail_location = \"{d}/mail/%u\"\nindex_root = \"{d}/index/%u\"\n\
-             fsync = false\n[auth]\nusers_file = \"{d}/users\"\n",
-            d = dir.display()
-        );
-        let config = Config::from_toml_str(&text, &dir.join("maildex.toml")).unwrap();
-        Accounts::load(config).unwrap()
-    }
-
-    #[test]
-    fn a_store_nobody_holds_is_closed_after_a_while_unused_and_a_held_one_stays() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = accounts(dir.path());
-        let alice = a.lookup("alice").unwrap();
-        let first = a.store(&alice).unwrap();
-        let weak = Arc::downgrade(&first);
-        // held by a session: one store, kept however long it is unused
-        assert!(Arc::ptr_eq(&first, &a.store(&alice).unwrap()));
-        let later = std::time::Instant::now() + STORE_IDLE * 2;
-        a.stores.lock().unwrap().sweep(later);
-        assert!(Arc::ptr_eq(&first, &a.store(&alice).unwrap()));
-        // nobody holds it: closed by the next sweep a while later, reopened on demand
-        drop(first);
-        let mut stores = a.stores.lock().unwrap();
-        stores.swept = None;
-        stores.sweep(later);
-        assert!(stores.open.is_empty());
-        drop(stores);
-        assert!(
-            weak.upgrade().is_none(),
-            "the store (and its LMDB env) is closed"
-        );
-        let again = a.store(&alice).unwrap();
-        assert!(again
-            .index()
-            .read(|r| r.schema_version())
-            .unwrap()
-            .is_some());
     }
 }

@@ -27,7 +27,11 @@
 //! - `[storage]`: `mail_location` (required), `index_root`, `index_map_size`
 //!   (default 64 MiB), `fsync` (default true), `quota` (default none), `quota_warning`
 //!   (a percentage of the quota, 1-99; default none).
-//! - `[auth]`: `users_file` (required).
+//! - `[auth]`: `users_file` (required unless `[auth.sql]` is set; not both), `cache_size`
+//!   (default 10000 lookups; 0 turns the cache off), `cache_ttl` (default 1 h),
+//!   `cache_negative_ttl` (default 1 h). `[auth.sql]`: `driver` (`pgsql`, `mysql`,
+//!   `sqlite`), `connect`, `password_query`, `user_query` (required), `iterate_query`,
+//!   `max_connections` (default 5), `query_timeout` (default 5 s).
 //! - `[log]`: `level` (default `"info"`), `format` (`"text"`, the default, or `"json"`).
 //! - `[daemon]`: `user` and `group` to switch to after binding when started as root
 //!   (default: none, keep the starting user; `group` defaults to the user's group).
@@ -42,11 +46,16 @@ use std::time::Duration;
 
 pub use maildex_net::Cidr;
 
+mod auth;
 mod error;
 mod mailboxes;
 mod paths;
 mod raw;
 
+pub use auth::{
+    AuthConfig, SqlConfig, SqlDriver, DEFAULT_AUTH_CACHE_NEGATIVE_TTL, DEFAULT_AUTH_CACHE_SIZE,
+    DEFAULT_AUTH_CACHE_TTL, DEFAULT_SQL_MAX_CONNECTIONS, DEFAULT_SQL_QUERY_TIMEOUT,
+};
 pub use error::ConfigError;
 pub use mailboxes::{default_mailboxes, AutoCreate, MailboxConfig, SPECIAL_USES};
 pub use paths::{PathTemplate, UserPaths, INDEX_DIR_IN_MAILDIR, MAX_USER_LEN};
@@ -365,13 +374,6 @@ pub struct StorageConfig {
     pub quota_warning: Option<u8>,
 }
 
-/// `[auth]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthConfig {
-    /// The users file, Dovecot passwd-file format (absolute path).
-    pub users_file: PathBuf,
-}
-
 /// `[log]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogConfig {
@@ -476,9 +478,7 @@ pub fn dev(data_dir: &Path) -> Config {
             quota: None,
             quota_warning: None,
         },
-        auth: AuthConfig {
-            users_file: data_dir.join("users"),
-        },
+        auth: AuthConfig::file(data_dir.join("users")),
         log: LogConfig {
             level: "info".to_owned(),
             format: LogFormat::Text,
@@ -602,13 +602,14 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         },
     };
 
-    let users_file = raw
+    if raw
         .auth
-        .and_then(|a| a.users_file)
-        .ok_or_else(|| missing("auth.users_file"))?;
-    let auth = AuthConfig {
-        users_file: resolve(users_file),
-    };
+        .as_ref()
+        .is_none_or(|a| a.users_file.is_none() && a.sql.is_none())
+    {
+        return Err(missing("auth.users_file"));
+    }
+    let auth = auth::validate(raw.auth, resolve).map_err(|(key, m)| invalid(key, m))?;
     let raw_log = raw.log.unwrap_or_default();
     let log = LogConfig {
         level: raw_log.level.map_or_else(|| "info".to_owned(), |l| l.0),

@@ -15,7 +15,7 @@ pub(crate) struct RawConfig {
     pub lmtp: Option<RawLmtp>,
     pub tls: Option<RawTls>,
     pub storage: Option<RawStorage>,
-    pub auth: Option<RawAuth>,
+    pub auth: Option<crate::auth::RawAuth>,
     pub log: Option<RawLog>,
     pub daemon: Option<RawDaemon>,
     pub mailboxes: Option<std::collections::BTreeMap<String, crate::mailboxes::RawMailbox>>,
@@ -79,12 +79,6 @@ pub(crate) struct RawStorage {
     pub fsync: Option<bool>,
     pub quota: Option<ByteSize>,
     pub quota_warning: Option<u8>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawAuth {
-    pub users_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

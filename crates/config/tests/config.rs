@@ -177,7 +177,10 @@ fn relative_paths_resolve_against_the_config_dir() {
     let tls = c.tls.unwrap();
     assert_eq!(tls.cert, Path::new("/srv/mx/conf/tls/cert.pem"));
     assert_eq!(tls.key, Path::new("/abs/key.pem"));
-    assert_eq!(c.auth.users_file, Path::new("/srv/mx/conf/users"));
+    assert_eq!(
+        c.auth.users_file.as_deref(),
+        Some(Path::new("/srv/mx/conf/users"))
+    );
     let p = c.storage.paths_for("bob@example.org").unwrap();
     assert_eq!(p.maildir, Path::new("/srv/mx/conf/mail/bob@example.org"));
     assert_eq!(p.index_dir, Path::new("/srv/mx/conf/idx/example.org/bob"));
@@ -361,7 +364,7 @@ fn load_names_the_file() {
     )
     .unwrap();
     let c = Config::load(&path).unwrap();
-    assert_eq!(c.auth.users_file, dir.path().join("users"));
+    assert_eq!(c.auth.users_file, Some(dir.path().join("users")));
 }
 
 #[test]
@@ -373,7 +376,10 @@ fn dev_config_lives_under_the_data_dir() {
     let tls = c.tls.as_ref().unwrap();
     assert_eq!(tls.cert, Path::new("/tmp/md dev/100%/tls/cert.pem"));
     assert_eq!(tls.key, Path::new("/tmp/md dev/100%/tls/key.pem"));
-    assert_eq!(c.auth.users_file, Path::new("/tmp/md dev/100%/users"));
+    assert_eq!(
+        c.auth.users_file.as_deref(),
+        Some(Path::new("/tmp/md dev/100%/users"))
+    );
     let p = c.storage.paths_for("demo@example.org").unwrap();
     // The '%' in the data dir stays literal.
     assert_eq!(
@@ -387,7 +393,7 @@ fn dev_config_lives_under_the_data_dir() {
     assert!(c.storage.fsync);
     // A relative data dir is made absolute.
     let c = dev(Path::new("data"));
-    assert!(c.auth.users_file.is_absolute());
+    assert!(c.auth.users_file.as_ref().unwrap().is_absolute());
     assert!(c
         .storage
         .paths_for("a")
@@ -613,4 +619,44 @@ fn daemon_user_and_group() {
     assert_eq!(key.as_deref(), Some("daemon.user"));
     let (_, _, key, _) = toml_err(with("[daemon]\nuid = 5\n"));
     assert!(key.is_some(), "an unknown key in [daemon] is refused");
+}
+
+#[test]
+fn users_in_sql_instead_of_a_users_file() {
+    let sql = "[storage]\nmail_location = \"/m/%u\"\n[auth]\ncache_size = 50\ncache_ttl = \"2m\"\n\
+               [auth.sql]\ndriver = \"pgsql\"\nconnect = \"host=db dbname=mail\"\n\
+               password_query = \"SELECT password FROM u WHERE n = '%u'\"\n\
+               user_query = \"SELECT n AS user FROM u WHERE n = '%u'\"\n";
+    let c = parse(sql).unwrap();
+    assert_eq!(c.auth.users_file, None);
+    let s = c.auth.sql.as_ref().unwrap();
+    assert_eq!(s.driver, maildex_config::SqlDriver::Pgsql);
+    assert_eq!(
+        s.max_connections,
+        maildex_config::DEFAULT_SQL_MAX_CONNECTIONS
+    );
+    assert_eq!(s.query_timeout, maildex_config::DEFAULT_SQL_QUERY_TIMEOUT);
+    assert_eq!(s.iterate_query, None);
+    assert_eq!(c.auth.cache_size, 50);
+    assert_eq!(c.auth.cache_ttl, std::time::Duration::from_secs(120));
+    assert_eq!(
+        c.auth.cache_negative_ttl,
+        maildex_config::DEFAULT_AUTH_CACHE_NEGATIVE_TTL
+    );
+    // the passwd-file keeps the default cache
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.auth.cache_size, maildex_config::DEFAULT_AUTH_CACHE_SIZE);
+
+    let both = sql.replace("[auth]\n", "[auth]\nusers_file = \"u\"\n");
+    assert!(
+        matches!(parse(&both), Err(ConfigError::Invalid { key, .. }) if key == "auth.users_file")
+    );
+    for (bad, key) in [
+        ("driver = \"pgsql\"", "driver = \"oracle\""),
+        ("[auth.sql]\n", "[auth.sql]\nquery_timeout = 0\n"),
+        ("[auth.sql]\n", "[auth.sql]\nmax_connections = 0\n"),
+        ("user_query", "userquery"),
+    ] {
+        assert!(parse(&sql.replace(bad, key)).is_err(), "{key}");
+    }
 }

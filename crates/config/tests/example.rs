@@ -32,7 +32,10 @@ fn example_config_parses() {
     assert_eq!(tls.key, Path::new("/etc/maildex/key.pem"));
     assert_eq!(c.storage.index_map_size, DEFAULT_INDEX_MAP_SIZE);
     assert!(c.storage.fsync);
-    assert_eq!(c.auth.users_file, Path::new("/etc/maildex/users"));
+    assert_eq!(
+        c.auth.users_file.as_deref(),
+        Some(Path::new("/etc/maildex/users"))
+    );
     assert_eq!(c.log.level, "info");
     assert_eq!(c.log.format, maildex_config::LogFormat::Text);
     assert_eq!(c.storage.quota, None);
@@ -95,6 +98,14 @@ fn example_config_mentions_every_key() {
         "fsync =",
         "[auth]",
         "users_file =",
+        "cache_size =",
+        "cache_ttl =",
+        "cache_negative_ttl =",
+        "[auth.sql]",
+        "password_query =",
+        "user_query =",
+        "iterate_query =",
+        "query_timeout =",
         "[log]",
         "level =",
         "format =",

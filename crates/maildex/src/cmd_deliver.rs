@@ -101,7 +101,12 @@ fn deliver(a: &DeliverArgs, message_id: &mut Option<String>) -> (u8, String) {
     };
     // The users-file entry name is the identity that maps to paths (as for LMTP and IMAP):
     // `alice@example.org` matching a bare `alice` entry delivers into alice's Maildir.
-    let Some(user) = accounts.lookup(&a.user) else {
+    let user = match accounts.lookup(&a.user) {
+        Ok(u) => u,
+        // the directory is down: postfix defers (EX_TEMPFAIL), it does not bounce
+        Err(e) => return (sysexits::TEMPFAIL, format!("4.3.0 {e}")),
+    };
+    let Some(user) = user else {
         // postfix bounces on 67 even though stdin was not read (checked with a real
         // postfix pipe transport: tests/it/lmtp/postfix.rs), so nothing needs draining
         return (

@@ -67,10 +67,11 @@ fn prepare_dev(data: &Path) -> Result<PathBuf> {
         std::fs::write(&config_path, dev_config_text(&data))?;
     }
     let config = load_config(&config_path)?;
-    if !config.auth.users_file.exists() {
+    let users_file = crate::common::users_file(&config)?;
+    if !users_file.exists() {
         let pw = crate::cmd_user::generate_password();
         let hash = maildex_auth::hash_password(pw.as_bytes())?;
-        maildex_auth::add_user(&config.auth.users_file, DEMO_USER, &hash)?;
+        maildex_auth::add_user(users_file, DEMO_USER, &hash)?;
         println!("demo user: {DEMO_USER}  password: {pw}");
         let store = open_store_upgrading(&config, DEMO_USER)?;
         for msg in DEMO_MESSAGES {
@@ -97,7 +98,11 @@ pub(crate) fn weak_text(scheme: &str) -> &'static str {
 /// on SIGHUP: one that user cannot read would keep the users of the start for good, so say
 /// so now, with the fix (issue 15 #4).
 fn warn_unreadable_after_switch(config: &maildex_config::Config) {
-    let files = std::iter::once(&config.auth.users_file).chain(config.lmtp.aliases_file.iter());
+    let files = config
+        .auth
+        .users_file
+        .iter()
+        .chain(config.lmtp.aliases_file.iter());
     for path in files {
         if let Err(e) = std::fs::File::open(path) {
             tracing::warn!(

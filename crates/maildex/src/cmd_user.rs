@@ -58,7 +58,7 @@ pub fn add(a: &PasswordArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
     let (pw, generated) = password(a)?;
     let hash = maildex_auth::hash_password(pw.as_bytes())?;
-    let path = &config.auth.users_file;
+    let path = crate::common::users_file(&config)?;
     let new_file = std::fs::symlink_metadata(path).is_err();
     maildex_auth::add_user(path, &a.name, &hash)?;
     if new_file {
@@ -84,7 +84,7 @@ fn share_with_daemon(config: &maildex_config::Config) -> Result<()> {
         return Ok(());
     }
     let id = privileges::resolve(user, config.daemon.group.as_deref())?;
-    let path = &config.auth.users_file;
+    let path = crate::common::users_file(config)?;
     std::os::unix::fs::chown(path, None, Some(id.gid))
         .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640)))
         .with_context(|| format!("giving group {} read access to {}", id.gid, path.display()))
@@ -94,7 +94,7 @@ pub fn passwd(a: &PasswordArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
     let (pw, generated) = password(a)?;
     let hash = maildex_auth::hash_password(pw.as_bytes())?;
-    maildex_auth::set_password(&config.auth.users_file, &a.name, &hash)?;
+    maildex_auth::set_password(crate::common::users_file(&config)?, &a.name, &hash)?;
     if generated {
         println!("{}: password {pw}", a.name);
     } else {
@@ -105,7 +105,7 @@ pub fn passwd(a: &PasswordArgs) -> Result<ExitCode> {
 
 pub fn list(a: &ConfigArg) -> Result<ExitCode> {
     let config = load_config(&a.config)?;
-    let file = maildex_auth::UsersFile::load(&config.auth.users_file)?;
+    let file = maildex_auth::UsersFile::load(crate::common::users_file(&config)?)?;
     for e in file.list() {
         println!("{}\t{}", e.name, e.password.scheme);
     }

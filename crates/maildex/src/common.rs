@@ -67,9 +67,23 @@ pub fn users(config: &Config, which: &UsersArg) -> Result<Vec<String>> {
     if let Some(u) = &which.user {
         return Ok(vec![u.clone()]);
     }
-    let file = maildex_auth::UsersFile::load(&config.auth.users_file)
-        .with_context(|| format!("reading users file {}", config.auth.users_file.display()))?;
+    let Some(path) = &config.auth.users_file else {
+        // the directory's iterate_query
+        let accounts = maildex_accounts::Accounts::load(config.clone())?;
+        return Ok(accounts.user_names()?);
+    };
+    let file = maildex_auth::UsersFile::load(path)
+        .with_context(|| format!("reading users file {}", path.display()))?;
     Ok(file.list().map(|e| e.name.clone()).collect())
+}
+
+/// `[auth] users_file`, for the commands that edit it.
+pub fn users_file(config: &Config) -> Result<&Path> {
+    config
+        .auth
+        .users_file
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("the users are in [auth.sql]: manage them in the database"))
 }
 
 pub fn open_store(config: &Config, user: &str) -> Result<UserStore> {

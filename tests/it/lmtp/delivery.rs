@@ -262,7 +262,7 @@ fn a_bad_aliases_file_is_refused_with_its_line() {
 #[test]
 fn detail_selects_an_existing_folder_when_enabled() {
     let s = server("save_to_detail_mailbox = true", "", &[]);
-    let alice = s.accounts.lookup("alice").unwrap();
+    let alice = s.accounts.lookup("alice").unwrap().unwrap();
     let store = s.accounts.store(&alice).unwrap();
     store.create_mailbox("Lists").unwrap();
     let mut c = s.lmtp_session();
@@ -287,7 +287,7 @@ fn detail_selects_an_existing_folder_when_enabled() {
 #[test]
 fn detail_goes_to_inbox_unless_enabled() {
     let s = server("", "", &[]);
-    let alice = s.accounts.lookup("alice").unwrap();
+    let alice = s.accounts.lookup("alice").unwrap().unwrap();
     s.accounts
         .store(&alice)
         .unwrap()
@@ -328,7 +328,7 @@ fn quota_552_at_rcpt_and_after_data() {
     let r = transaction(&mut c, &["bob@a.example"], &big);
     assert!(r[0].starts_with("552 5.2.2 <bob@a.example>"), "{r:?}");
     // already over (mail that came another way): refused at RCPT
-    let bob = s.accounts.lookup("bob").unwrap();
+    let bob = s.accounts.lookup("bob").unwrap().unwrap();
     s.accounts
         .store(&bob)
         .unwrap()

@@ -263,7 +263,7 @@ fn postfix_pipes_to_maildex_deliver() {
         v
     };
     let indexed = |u: &str| {
-        let user = accounts.lookup(u).unwrap();
+        let user = accounts.lookup(u).unwrap().unwrap();
         let store = accounts.store(&user).unwrap();
         store
             .index()

@@ -180,7 +180,7 @@ impl Session {
         let verdict = if password.len() > MAX_PASSWORD_LEN {
             // refused before hashing: SHA-crypt's cost grows with the square of the
             // length (issue 15 #23: 65,000 bytes cost 10.7 s of CPU)
-            None
+            Ok(None)
         } else {
             let shared = Arc::clone(&self.shared);
             let _permit = shared
@@ -192,6 +192,16 @@ impl Session {
             let who = login.clone();
             blocking(move || accounts.verify_login(&who, &password, ip)).await?
         };
+        let verdict = verdict.map_err(|e| {
+            // RFC 5530 §3: UNAVAILABLE, "temporary failure because a subsystem is down";
+            // no penalty, the client did nothing wrong (Dovecot: "Temporary authentication
+            // failure.")
+            tracing::error!(login = %LogName::new(&login), error = %e, "login: user directory unavailable");
+            CmdError::no(
+                ResponseCode::Unavailable,
+                "Temporary authentication failure.",
+            )
+        })?;
         let Some(user) = verdict else {
             self.shared.penalties.failed(ip, &login);
             tracing::info!(login = %LogName::new(&login), "login failed");

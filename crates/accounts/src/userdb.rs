@@ -1,0 +1,57 @@
+//! The user directory behind [`crate::Accounts`], as Dovecot's passdb and userdb: a
+//! [`UserDb`] answers password lookups (IMAP login), user lookups (LMTP RCPT, `maildex
+//! deliver`) and lists every user (admin commands). The passwd-file
+//! ([`crate::filedb::FileDb`]) and SQL ([`crate::sql::SqlDb`]) are the backends; a lookup
+//! that cannot be done (database down, timeout) is [`Unavailable`], never "no such user".
+
+use maildex_auth::PasswordHash;
+
+use crate::nets::AllowNets;
+use crate::User;
+
+/// A lookup that could not be done now (the directory is down or slow): the caller
+/// answers with a temporary failure (`NO [UNAVAILABLE]`, `451 4.3.0`, EX_TEMPFAIL).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("user directory unavailable: {0}")]
+pub struct Unavailable(pub String);
+
+/// What a password lookup found.
+#[derive(Debug, Clone)]
+pub struct PassRecord {
+    /// The user (canonical name and quota).
+    pub user: User,
+    /// The stored password, `{SCHEME}data`.
+    pub password: PasswordHash,
+    /// Where the user may log in from (`allow_nets`); `None`: anywhere.
+    pub(crate) allow_nets: Option<AllowNets>,
+}
+
+/// One source of users. Lookups BLOCK (file system or network): call them off the
+/// async reactor unless [`UserDb::in_memory`].
+pub trait UserDb: Send + Sync + std::fmt::Debug {
+    /// The password record of a login (passdb), `Ok(None)` when there is no such user.
+    fn password(&self, login: &str) -> Result<Option<PassRecord>, Unavailable>;
+    /// The user a login name or a recipient address names (userdb).
+    fn user(&self, login: &str) -> Result<Option<User>, Unavailable>;
+    /// The user a password record logs in as: the record's own (the passwd-file), or a
+    /// userdb lookup after the passdb's (SQL: `user_query` gives the quota).
+    fn login_user(&self, rec: &PassRecord) -> Result<Option<User>, Unavailable> {
+        Ok(Some(rec.user.clone()))
+    }
+    /// Every user's name (`iterate_query`; the admin commands' `--all`).
+    fn iterate(&self) -> Result<Vec<String>, Unavailable>;
+    /// The hash an unknown user's password is checked against, so that a failed login
+    /// takes the same time whether or not the user exists.
+    fn timing_reference(&self) -> Option<PasswordHash>;
+    /// True when lookups need neither the file system nor the network.
+    fn in_memory(&self) -> bool;
+    /// `(user, scheme)` for each user with a weak password scheme, where the backend can
+    /// tell without a query (the passwd-file); empty otherwise.
+    fn weak_schemes(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Queries sent to a database so far (tests and the cache's log lines); 0 for a file.
+    fn queries(&self) -> u64 {
+        0
+    }
+}

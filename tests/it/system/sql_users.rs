@@ -1,0 +1,303 @@
+//! Issue 20 #1: users in PostgreSQL and MariaDB (`[auth.sql]`, Dovecot's password_query /
+//! user_query / iterate_query), against real servers this binary starts once each in a
+//! scratch folder on loopback (tests/support/sqldb.rs): IMAP login, LMTP delivery, unknown
+//! users, wrong passwords, login names that try SQL injection, the database stopped while
+//! the daemon runs (`NO [UNAVAILABLE]`, `451 4.3.0`, `maildex deliver` exit 75; recovery
+//! without a restart) and the lookup cache (a repeated login sends no query).
+//!
+//! Each test makes users of its own (a name prefix), so the tests share a server; the one
+//! that stops it holds it alone.
+
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::support::daemon::{Opts, Server};
+use crate::support::lmtp::{self, Client as LmtpClient};
+use crate::support::process::maildex_bin;
+use crate::support::sqldb::{self, Db, Kind};
+
+const KINDS: [Kind; 2] = [Kind::Postgres, Kind::Mariadb];
+
+/// A daemon whose users are in `db`; `cache` is `[auth]` lines (cache_size...).
+fn server(db: &Db, cache: &str) -> Server {
+    Server::start_with(Opts {
+        auth: Some(db.auth_config(cache)),
+        ..Opts::default()
+    })
+}
+
+/// The tagged answer of a LOGIN on a fresh connection.
+fn login(s: &Server, user: &str, password: &str) -> String {
+    let quote = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+    // each from an address of its own: failed logins of one address are delayed more and
+    // more (penalties), which would only slow these tests down
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut c = s.connect_from(Ipv4Addr::new(127, 3, (n / 250) as u8, (n % 250 + 1) as u8));
+    c.cmd(&format!(
+        "LOGIN \"{}\" \"{}\"",
+        quote(user),
+        quote(password)
+    ))
+    .done
+    .text()
+}
+
+/// The reply to `RCPT TO:<rcpt>` in a fresh transaction.
+fn rcpt(c: &mut LmtpClient, rcpt: &str) -> String {
+    c.send("RSET\r\n");
+    c.expect("250");
+    c.send("MAIL FROM:<sender@example.net>\r\n");
+    c.expect("250");
+    c.send(format!("RCPT TO:<{rcpt}>\r\n"));
+    c.reply()
+}
+
+fn skip(kind: Kind) -> bool {
+    if !sqldb::available(kind) {
+        eprintln!("skipped: {kind:?} is not installed (scripts/test-all.sh installs it)");
+        return true;
+    }
+    false
+}
+
+#[test]
+fn sql_users_log_in_and_receive_mail_and_unknown_or_wrong_fail() {
+    for kind in KINDS {
+        if skip(kind) {
+            continue;
+        }
+        let (db, _shared) = Db::shared(kind);
+        let hash = maildex_auth::hash_password(b"alice secret").unwrap();
+        db.add_user("t1-alice@example.org", &hash.to_string(), None);
+        db.add_user("t1-bob@example.org", "{PLAIN}bob-pw", Some("*:storage=1k"));
+        let s = server(db, "");
+
+        let ok = login(&s, "t1-alice@example.org", "alice secret");
+        assert!(ok.contains("OK"), "{kind:?}: {ok}");
+        // the name is looked up as Dovecot's %Lu: lower-cased
+        let ok = login(&s, "T1-Bob@Example.org", "bob-pw");
+        assert!(ok.contains("OK"), "{kind:?}: {ok}");
+        for (user, pw) in [
+            ("t1-alice@example.org", "wrong"),
+            ("t1-nobody@example.org", "alice secret"),
+            ("t1-bob@example.org", ""),
+        ] {
+            let no = login(&s, user, pw);
+            assert!(
+                no.contains("NO [AUTHENTICATIONFAILED]"),
+                "{kind:?} {user}: {no}"
+            );
+        }
+        // AUTHENTICATE PLAIN takes the same path
+        let mut c = s.connect();
+        let r = c.cmd("AUTHENTICATE PLAIN AHQxLWJvYkBleGFtcGxlLm9yZwBib2ItcHc=");
+        assert_eq!(r.status(), "OK", "{kind:?}: {}", r.all());
+
+        // LMTP: a database user gets the message, an unknown one is 550 5.1.1
+        s.deliver("t1-alice", &lmtp::message("sql"));
+        assert_eq!(s.count("t1-alice@example.org", "new"), 1, "{kind:?}");
+        let mut c = s.lmtp_session();
+        assert!(
+            rcpt(&mut c, "t1-nobody@example.org").starts_with("550 5.1.1"),
+            "{kind:?}"
+        );
+        // bob's quota_rule column (1 KiB): a declared 2 KiB message is refused
+        c.send("RSET\r\nMAIL FROM:<s@example.net> SIZE=2048\r\n");
+        c.expect("250");
+        c.expect("250");
+        c.send("RCPT TO:<t1-bob@example.org>\r\n");
+        let r = c.reply();
+        assert!(r.starts_with("552 5.2.2"), "{kind:?}: {r}");
+
+        // iterate_query: the admin commands' user list
+        let names = s.accounts.user_names().unwrap();
+        assert!(
+            names.iter().any(|n| n == "t1-alice@example.org"),
+            "{kind:?}: {names:?}"
+        );
+    }
+}
+
+#[test]
+fn sql_injection_in_a_login_name_is_a_string_not_sql() {
+    for kind in KINDS {
+        if skip(kind) {
+            continue;
+        }
+        let (db, _shared) = Db::shared(kind);
+        db.add_user("t2-carol@example.org", "{PLAIN}carol-pw", None);
+        let s = server(db, "cache_size = 0");
+        for name in [
+            "x' OR '1'='1",
+            "' OR 1=1 --",
+            "t2-carol@example.org' --",
+            "t2-carol@example.org'; DROP TABLE users; --",
+            "x' UNION SELECT 't2-carol@example.org', '{PLAIN}carol-pw' --",
+            "t2-carol@example.org\\",
+        ] {
+            let no = login(&s, name, "carol-pw");
+            assert!(
+                no.contains("NO [AUTHENTICATIONFAILED]"),
+                "{kind:?} {name:?}: {no}"
+            );
+            let mut c = s.lmtp_session();
+            let r = rcpt(&mut c, &format!("\"{name}\"@example.org"));
+            assert!(
+                r.starts_with("550 5.1.1") || r.starts_with("501"),
+                "{kind:?} {name:?}: {r}"
+            );
+        }
+        // the table is still there and carol still logs in
+        let ok = login(&s, "t2-carol@example.org", "carol-pw");
+        assert!(ok.contains("OK"), "{kind:?}: {ok}");
+        assert_eq!(
+            db.query_one("SELECT COUNT(*) FROM users WHERE userid = 't2-carol@example.org'"),
+            "1"
+        );
+    }
+}
+
+#[test]
+fn a_repeated_login_or_recipient_is_answered_from_the_cache_without_a_query() {
+    for kind in KINDS {
+        if skip(kind) {
+            continue;
+        }
+        let (db, _shared) = Db::shared(kind);
+        db.add_user("t3-dave@example.org", "{PLAIN}dave-pw", None);
+        let s = server(db, "cache_size = 100");
+        let queries = || s.accounts.directory_queries();
+
+        assert!(login(&s, "t3-dave@example.org", "dave-pw").contains("OK"));
+        let first = queries();
+        assert!(first >= 1, "{kind:?}: the first login asks the database");
+        for _ in 0..3 {
+            assert!(login(&s, "t3-dave@example.org", "dave-pw").contains("OK"));
+        }
+        assert_eq!(
+            queries(),
+            first,
+            "{kind:?}: logins again within the TTL: no query"
+        );
+
+        // a wrong password is not answered from the cache, nor cached as a success
+        let no = login(&s, "t3-dave@example.org", "not-dave");
+        assert!(no.contains("NO [AUTHENTICATIONFAILED]"), "{kind:?}: {no}");
+        assert!(queries() > first, "{kind:?}: a wrong password asks again");
+        let no = login(&s, "t3-dave@example.org", "not-dave");
+        assert!(no.contains("NO [AUTHENTICATIONFAILED]"), "{kind:?}: {no}");
+
+        // unknown users: asked once, then the negative entry answers
+        let before = queries();
+        for _ in 0..3 {
+            let no = login(&s, "t3-nobody@example.org", "x");
+            assert!(no.contains("NO [AUTHENTICATIONFAILED]"), "{kind:?}: {no}");
+        }
+        assert_eq!(
+            queries(),
+            before + 1,
+            "{kind:?}: one query for an unknown user"
+        );
+
+        // recipients: one user lookup, then none
+        let mut c = s.lmtp_session();
+        assert!(rcpt(&mut c, "t3-dave@example.org").starts_with("250"));
+        let after_rcpt = queries();
+        for _ in 0..3 {
+            assert!(rcpt(&mut c, "t3-dave@example.org").starts_with("250"));
+        }
+        assert_eq!(queries(), after_rcpt, "{kind:?}: cached recipient");
+    }
+}
+
+#[test]
+fn sql_database_down_gives_temporary_failures_then_recovers() {
+    for kind in KINDS {
+        if skip(kind) {
+            continue;
+        }
+        let (db, _alone) = Db::exclusive(kind);
+        db.add_user("t4-erin@example.org", "{PLAIN}erin-pw", None);
+        let s = server(db, "cache_size = 0");
+        assert!(login(&s, "t4-erin@example.org", "erin-pw").contains("OK"));
+        let mut held = s.connect();
+        held.ok("LOGIN t4-erin@example.org erin-pw");
+
+        db.stop();
+        // RFC 5530 UNAVAILABLE at login, never "wrong password"
+        let no = login(&s, "t4-erin@example.org", "erin-pw");
+        assert!(no.contains("NO [UNAVAILABLE]"), "{kind:?}: {no}");
+        let no = login(&s, "t4-erin@example.org", "wrong");
+        assert!(no.contains("NO [UNAVAILABLE]"), "{kind:?}: {no}");
+        // LMTP: 451 4.3.0, the sender's MTA keeps the message and retries
+        let mut c = s.lmtp_session();
+        let r = rcpt(&mut c, "t4-erin@example.org");
+        assert!(r.starts_with("451 4.3.0"), "{kind:?}: {r}");
+        let r = rcpt(&mut c, "t4-nobody@example.org");
+        assert!(r.starts_with("451 4.3.0"), "{kind:?}: {r}");
+        // `maildex deliver` (postfix's pipe): EX_TEMPFAIL, postfix defers
+        let code = deliver_cli(&s, "t4-erin@example.org");
+        assert_eq!(code, Some(75), "{kind:?}");
+        // a session already logged in goes on
+        assert_eq!(held.cmd("NOOP").status(), "OK");
+
+        db.start();
+        // back by itself: the pool reconnects (bounded wait, no restart of the daemon)
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let a = login(&s, "t4-erin@example.org", "erin-pw");
+            if a.contains("OK") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{kind:?}: no recovery: {a}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let r = rcpt(&mut c, "t4-erin@example.org");
+        assert!(r.starts_with("250"), "{kind:?}: {r}");
+        assert_eq!(deliver_cli(&s, "t4-erin@example.org"), Some(0), "{kind:?}");
+    }
+}
+
+/// `maildex deliver -u USER` with the daemon's config, a small message on stdin; its exit code.
+fn deliver_cli(s: &Server, user: &str) -> Option<i32> {
+    let config = s.dir.path().join("maildex.toml");
+    std::fs::write(&config, config_text(s)).unwrap();
+    let mut child = Command::new(maildex_bin())
+        .args(["deliver", "--config"])
+        .arg(&config)
+        .args(["-u", user])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let _ = child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lmtp::message("cli").as_bytes());
+    child.wait().unwrap().code()
+}
+
+/// The daemon's config as a file (`maildex deliver` reads one).
+fn config_text(s: &Server) -> String {
+    let c = &s.config;
+    let sql = c.auth.sql.as_ref().unwrap();
+    let driver = match sql.driver {
+        maildex_config::SqlDriver::Pgsql => "pgsql",
+        maildex_config::SqlDriver::Mysql => "mysql",
+        maildex_config::SqlDriver::Sqlite => "sqlite",
+    };
+    let r = s.dir.path().display();
+    format!(
+        "[storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
+         fsync = false\nindex_map_size = \"16MiB\"\n[auth]\ncache_size = 0\n[auth.sql]\n\
+         driver = \"{driver}\"\nconnect = {:?}\npassword_query = {:?}\nuser_query = {:?}\n\
+         query_timeout = 3\n[mailboxes]\n",
+        sql.connect, sql.password_query, sql.user_query
+    )
+}
