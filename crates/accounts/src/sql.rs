@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use maildex_auth::PasswordHash;
 use maildex_config::{SqlConfig, SqlDriver};
@@ -256,6 +256,8 @@ pub(crate) struct SqlDb {
     timeout: Duration,
     default_quota: Option<u64>,
     queries: AtomicU64,
+    /// When a lookup last found the server unreachable (None: it answered since).
+    down_since: std::sync::Mutex<Option<Instant>>,
     /// Columns seen that mean nothing here, warned about once each.
     warned: std::sync::Mutex<std::collections::HashSet<String>>,
 }
@@ -278,6 +280,10 @@ impl Drop for SqlDb {
 }
 
 static DRIVERS: Once = Once::new();
+
+/// After a lookup found the server unreachable, lookups fail at once for this long instead
+/// of each waiting `query_timeout` (the next one after it tries the server again).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl SqlDb {
     /// Checks the queries and sets up the pool. Connects lazily: a database that is down at
@@ -321,6 +327,7 @@ impl SqlDb {
             timeout: config.query_timeout,
             default_quota,
             queries: AtomicU64::new(0),
+            down_since: Default::default(),
             warned: Default::default(),
         })
     }
@@ -344,6 +351,15 @@ impl SqlDb {
         let pool = self.pool.clone();
         let timeout = self.timeout;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        if let Some(t) = *self.down_since.lock().unwrap_or_else(|p| p.into_inner()) {
+            if t.elapsed() < RETRY_AFTER {
+                // a server that just failed is not waited for again by every lookup
+                return Err(Unavailable(format!(
+                    "the database was unreachable {} ms ago",
+                    t.elapsed().as_millis()
+                )));
+            }
+        }
         let rt = self
             .runtime
             .as_ref()
@@ -357,14 +373,29 @@ impl SqlDb {
             let r = tokio::time::timeout(timeout, q.fetch_all(&pool)).await;
             let _ = tx.send(r);
         });
-        match rx.recv_timeout(timeout + Duration::from_secs(1)) {
-            Ok(Ok(Ok(rows))) => Ok(rows),
-            Ok(Ok(Err(e))) => Err(Unavailable(e.to_string())),
-            Ok(Err(_)) | Err(_) => Err(Unavailable(format!(
-                "no answer within {} s",
-                timeout.as_secs()
-            ))),
+        let (answer, unreachable) = match rx.recv_timeout(timeout + Duration::from_secs(1)) {
+            Ok(Ok(Ok(rows))) => (Ok(rows), false),
+            // an SQL error is the query's, not the server's state
+            Ok(Ok(Err(e @ sqlx::Error::Database(_)))) => (Err(Unavailable(e.to_string())), false),
+            Ok(Ok(Err(e))) => (Err(Unavailable(e.to_string())), true),
+            Ok(Err(_)) | Err(_) => (
+                Err(Unavailable(format!(
+                    "no answer within {} s",
+                    timeout.as_secs()
+                ))),
+                true,
+            ),
+        };
+        let mut down = self.down_since.lock().unwrap_or_else(|p| p.into_inner());
+        match (unreachable, down.is_some()) {
+            (true, false) => {
+                tracing::error!(error = %answer.as_ref().err().map(|e| e.0.as_str()).unwrap_or(""), "[auth.sql] database unreachable; lookups fail until it is back");
+            }
+            (false, true) => tracing::info!("[auth.sql] database reachable again"),
+            _ => {}
         }
+        *down = unreachable.then(Instant::now);
+        answer
     }
 
     /// The one row a lookup expects; more than one is a directory error (Dovecot logs
@@ -668,6 +699,21 @@ mod tests {
         )
         .unwrap();
         assert!(db.password("a").is_err());
+    }
+
+    #[test]
+    fn an_unreachable_server_is_unavailable_and_not_waited_for_by_every_lookup() {
+        // port 1 on loopback: connection refused
+        let mut config = sqlite_config(std::path::Path::new("unused"), "SELECT 1 WHERE '%u'");
+        config.driver = SqlDriver::Pgsql;
+        config.connect = "host=127.0.0.1 port=1 dbname=x user=x".into();
+        config.query_timeout = Duration::from_secs(1);
+        let db = SqlDb::new(&config, None).unwrap();
+        assert!(db.password("a").is_err());
+        assert_eq!(db.queries(), 1);
+        // within RETRY_AFTER: failed without another try
+        assert!(db.user("a").is_err());
+        assert_eq!(db.queries(), 1);
     }
 
     #[test]

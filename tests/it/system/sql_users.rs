@@ -301,3 +301,76 @@ fn config_text(s: &Server) -> String {
         sql.connect, sql.password_query, sql.user_query
     )
 }
+
+/// Item 5's measurement (docs/BENCHMARKS.md), not a test of speed: logins per second
+/// (LOGIN + LOGOUT, one connection each, Argon2id hashes) and LMTP deliveries per second
+/// (one transaction per message, a different user each) with the users in each database,
+/// the cache off ("cold": every login a password hash and two queries, every recipient a
+/// query) and on after a first round ("warm"). Prints a table; asserts only that the
+/// logins and deliveries worked.
+/// `cargo test --release -p maildex-tests --test it sql_rates -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn sql_rates() {
+    const N: usize = 200;
+    let mut rows = Vec::new();
+    for kind in KINDS {
+        if skip(kind) {
+            continue;
+        }
+        let (db, _shared) = Db::shared(kind);
+        let hash = maildex_auth::hash_password(b"bench-pw")
+            .unwrap()
+            .to_string();
+        let values: Vec<String> = (0..N)
+            .map(|i| format!("('b{i}@example.org', '{hash}', NULL)"))
+            .collect();
+        db.exec_db(&format!(
+            "INSERT INTO users (userid, password, quota_rule) VALUES {}",
+            values.join(", ")
+        ));
+        for (label, cache) in [("cold", "cache_size = 0"), ("warm", "cache_size = 10000")] {
+            let s = server(db, cache);
+            let logins = |s: &Server| {
+                let t = Instant::now();
+                for i in 0..N {
+                    let mut c = s.connect();
+                    c.ok(&format!("LOGIN b{i}@example.org bench-pw"));
+                    c.cmd("LOGOUT");
+                }
+                N as f64 / t.elapsed().as_secs_f64()
+            };
+            let deliveries = |s: &Server| {
+                let t = Instant::now();
+                let mut c = s.lmtp_session();
+                for i in 0..N {
+                    let rcpt = format!("b{i}@example.org");
+                    assert_eq!(
+                        lmtp::transaction(&mut c, &[&rcpt], &lmtp::message("b")).len(),
+                        1
+                    );
+                }
+                N as f64 / t.elapsed().as_secs_f64()
+            };
+            if label == "warm" {
+                logins(&s);
+                deliveries(&s);
+            }
+            let q0 = s.accounts.directory_queries();
+            let l = logins(&s);
+            let q1 = s.accounts.directory_queries();
+            let d = deliveries(&s);
+            let q2 = s.accounts.directory_queries();
+            rows.push(format!(
+                "| {kind:?} | {label} | {l:.0} | {:.2} | {d:.0} | {:.2} |",
+                (q1 - q0) as f64 / N as f64,
+                (q2 - q1) as f64 / N as f64
+            ));
+        }
+    }
+    println!("| database | cache | logins/s | queries/login | deliveries/s | queries/delivery |");
+    println!("|---|---|---|---|---|---|");
+    for r in rows {
+        println!("{r}");
+    }
+}
