@@ -330,14 +330,19 @@ impl Db {
 
     fn create_schema(&self) {
         let table = "CREATE TABLE users (userid VARCHAR(128) PRIMARY KEY, \
-                     password VARCHAR(255) NOT NULL, quota_rule VARCHAR(64))";
+                     password VARCHAR(255) NOT NULL, quota_rule VARCHAR(64)); \
+                     CREATE TABLE aliases (source VARCHAR(128) NOT NULL, \
+                     destination VARCHAR(255) NOT NULL)";
         match self.kind {
             Kind::Postgres => {
                 self.exec(&format!(
                     "CREATE ROLE {DB_USER} LOGIN PASSWORD '{DB_PASSWORD}'"
                 ));
                 self.exec(&format!("CREATE DATABASE {DB} OWNER {DB_USER}"));
-                self.exec_db(&format!("{table}; ALTER TABLE users OWNER TO {DB_USER}"));
+                self.exec_db(&format!(
+                    "{table}; ALTER TABLE users OWNER TO {DB_USER}; \
+                     ALTER TABLE aliases OWNER TO {DB_USER}"
+                ));
             }
             Kind::Mariadb => {
                 self.exec(&format!(

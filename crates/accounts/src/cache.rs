@@ -27,6 +27,8 @@ enum Kind {
     NoPassUser,
     /// A user lookup (LMTP, deliver).
     User,
+    /// An alias lookup in the directory (LMTP).
+    Alias,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -50,6 +52,7 @@ enum Value {
     Login(CachedLogin),
     Absent,
     User(User),
+    Targets(Vec<String>),
 }
 
 #[derive(Debug)]
@@ -198,6 +201,20 @@ impl Cache {
     pub(crate) fn put_user(&self, login: &str, user: Option<User>) {
         let value = user.map_or(Value::Absent, Value::User);
         self.put(self.key(Kind::User, login, None), value);
+    }
+
+    /// An alias lookup's cached answer (`Absent`: not an alias).
+    pub(crate) fn alias(&self, address: &str) -> Hit<Vec<String>> {
+        match self.get(&self.key(Kind::Alias, address, None)) {
+            Some(Value::Targets(t)) => Hit::Found(t),
+            Some(Value::Absent) => Hit::Absent,
+            _ => Hit::Miss,
+        }
+    }
+
+    pub(crate) fn put_alias(&self, address: &str, targets: Option<Vec<String>>) {
+        let value = targets.map_or(Value::Absent, Value::Targets);
+        self.put(self.key(Kind::Alias, address, None), value);
     }
 }
 

@@ -615,10 +615,19 @@ impl Accounts {
         Some(Ok(out))
     }
 
-    /// Users for an address: alias targets, else the directory's user.
+    /// Users for an address: alias targets (the aliases file's, else the directory's),
+    /// else the directory's user.
     fn expand(&self, dir: &Directory, address: &str) -> Result<Vec<User>, Unavailable> {
         let db = &*dir.db;
-        if let Some(targets) = dir.aliases.lookup(address) {
+        let directory_targets;
+        let targets = match dir.aliases.lookup(address) {
+            Some(t) => Some(t),
+            None => {
+                directory_targets = self.directory_aliases(db, address)?;
+                directory_targets.as_deref()
+            }
+        };
+        if let Some(targets) = targets {
             let mut users = Vec::with_capacity(targets.len());
             for t in targets {
                 match Self::user_cached(&self.cache, db, t)? {
@@ -633,6 +642,25 @@ impl Accounts {
         Ok(Self::user_cached(&self.cache, db, address)?
             .into_iter()
             .collect())
+    }
+
+    /// The directory's targets for `address` (SQL `alias_query`), through the cache.
+    fn directory_aliases(
+        &self,
+        db: &dyn UserDb,
+        address: &str,
+    ) -> Result<Option<Vec<String>>, Unavailable> {
+        if !db.has_aliases() {
+            return Ok(None);
+        }
+        match self.cache.alias(address) {
+            Hit::Found(t) => return Ok(Some(t)),
+            Hit::Absent => return Ok(None),
+            Hit::Miss => {}
+        }
+        let targets = db.aliases(address)?;
+        self.cache.put_alias(address, targets.clone());
+        Ok(targets)
     }
 
     /// `user+detail@domain` -> (`user@domain`, `detail`), at the first delimiter.

@@ -253,6 +253,7 @@ pub(crate) struct SqlDb {
     password_query: Query,
     user_query: Query,
     iterate_query: Option<Query>,
+    alias_query: Option<Query>,
     timeout: Duration,
     default_quota: Option<u64>,
     queries: AtomicU64,
@@ -301,6 +302,11 @@ impl SqlDb {
             .as_deref()
             .map(|q| parse_query("iterate_query", q, d))
             .transpose()?;
+        let alias_query = config
+            .alias_query
+            .as_deref()
+            .map(|q| parse_query("alias_query", q, d))
+            .transpose()?;
         let url = connect_url(d, &config.connect)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -324,6 +330,7 @@ impl SqlDb {
             password_query,
             user_query,
             iterate_query,
+            alias_query,
             timeout: config.query_timeout,
             default_quota,
             queries: AtomicU64::new(0),
@@ -517,6 +524,40 @@ impl UserDb for SqlDb {
         self.user(&rec.user.name)
     }
 
+    fn has_aliases(&self) -> bool {
+        self.alias_query.is_some()
+    }
+
+    fn aliases(&self, address: &str) -> Result<Option<Vec<String>>, Unavailable> {
+        let Some(q) = &self.alias_query else {
+            return Ok(None);
+        };
+        let address = address.to_ascii_lowercase();
+        if !acceptable_name(&address) {
+            return Ok(None);
+        }
+        let mut targets = Vec::new();
+        for row in self.run(q, &address)? {
+            let col = match row.columns().iter().any(|c| c.name() == "destination") {
+                true => "destination".to_owned(),
+                false => match row.columns().first() {
+                    Some(c) => c.name().to_owned(),
+                    None => continue,
+                },
+            };
+            // a row may list several targets, comma-separated (postfix's alias form)
+            if let Some(v) = text(&row, &col)? {
+                targets.extend(
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_owned),
+                );
+            }
+        }
+        Ok((!targets.is_empty()).then_some(targets))
+    }
+
     fn iterate(&self) -> Result<Vec<String>, Unavailable> {
         let Some(q) = &self.iterate_query else {
             return Err(Unavailable("[auth.sql] iterate_query is not set".into()));
@@ -631,6 +672,7 @@ mod tests {
             password_query: password_query.into(),
             user_query: "SELECT userid AS user, quota_rule FROM users WHERE userid = '%u'".into(),
             iterate_query: Some("SELECT userid AS username FROM users".into()),
+            alias_query: None,
             max_connections: 2,
             query_timeout: Duration::from_secs(5),
         }

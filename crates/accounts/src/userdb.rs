@@ -38,6 +38,15 @@ pub trait UserDb: Send + Sync + std::fmt::Debug {
     fn login_user(&self, rec: &PassRecord) -> Result<Option<User>, Unavailable> {
         Ok(Some(rec.user.clone()))
     }
+    /// The targets of `address` when the directory has it as an alias (`Ok(None)`: not an
+    /// alias). Only SQL's `alias_query`; the aliases file is read by [`crate::Accounts`].
+    fn aliases(&self, _address: &str) -> Result<Option<Vec<String>>, Unavailable> {
+        Ok(None)
+    }
+    /// Whether [`UserDb::aliases`] can find anything (an `alias_query` is set).
+    fn has_aliases(&self) -> bool {
+        false
+    }
     /// Every user's name (`iterate_query`; the admin commands' `--all`).
     fn iterate(&self) -> Result<Vec<String>, Unavailable>;
     /// The hash an unknown user's password is checked against, so that a failed login

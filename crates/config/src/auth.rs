@@ -71,6 +71,10 @@ pub struct SqlConfig {
     pub user_query: String,
     /// `iterate_query`: every user, in a `user` or `username` column (admin commands).
     pub iterate_query: Option<String>,
+    /// `alias_query` (maildex's own, not Dovecot's): the targets of an LMTP recipient
+    /// address, one per row in a `destination` column (or the first); no row: not an
+    /// alias. Asked after the `[lmtp] aliases_file`, before `user_query`.
+    pub alias_query: Option<String>,
     /// `max_connections`: pool size.
     pub max_connections: u32,
     /// `query_timeout`: longest wait for a connection plus a query's answer.
@@ -107,6 +111,7 @@ pub(crate) struct RawSql {
     pub password_query: NonEmpty,
     pub user_query: NonEmpty,
     pub iterate_query: Option<NonEmpty>,
+    pub alias_query: Option<NonEmpty>,
     pub max_connections: Option<u32>,
     pub query_timeout: Option<Seconds>,
 }
@@ -136,6 +141,7 @@ pub(crate) fn validate(
                 password_query: s.password_query.0,
                 user_query: s.user_query.0,
                 iterate_query: s.iterate_query.map(|q| q.0),
+                alias_query: s.alias_query.map(|q| q.0),
                 max_connections,
                 query_timeout,
             })

@@ -31,6 +31,7 @@
 //!   (default 10000 lookups; 0 turns the cache off), `cache_ttl` (default 1 h),
 //!   `cache_negative_ttl` (default 1 h). `[auth.sql]`: `driver` (`pgsql`, `mysql`,
 //!   `sqlite`), `connect`, `password_query`, `user_query` (required), `iterate_query`,
+//!   `alias_query`,
 //!   `max_connections` (default 5), `query_timeout` (default 5 s).
 //! - `[log]`: `level` (default `"info"`), `format` (`"text"`, the default, or `"json"`).
 //! - `[daemon]`: `user` and `group` to switch to after binding when started as root

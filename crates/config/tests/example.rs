@@ -105,6 +105,7 @@ fn example_config_mentions_every_key() {
         "password_query =",
         "user_query =",
         "iterate_query =",
+        "alias_query =",
         "query_timeout =",
         "[log]",
         "level =",

@@ -261,6 +261,53 @@ fn sql_database_down_gives_temporary_failures_then_recovers() {
     }
 }
 
+#[test]
+fn alias_query_sends_an_address_to_its_targets() {
+    for kind in KINDS {
+        if skip(kind) {
+            continue;
+        }
+        let (db, _shared) = Db::shared(kind);
+        db.add_user("t5-a@example.org", "{PLAIN}a", None);
+        db.add_user("t5-b@example.org", "{PLAIN}b", None);
+        db.exec_db(
+            "INSERT INTO aliases VALUES ('t5-team@example.org', 't5-a@example.org'), \
+             ('t5-team@example.org', 't5-b@example.org'), \
+             ('t5-list@example.org', 't5-a@example.org, t5-nobody@example.org')",
+        );
+        let auth = db.auth_config("")
+            + "alias_query = \"SELECT destination FROM aliases WHERE source = '%u'\"\n";
+        let s = Server::start_with(Opts {
+            auth: Some(auth),
+            ..Opts::default()
+        });
+        s.deliver("t5-team", &lmtp::message("team"));
+        assert_eq!(s.count("t5-a@example.org", "new"), 1, "{kind:?}");
+        assert_eq!(s.count("t5-b@example.org", "new"), 1, "{kind:?}");
+        // a comma-separated row; a target that is no user is skipped
+        s.deliver("t5-list", &lmtp::message("list"));
+        assert_eq!(s.count("t5-a@example.org", "new"), 2, "{kind:?}");
+        // a plain user still gets mail; an address that is neither is unknown
+        s.deliver("t5-b", &lmtp::message("direct"));
+        assert_eq!(s.count("t5-b@example.org", "new"), 2, "{kind:?}");
+        let mut c = s.lmtp_session();
+        assert!(
+            rcpt(&mut c, "t5-none@example.org").starts_with("550 5.1.1"),
+            "{kind:?}"
+        );
+        // cached: the alias again sends no query
+        let before = s.accounts.directory_queries();
+        assert!(
+            rcpt(&mut c, "t5-team@example.org").starts_with("250"),
+            "{kind:?}"
+        );
+        assert_eq!(s.accounts.directory_queries(), before, "{kind:?}");
+        // an alias is not a login
+        let no = login(&s, "t5-team@example.org", "a");
+        assert!(no.contains("NO [AUTHENTICATIONFAILED]"), "{kind:?}: {no}");
+    }
+}
+
 /// `maildex deliver -u USER` with the daemon's config, a small message on stdin; its exit code.
 fn deliver_cli(s: &Server, user: &str) -> Option<i32> {
     let config = s.dir.path().join("maildex.toml");
