@@ -198,11 +198,13 @@ pub struct Recipient {
     pub mailbox: String,
 }
 
-/// The user directory and aliases, swapped as one on reload.
+/// The user directory, aliases and the cache of lookups, swapped as one on reload (a
+/// lookup that began before the swap fills the old cache, which goes with it).
 #[derive(Debug)]
 struct Directory {
     db: Arc<dyn UserDb>,
     aliases: Aliases,
+    cache: Cache,
 }
 
 /// Users, aliases, quotas and open stores of one process. See the crate docs.
@@ -211,7 +213,6 @@ pub struct Accounts {
     directory: RwLock<Arc<Directory>>,
     /// `[auth.sql]`'s pool, kept across reloads (which re-read the aliases file only).
     sql: Option<Arc<SqlDb>>,
-    cache: Cache,
     stores: Mutex<Stores>,
     watch: Mutex<Watch>,
     /// Folded names of the users whose mail was synced since the start (or whose sync was
@@ -309,7 +310,9 @@ fn load_directory(config: &Config, sql: Option<&Arc<SqlDb>>) -> Result<Directory
             }
         }
     }
-    Ok(Directory { db, aliases })
+    let auth = &config.auth;
+    let cache = Cache::new(auth.cache_size, auth.cache_ttl, auth.cache_negative_ttl);
+    Ok(Directory { db, aliases, cache })
 }
 
 impl Accounts {
@@ -335,12 +338,9 @@ impl Accounts {
             None => None,
         };
         let dir = load_directory(&config, sql.as_ref())?;
-        let auth = &config.auth;
-        let cache = Cache::new(auth.cache_size, auth.cache_ttl, auth.cache_negative_ttl);
         Ok(Arc::new(Accounts {
             directory: RwLock::new(Arc::new(dir)),
             sql,
-            cache,
             config,
             stores: Mutex::default(),
             watch: Mutex::new(Watch {
@@ -364,7 +364,6 @@ impl Accounts {
         watch.checked = std::time::Instant::now();
         let dir = Arc::new(load_directory(&self.config, self.sql.as_ref())?);
         *self.directory.write().unwrap_or_else(|p| p.into_inner()) = dir;
-        self.cache.clear();
         Ok(())
     }
 
@@ -389,7 +388,6 @@ impl Accounts {
         match load_directory(&self.config, self.sql.as_ref()) {
             Ok(dir) => {
                 *self.directory.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(dir);
-                self.cache.clear();
                 tracing::info!("users or aliases file changed; reloaded");
             }
             Err(e) => tracing::error!(
@@ -423,7 +421,8 @@ impl Accounts {
     /// The user a login name (or recipient address) names: `Ok(None)` when there is no
     /// such user, [`Unavailable`] when the directory cannot be asked. BLOCKING for SQL.
     pub fn lookup(&self, login: &str) -> Result<Option<User>, Unavailable> {
-        Self::user_cached(&self.cache, &*self.dir().db, login)
+        let dir = self.dir();
+        Self::user_cached(&dir.cache, &*dir.db, login)
     }
 
     /// A user lookup through the cache.
@@ -471,7 +470,7 @@ impl Accounts {
         let dir = self.dir();
         let reference = dir.db.timing_reference();
         let who = LogName::new(login);
-        let found = match self.cache.login(login, password) {
+        let found = match dir.cache.login(login, password) {
             Hit::Found(ok) => {
                 tracing::debug!(login = %who, "auth cache hit");
                 return Ok(Self::allowed_from(ok, peer));
@@ -484,7 +483,7 @@ impl Accounts {
                 let found = dir.db.password(login)?;
                 tracing::debug!(login = %who, found = found.is_some(), "auth cache miss");
                 if found.is_none() {
-                    self.cache.put_no_pass_user(login);
+                    dir.cache.put_no_pass_user(login);
                 }
                 found
             }
@@ -514,7 +513,7 @@ impl Accounts {
             user,
             allow_nets: rec.allow_nets,
         };
-        self.cache.put_login(login, password, ok.clone());
+        dir.cache.put_login(login, password, ok.clone());
         Ok(Self::allowed_from(ok, peer))
     }
 
@@ -623,14 +622,14 @@ impl Accounts {
         let targets = match dir.aliases.lookup(address) {
             Some(t) => Some(t),
             None => {
-                directory_targets = self.directory_aliases(db, address)?;
+                directory_targets = Self::directory_aliases(&dir.cache, db, address)?;
                 directory_targets.as_deref()
             }
         };
         if let Some(targets) = targets {
             let mut users = Vec::with_capacity(targets.len());
             for t in targets {
-                match Self::user_cached(&self.cache, db, t)? {
+                match Self::user_cached(&dir.cache, db, t)? {
                     Some(u) => users.push(u),
                     None => {
                         tracing::warn!(alias = address, target = %t, "alias target is not a user; skipped")
@@ -639,27 +638,27 @@ impl Accounts {
             }
             return Ok(users);
         }
-        Ok(Self::user_cached(&self.cache, db, address)?
+        Ok(Self::user_cached(&dir.cache, db, address)?
             .into_iter()
             .collect())
     }
 
     /// The directory's targets for `address` (SQL `alias_query`), through the cache.
     fn directory_aliases(
-        &self,
+        cache: &Cache,
         db: &dyn UserDb,
         address: &str,
     ) -> Result<Option<Vec<String>>, Unavailable> {
         if !db.has_aliases() {
             return Ok(None);
         }
-        match self.cache.alias(address) {
+        match cache.alias(address) {
             Hit::Found(t) => return Ok(Some(t)),
             Hit::Absent => return Ok(None),
             Hit::Miss => {}
         }
         let targets = db.aliases(address)?;
-        self.cache.put_alias(address, targets.clone());
+        cache.put_alias(address, targets.clone());
         Ok(targets)
     }
 

@@ -244,6 +244,11 @@ fn sql_database_down_gives_temporary_failures_then_recovers() {
         // a session already logged in goes on
         assert_eq!(held.cmd("NOOP").status(), "OK");
 
+        // a daemon started while the database is down serves, and fails logins temporarily
+        let late = server(db, "cache_size = 0");
+        let no = login(&late, "t4-erin@example.org", "erin-pw");
+        assert!(no.contains("NO [UNAVAILABLE]"), "{kind:?}: {no}");
+
         db.start();
         // back by itself: the pool reconnects (bounded wait, no restart of the daemon)
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -257,6 +262,14 @@ fn sql_database_down_gives_temporary_failures_then_recovers() {
         }
         let r = rcpt(&mut c, "t4-erin@example.org");
         assert!(r.starts_with("250"), "{kind:?}: {r}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !login(&late, "t4-erin@example.org", "erin-pw").contains("OK") {
+            assert!(
+                Instant::now() < deadline,
+                "{kind:?}: the late daemon did not recover"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         assert_eq!(deliver_cli(&s, "t4-erin@example.org"), Some(0), "{kind:?}");
     }
 }
