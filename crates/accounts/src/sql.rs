@@ -422,7 +422,17 @@ impl SqlDb {
     }
 
     fn user_from_row(&self, row: &AnyRow, login: &str) -> Result<User, Unavailable> {
-        let name = text(row, "user")?.unwrap_or_else(|| login.to_owned());
+        // Dovecot's forms: `user` (whole name), or `username` and `domain`; a `user`
+        // without a domain gets the `domain` column's
+        let user = match text(row, "user")? {
+            Some(u) => Some(u),
+            None => text(row, "username")?,
+        };
+        let name = match (user, text(row, "domain")?) {
+            (Some(u), Some(d)) if !u.contains('@') && !d.is_empty() => format!("{u}@{d}"),
+            (Some(u), _) => u,
+            (None, _) => login.to_owned(),
+        };
         let mut quota = self.default_quota;
         for col in ["userdb_quota_rule", "quota_rule"] {
             if let Some(rule) = text(row, col)? {
@@ -483,11 +493,19 @@ fn text(row: &AnyRow, col: &str) -> Result<Option<String>, Unavailable> {
 const PASS_COLUMNS: &[&str] = &[
     "password",
     "user",
+    "username",
+    "domain",
     "allow_nets",
     "quota_rule",
     "userdb_quota_rule",
 ];
-const USER_COLUMNS: &[&str] = &["user", "quota_rule", "userdb_quota_rule"];
+const USER_COLUMNS: &[&str] = &[
+    "user",
+    "username",
+    "domain",
+    "quota_rule",
+    "userdb_quota_rule",
+];
 
 impl UserDb for SqlDb {
     fn password(&self, login: &str) -> Result<Option<PassRecord>, Unavailable> {
@@ -701,6 +719,19 @@ mod tests {
         let rec = db.password("Alice@Example.org").unwrap().unwrap();
         assert_eq!(rec.user.name, "alice@example.org");
         assert_eq!(rec.password.to_string(), "{PLAIN}pw");
+        // Dovecot's `username` + `domain` columns make the name
+        let split = SqlDb::new(
+            &sqlite_config(
+                &path,
+                "SELECT substr(userid, 1, instr(userid, '@') - 1) AS username, \
+                 substr(userid, instr(userid, '@') + 1) AS domain, password FROM users \
+                 WHERE userid = '%u'",
+            ),
+            None,
+        )
+        .unwrap();
+        let rec = split.password("bob@example.org").unwrap().unwrap();
+        assert_eq!(rec.user.name, "bob@example.org");
         for attack in ["x' OR '1'='1", "alice@example.org' --", "' OR 1=1 --@x"] {
             assert!(db.password(attack).unwrap().is_none(), "{attack}");
         }
