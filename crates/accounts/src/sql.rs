@@ -257,6 +257,9 @@ pub(crate) struct SqlDb {
     timeout: Duration,
     default_quota: Option<u64>,
     queries: AtomicU64,
+    /// An Argon2id hash with `hash_password`'s parameters: what a failed login is timed
+    /// against (the database's schemes are not known in advance).
+    timing_reference: Option<PasswordHash>,
     /// When a lookup last found the server unreachable (None: it answered since).
     down_since: std::sync::Mutex<Option<Instant>>,
     /// Columns seen that mean nothing here, warned about once each.
@@ -334,6 +337,7 @@ impl SqlDb {
             timeout: config.query_timeout,
             default_quota,
             queries: AtomicU64::new(0),
+            timing_reference: maildex_auth::hash_password(b"timing reference").ok(),
             down_since: Default::default(),
             warned: Default::default(),
         })
@@ -602,7 +606,7 @@ impl UserDb for SqlDb {
     }
 
     fn timing_reference(&self) -> Option<PasswordHash> {
-        None
+        self.timing_reference.clone()
     }
 
     fn in_memory(&self) -> bool {
