@@ -118,6 +118,20 @@ fn sql_users_log_in_and_receive_mail_and_unknown_or_wrong_fail() {
             names.iter().any(|n| n == "t1-alice@example.org"),
             "{kind:?}: {names:?}"
         );
+        // ... and through `maildex index rebuild --all`: alice's mail is indexed, the users
+        // without mail here are skipped
+        let out = Command::new(maildex_bin())
+            .args(["index", "rebuild", "--all", "--config"])
+            .arg(write_config(&s))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{kind:?}: {text}");
+        assert!(
+            text.contains("t1-alice@example.org: 1 mailboxes, 1 messages"),
+            "{kind:?}: {text}"
+        );
+        assert!(text.contains("users with no mail yet"), "{kind:?}: {text}");
     }
 }
 
@@ -323,8 +337,7 @@ fn alias_query_sends_an_address_to_its_targets() {
 
 /// `maildex deliver -u USER` with the daemon's config, a small message on stdin; its exit code.
 fn deliver_cli(s: &Server, user: &str) -> Option<i32> {
-    let config = s.dir.path().join("maildex.toml");
-    std::fs::write(&config, config_text(s)).unwrap();
+    let config = write_config(s);
     let mut child = Command::new(maildex_bin())
         .args(["deliver", "--config"])
         .arg(&config)
@@ -343,7 +356,13 @@ fn deliver_cli(s: &Server, user: &str) -> Option<i32> {
     child.wait().unwrap().code()
 }
 
-/// The daemon's config as a file (`maildex deliver` reads one).
+/// The daemon's config as a file for the `maildex` commands; its path.
+fn write_config(s: &Server) -> std::path::PathBuf {
+    let path = s.dir.path().join("maildex.toml");
+    std::fs::write(&path, config_text(s)).unwrap();
+    path
+}
+
 fn config_text(s: &Server) -> String {
     let c = &s.config;
     let sql = c.auth.sql.as_ref().unwrap();
@@ -357,8 +376,11 @@ fn config_text(s: &Server) -> String {
         "[storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
          fsync = false\nindex_map_size = \"16MiB\"\n[auth]\ncache_size = 0\n[auth.sql]\n\
          driver = \"{driver}\"\nconnect = {:?}\npassword_query = {:?}\nuser_query = {:?}\n\
-         query_timeout = 3\n[mailboxes]\n",
-        sql.connect, sql.password_query, sql.user_query
+         iterate_query = {:?}\nquery_timeout = 3\n[mailboxes]\n",
+        sql.connect,
+        sql.password_query,
+        sql.user_query,
+        sql.iterate_query.as_deref().unwrap_or_default()
     )
 }
 
