@@ -115,6 +115,10 @@ pub enum AccountsError {
         /// Why (in the message; not a `source()`).
         error: Box<ConfigError>,
     },
+    /// Neither `[auth] users_file` nor `[auth.sql]` is set (a config built in code; a
+    /// config file without either does not load).
+    #[error("no user directory: set [auth] users_file or [auth.sql]")]
+    NoDirectory,
     /// `[auth.sql]` cannot be used.
     #[error(transparent)]
     Sql(#[from] SqlConfigError),
@@ -293,7 +297,7 @@ fn load_directory(config: &Config, sql: Option<&Arc<SqlDb>>) -> Result<Directory
     let db: Arc<dyn UserDb> = match (sql, &config.auth.users_file) {
         (Some(sql), _) => Arc::clone(sql) as Arc<dyn UserDb>,
         (None, Some(path)) => Arc::new(FileDb::load(config, path)?),
-        (None, None) => unreachable!("the config has users_file or [auth.sql]"),
+        (None, None) => return Err(AccountsError::NoDirectory),
     };
     let aliases = match &config.lmtp.aliases_file {
         Some(p) => Aliases::load(p)?,
