@@ -148,18 +148,34 @@ pub fn listing(r: &Value, path: &Path) -> Result<()> {
     let sizes: Vec<u64> = r["corpus"]["sizes"]
         .as_array()
         .map_or_else(Vec::new, |a| a.iter().filter_map(Value::as_u64).collect());
+    let lines = first_and_warm(|server, kind| {
+        sizes
+            .iter()
+            .filter_map(|n| {
+                Some((
+                    *n as f64,
+                    r["listing"][n.to_string()][server]["mutt"][kind]["ms"].as_f64()?,
+                ))
+            })
+            .collect()
+    });
+    draw(
+        path,
+        "mutt listing: time against INBOX size",
+        "messages in INBOX",
+        "ms (log scale)",
+        &lines,
+        true,
+    )
+}
+
+/// Four lines, first (solid) and warm (dashed) of each server, from `points(server, kind)`;
+/// a line without points is left out.
+fn first_and_warm(points: impl Fn(&str, &str) -> Vec<(f64, f64)>) -> Vec<Line> {
     let mut lines = Vec::new();
     for (server, color) in [("dovecot", DOVECOT), ("maildex", MAILDEX)] {
         for (kind, dashed) in [("first", false), ("warm", true)] {
-            let points: Vec<(f64, f64)> = sizes
-                .iter()
-                .filter_map(|n| {
-                    Some((
-                        *n as f64,
-                        r["listing"][n.to_string()][server]["mutt"][kind]["ms"].as_f64()?,
-                    ))
-                })
-                .collect();
+            let points = points(server, kind);
             if !points.is_empty() {
                 lines.push(Line {
                     points,
@@ -170,14 +186,7 @@ pub fn listing(r: &Value, path: &Path) -> Result<()> {
             }
         }
     }
-    draw(
-        path,
-        "mutt listing: time against INBOX size",
-        "messages in INBOX",
-        "ms (log scale)",
-        &lines,
-        true,
-    )
+    lines
 }
 
 /// Server memory (PSS sum over processes) against idle connections, both servers.
@@ -217,28 +226,17 @@ pub fn idle(r: &Value, path: &Path) -> Result<()> {
 /// both servers (`maildex-bench sort --plot`).
 pub fn sort(r: &Value, path: &Path) -> Result<()> {
     let sizes = r["sizes"].as_array().cloned().unwrap_or_default();
-    let mut lines = Vec::new();
-    for (server, color) in [("dovecot", DOVECOT), ("maildex", MAILDEX)] {
-        for (kind, dashed) in [("first", false), ("warm", true)] {
-            let points: Vec<(f64, f64)> = sizes
-                .iter()
-                .filter_map(|s| {
-                    Some((
-                        s["messages"].as_f64()?,
-                        s["queries"]["subject"][server][format!("{kind}_ms")].as_f64()?,
-                    ))
-                })
-                .collect();
-            if !points.is_empty() {
-                lines.push(Line {
-                    points,
-                    color,
-                    dashed,
-                    label: format!("{server} {kind}"),
-                });
-            }
-        }
-    }
+    let lines = first_and_warm(|server, kind| {
+        sizes
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s["messages"].as_f64()?,
+                    s["queries"]["subject"][server][format!("{kind}_ms")].as_f64()?,
+                ))
+            })
+            .collect()
+    });
     draw(
         path,
         "SORT (SUBJECT) UTF-8 ALL: time against INBOX size",

@@ -11,15 +11,6 @@ fn msg(i: u32) -> String {
     format!("From: a@example.net\nSubject: message {i}\n\nbody {i}\n")
 }
 
-/// The number in `[NAME n]` of the untagged OK that carries it.
-fn code(r: &Reply, name: &str) -> Option<u64> {
-    r.untagged.iter().find_map(|x| {
-        let t = x.text();
-        let at = t.find(&format!("[{name} "))? + name.len() + 2;
-        t[at..].split(']').next()?.parse().ok()
-    })
-}
-
 /// The MODSEQ of every FETCH: (seq, uid text, modseq).
 fn modseqs(r: &Reply) -> Vec<(u32, Option<u32>, u64)> {
     r.fetches()
@@ -43,7 +34,7 @@ fn modseqs(r: &Reply) -> Vec<(u32, Option<u32>, u64)> {
 }
 
 fn uidvalidity(r: &Reply) -> u32 {
-    code(r, "UIDVALIDITY").expect("UIDVALIDITY") as u32
+    r.code_value("UIDVALIDITY").expect("UIDVALIDITY") as u32
 }
 
 fn setup(s: &Server, n: u32) {
@@ -64,14 +55,16 @@ fn condstore_answers_with_modseqs_once_enabled() {
     );
     // before any enabling command: no HIGHESTMODSEQ, no MODSEQ in flag answers
     let r = c.ok("SELECT INBOX");
-    assert_eq!(code(&r, "HIGHESTMODSEQ"), None, "{}", r.all());
+    assert_eq!(r.code_value("HIGHESTMODSEQ"), None, "{}", r.all());
     let r = c.ok("STORE 1 +FLAGS (\\Seen)");
     assert!(modseqs(&r).is_empty(), "{}", r.all());
     // RFC 5161: ENABLED names what was enabled
     let r = c.ok("ENABLE CONDSTORE X-UNKNOWN");
     assert_eq!(r.lines("* ENABLED"), ["* ENABLED CONDSTORE"]);
     let r = c.ok("SELECT INBOX");
-    let highest = code(&r, "HIGHESTMODSEQ").expect("HIGHESTMODSEQ after ENABLE");
+    let highest = r
+        .code_value("HIGHESTMODSEQ")
+        .expect("HIGHESTMODSEQ after ENABLE");
     // a STORE answers with the new modseq, above the mailbox's highest before it
     let r = c.ok("STORE 2 +FLAGS (\\Flagged)");
     let m = modseqs(&r);
@@ -147,7 +140,7 @@ fn commands_that_enable_condstore_by_themselves() {
         c.ok(enabling);
         let r = c.ok("EXAMINE INBOX");
         assert!(
-            code(&r, "HIGHESTMODSEQ").is_some(),
+            r.code_value("HIGHESTMODSEQ").is_some(),
             "{enabling} did not enable CONDSTORE: {}",
             r.all()
         );
@@ -162,7 +155,7 @@ fn away(s: &Server) -> (u32, u64) {
     let r = c.ok("SELECT INBOX (CONDSTORE)");
     let (v, h) = (
         uidvalidity(&r),
-        code(&r, "HIGHESTMODSEQ").expect("HIGHESTMODSEQ"),
+        r.code_value("HIGHESTMODSEQ").expect("HIGHESTMODSEQ"),
     );
     c.ok("LOGOUT");
     let mut other = s.select("alice", "INBOX");
@@ -203,7 +196,7 @@ fn qresync_select_tells_what_changed_while_away() {
         "{}",
         r.all()
     );
-    let highest = code(&r, "HIGHESTMODSEQ").expect("HIGHESTMODSEQ");
+    let highest = r.code_value("HIGHESTMODSEQ").expect("HIGHESTMODSEQ");
     assert!(m.iter().all(|x| x.2 > h && x.2 <= highest));
     // a UIDVALIDITY that is not the mailbox's: an ordinary SELECT (after CLOSED)
     let r = c.ok(&format!(
@@ -263,7 +256,7 @@ fn expunges_are_vanished_once_qresync_is_enabled() {
     setup(&s, 4);
     let mut c = qresync_client(&s);
     let r = c.ok("SELECT INBOX");
-    let highest = code(&r, "HIGHESTMODSEQ").expect("HIGHESTMODSEQ");
+    let highest = r.code_value("HIGHESTMODSEQ").expect("HIGHESTMODSEQ");
     c.ok("STORE 2 +FLAGS.SILENT (\\Deleted)");
     let r = c.ok("EXPUNGE");
     assert_eq!(r.lines("* VANISHED"), ["* VANISHED 2"], "{}", r.all());
@@ -274,7 +267,9 @@ fn expunges_are_vanished_once_qresync_is_enabled() {
     other.ok("EXPUNGE");
     let r = c.ok("NOOP");
     assert_eq!(r.lines("* VANISHED"), ["* VANISHED 1"], "{}", r.all());
-    let after = code(&r, "HIGHESTMODSEQ").expect("HIGHESTMODSEQ after VANISHED");
+    let after = r
+        .code_value("HIGHESTMODSEQ")
+        .expect("HIGHESTMODSEQ after VANISHED");
     assert!(after > highest);
     let r = c.ok("UID SEARCH ALL");
     assert_eq!(r.lines("* SEARCH"), ["* SEARCH 3 4"]);

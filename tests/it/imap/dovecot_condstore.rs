@@ -14,18 +14,6 @@ use maildex_dovecot_harness::{Dovecot, Options, User};
 use crate::support::daemon::Server;
 use crate::support::imap::{Client, Reply};
 
-/// The number in `[NAME n]` of an untagged line of `r`.
-fn code(r: &Reply, name: &str) -> u64 {
-    r.untagged
-        .iter()
-        .find_map(|x| {
-            let t = x.text();
-            let at = t.find(&format!("[{name} "))? + name.len() + 2;
-            t[at..].split(']').next()?.parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no {name}: {}", r.all()))
-}
-
 /// A FETCH's items as a set of words, modseq values and `\Recent` left out.
 fn fetch_items(line: &str) -> String {
     let inner = line
@@ -118,7 +106,7 @@ fn script(addr: SocketAddr) -> Vec<(String, Vec<String>)> {
         c.ok(&format!("APPEND INBOX {{{}}}\r\n{m}", m.len()));
     }
     let r = run(&mut c, "SELECT INBOX (CONDSTORE)");
-    let (v, h) = (code(&r, "UIDVALIDITY"), code(&r, "HIGHESTMODSEQ"));
+    let (v, h) = (r.expect_code("UIDVALIDITY"), r.expect_code("HIGHESTMODSEQ"));
     run(&mut c, "STORE 1 +FLAGS (\\Seen)");
     run(&mut c, "FETCH 1:* (FLAGS) (CHANGEDSINCE 1)");
     run(&mut c, &format!("FETCH 1:* (FLAGS) (CHANGEDSINCE {h})"));

@@ -32,18 +32,6 @@ fn bytes(r: &Reply) -> usize {
     r.untagged.iter().map(|u| u.raw.len()).sum::<usize>() + r.done.raw.len()
 }
 
-/// The number in `[NAME n]` of an untagged OK.
-fn code(r: &Reply, name: &str) -> u64 {
-    r.untagged
-        .iter()
-        .find_map(|x| {
-            let t = x.text();
-            let at = t.find(&format!("[{name} "))? + name.len() + 2;
-            t[at..].split(']').next()?.parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no {name}: {}", r.all()))
-}
-
 /// (UID, flags without `\Recent`) of every FETCH of a reply that carries both.
 fn fetched(r: &Reply) -> Vec<(u32, BTreeSet<String>)> {
     r.fetches()
@@ -86,8 +74,8 @@ fn vanished(r: &Reply) -> Vec<u32> {
 fn full_sync(c: &mut Client) -> (Cache, usize) {
     let r = c.ok("SELECT INBOX (CONDSTORE)");
     let mut cache = Cache {
-        uidvalidity: code(&r, "UIDVALIDITY") as u32,
-        highest_modseq: code(&r, "HIGHESTMODSEQ"),
+        uidvalidity: r.expect_code("UIDVALIDITY") as u32,
+        highest_modseq: r.expect_code("HIGHESTMODSEQ"),
         ..Cache::default()
     };
     let mut moved = bytes(&r);
@@ -116,9 +104,9 @@ fn msg(i: u32) -> String {
 /// Thunderbird-style: CONDSTORE only.
 fn condstore_resync(c: &mut Client, cache: &mut Cache) -> usize {
     let r = c.ok("SELECT INBOX (CONDSTORE)");
-    assert_eq!(code(&r, "UIDVALIDITY") as u32, cache.uidvalidity);
+    assert_eq!(r.expect_code("UIDVALIDITY") as u32, cache.uidvalidity);
     let mut moved = bytes(&r);
-    let highest = code(&r, "HIGHESTMODSEQ");
+    let highest = r.expect_code("HIGHESTMODSEQ");
     let r = c.ok(&format!(
         "UID FETCH 1:* (FLAGS) (CHANGEDSINCE {})",
         cache.highest_modseq
@@ -160,7 +148,7 @@ fn qresync_resync(c: &mut Client, cache: &mut Cache) -> usize {
         cache.flags.remove(&uid);
     }
     cache.flags.extend(fetched(&r));
-    cache.highest_modseq = code(&r, "HIGHESTMODSEQ");
+    cache.highest_modseq = r.expect_code("HIGHESTMODSEQ");
     let r = c.ok(&format!("UID FETCH {}:* (FLAGS)", known_max + 1));
     moved += bytes(&r);
     cache.flags.extend(fetched(&r));

@@ -134,6 +134,22 @@ impl Reply {
         s
     }
 
+    /// The number in `[NAME n]` of the untagged response that carries it
+    /// (`UIDVALIDITY`, `HIGHESTMODSEQ`, ...).
+    pub fn code_value(&self, name: &str) -> Option<u64> {
+        self.untagged.iter().find_map(|x| {
+            let t = x.text();
+            let at = t.find(&format!("[{name} "))? + name.len() + 2;
+            t[at..].split(']').next()?.parse().ok()
+        })
+    }
+
+    /// [`Reply::code_value`], which must be there.
+    pub fn expect_code(&self, name: &str) -> u64 {
+        self.code_value(name)
+            .unwrap_or_else(|| panic!("no {name}: {}", self.all()))
+    }
+
     /// Untagged responses whose text starts with `prefix` (e.g. `* LIST`).
     pub fn lines(&self, prefix: &str) -> Vec<String> {
         self.untagged
