@@ -43,7 +43,7 @@ use maildex_store::{AutoCreate, MailboxSetting, SpecialUse, StoreError, StoreOpt
 
 pub use aliases::Aliases;
 pub use maildex_auth::LogName;
-pub use quota::usage;
+pub use quota::{usage, StorageQuota};
 pub use sql::SqlConfigError;
 pub use userdb::{Unavailable, UserDb};
 
@@ -167,30 +167,6 @@ pub struct User {
     /// Storage quota in bytes (per-user rule, else the config default); `None` is
     /// unlimited.
     pub quota: Option<u64>,
-}
-
-/// A storage quota and its use, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StorageQuota {
-    /// Bytes the user's mail takes (every mailbox).
-    pub used: u64,
-    /// The limit.
-    pub limit: u64,
-}
-
-impl StorageQuota {
-    /// Whether `incoming` more bytes would go over the limit (with `0`, size not known
-    /// yet: whether the use is at or over it).
-    pub fn exceeded_by(&self, incoming: u64) -> bool {
-        self.used.saturating_add(incoming.max(1)) > self.limit
-    }
-
-    /// Whether `added` bytes take the use from below `percent` of the limit to it or above.
-    pub fn crosses(&self, percent: u8, added: u64) -> bool {
-        let threshold = u128::from(self.limit) * u128::from(percent) / 100;
-        let before = u128::from(self.used);
-        before < threshold && before + u128::from(added) >= threshold
-    }
 }
 
 /// Where one message for a recipient goes.
@@ -788,64 +764,5 @@ impl Accounts {
     pub fn open_stores(&self) -> Vec<Arc<UserStore>> {
         let stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
         stores.open.values().map(|(s, _)| Arc::clone(s)).collect()
-    }
-
-    /// Whether `incoming` more bytes would take `user` over quota (always false without
-    /// a quota). With `incoming == 0` (size not known yet), true once the user is at or
-    /// over the limit. Reads the index counts: BLOCKING on first use of the store.
-    pub fn over_quota(&self, user: &User, incoming: u64) -> Result<bool, AccountsError> {
-        Ok(self
-            .storage_quota(user)?
-            .is_some_and(|q| q.exceeded_by(incoming)))
-    }
-
-    /// After `added` bytes were delivered to `user`, whose use was `before`: when that took
-    /// the use across `[storage] quota_warning` percent of the limit, delivers a notice to
-    /// the user's INBOX. Once per crossing, as Dovecot's `quota_warning`: a delivery that
-    /// starts at or above the threshold sends none. A notice that cannot be delivered is
-    /// logged; the delivery it follows stands.
-    pub fn quota_warning(&self, user: &User, before: Option<StorageQuota>, added: u64) {
-        let (Some(percent), Some(q)) = (self.config.storage.quota_warning, before) else {
-            return;
-        };
-        if !q.crosses(percent, added) {
-            return;
-        }
-        let after = StorageQuota {
-            used: q.used.saturating_add(added),
-            ..q
-        };
-        let host = self.config.lmtp.host_name();
-        let notice = quota::warning_notice(&user.name, after, percent, &host);
-        let delivered = self.store(user).and_then(|store| {
-            let opts = maildex_store::DeliverOptions::default();
-            store
-                .deliver("INBOX", &mut notice.as_slice(), &opts)
-                .map_err(|error| AccountsError::Store {
-                    user: user.name.clone(),
-                    error: Box::new(error),
-                })
-        });
-        match delivered {
-            Ok(d) => {
-                tracing::info!(user = %user.name, percent, uid = d.uid, "quota warning delivered")
-            }
-            Err(e) => tracing::error!(user = %user.name, error = %e, "quota warning not delivered"),
-        }
-    }
-
-    /// A user's storage limit and what the mail takes now (`None` without a limit): what
-    /// LMTP, APPEND and IMAP's GETQUOTA (RFC 9208) all count against. BLOCKING on first
-    /// use of the store.
-    pub fn storage_quota(&self, user: &User) -> Result<Option<StorageQuota>, AccountsError> {
-        let Some(limit) = user.quota else {
-            return Ok(None);
-        };
-        let store = self.store(user)?;
-        let used = usage(&store).map_err(|error| AccountsError::Store {
-            user: user.name.clone(),
-            error: Box::new(error),
-        })?;
-        Ok(Some(StorageQuota { used, limit }))
     }
 }

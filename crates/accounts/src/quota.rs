@@ -3,6 +3,8 @@
 
 use maildex_store::{StoreError, UserStore};
 
+use crate::{Accounts, AccountsError, User};
+
 /// Reads a per-user limit from users-file extra fields, as Dovecot's passwd-file
 /// userdb carries it: `userdb_quota_rule=*:storage=100M` (or `quota_rule=...`).
 ///
@@ -65,14 +67,9 @@ pub fn usage(store: &UserStore) -> Result<u64, StoreError> {
     Ok(total)
 }
 
-/// The notice [`crate::Accounts::quota_warning`] leaves in INBOX: from the postmaster of
+/// The notice [`Accounts::quota_warning`] leaves in INBOX: from the postmaster of
 /// `host`, marked `Auto-Submitted` (RFC 3834) so that no vacation responder answers it.
-pub(crate) fn warning_notice(
-    user: &str,
-    q: crate::StorageQuota,
-    percent: u8,
-    host: &str,
-) -> Vec<u8> {
+pub(crate) fn warning_notice(user: &str, q: StorageQuota, percent: u8, host: &str) -> Vec<u8> {
     let now = time::OffsetDateTime::now_utc();
     let date = now
         .format(&time::format_description::well_known::Rfc2822)
@@ -100,6 +97,91 @@ pub(crate) fn warning_notice(
         (u128::from(q.used) * 100 / u128::from(q.limit.max(1))),
     )
     .into_bytes()
+}
+
+/// A storage quota and its use, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageQuota {
+    /// Bytes the user's mail takes (every mailbox).
+    pub used: u64,
+    /// The limit.
+    pub limit: u64,
+}
+
+impl StorageQuota {
+    /// Whether `incoming` more bytes would go over the limit (with `0`, size not known
+    /// yet: whether the use is at or over it).
+    pub fn exceeded_by(&self, incoming: u64) -> bool {
+        self.used.saturating_add(incoming.max(1)) > self.limit
+    }
+
+    /// Whether `added` bytes take the use from below `percent` of the limit to it or above.
+    pub fn crosses(&self, percent: u8, added: u64) -> bool {
+        let threshold = u128::from(self.limit) * u128::from(percent) / 100;
+        let before = u128::from(self.used);
+        before < threshold && before + u128::from(added) >= threshold
+    }
+}
+
+impl Accounts {
+    /// Whether `incoming` more bytes would take `user` over quota (always false without
+    /// a quota). With `incoming == 0` (size not known yet), true once the user is at or
+    /// over the limit. Reads the index counts: BLOCKING on first use of the store.
+    pub fn over_quota(&self, user: &User, incoming: u64) -> Result<bool, AccountsError> {
+        Ok(self
+            .storage_quota(user)?
+            .is_some_and(|q| q.exceeded_by(incoming)))
+    }
+
+    /// After `added` bytes were delivered to `user`, whose use was `before`: when that took
+    /// the use across `[storage] quota_warning` percent of the limit, delivers a notice to
+    /// the user's INBOX. Once per crossing, as Dovecot's `quota_warning`: a delivery that
+    /// starts at or above the threshold sends none. A notice that cannot be delivered is
+    /// logged; the delivery it follows stands.
+    pub fn quota_warning(&self, user: &User, before: Option<StorageQuota>, added: u64) {
+        let (Some(percent), Some(q)) = (self.config.storage.quota_warning, before) else {
+            return;
+        };
+        if !q.crosses(percent, added) {
+            return;
+        }
+        let after = StorageQuota {
+            used: q.used.saturating_add(added),
+            ..q
+        };
+        let host = self.config.lmtp.host_name();
+        let notice = warning_notice(&user.name, after, percent, &host);
+        let delivered = self.store(user).and_then(|store| {
+            let opts = maildex_store::DeliverOptions::default();
+            store
+                .deliver("INBOX", &mut notice.as_slice(), &opts)
+                .map_err(|error| AccountsError::Store {
+                    user: user.name.clone(),
+                    error: Box::new(error),
+                })
+        });
+        match delivered {
+            Ok(d) => {
+                tracing::info!(user = %user.name, percent, uid = d.uid, "quota warning delivered")
+            }
+            Err(e) => tracing::error!(user = %user.name, error = %e, "quota warning not delivered"),
+        }
+    }
+
+    /// A user's storage limit and what the mail takes now (`None` without a limit): what
+    /// LMTP, APPEND and IMAP's GETQUOTA (RFC 9208) all count against. BLOCKING on first
+    /// use of the store.
+    pub fn storage_quota(&self, user: &User) -> Result<Option<StorageQuota>, AccountsError> {
+        let Some(limit) = user.quota else {
+            return Ok(None);
+        };
+        let store = self.store(user)?;
+        let used = usage(&store).map_err(|error| AccountsError::Store {
+            user: user.name.clone(),
+            error: Box::new(error),
+        })?;
+        Ok(Some(StorageQuota { used, limit }))
+    }
 }
 
 #[cfg(test)]
