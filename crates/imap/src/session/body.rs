@@ -1,23 +1,19 @@
-//! Body bytes from message files: a byte range read and converted (LF -> CRLF, and NUL ->
-//! 0x80, as Dovecot does) on a blocking thread while the session writes the previous chunk
-//! to the socket, cut to a partial `<origin.count>` of the converted bytes (RFC 3501
-//! §6.4.5), written as a literal whose length the index knew in advance. Memory per
-//! streaming session stays at a few chunks whatever the message size ([`AHEAD`] converted
-//! chunks queued for a slow reader, one being read, one being written).
+//! Body bytes from message files: a byte range streamed in chunks with LF -> CRLF
+//! conversion (and NUL -> 0x80, as Dovecot does), cut to a partial `<origin.count>` of the
+//! converted bytes (RFC 3501 §6.4.5), written as a literal whose length the index knew in
+//! advance. Memory per session stays at one chunk whatever the message size.
 
-use std::os::unix::fs::FileExt as _;
+use std::io::SeekFrom;
 use std::path::Path;
 
 use maildex_imap_proto::Partial;
 use maildex_store::section::Converter;
-use tokio::sync::mpsc;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::{blocking, CmdError, Session, FLUSH_AT};
+use super::{CmdError, Session, FLUSH_AT};
 
 /// Bytes read from a message file at once.
-const CHUNK: usize = 128 * 1024;
-/// Converted chunks that may wait for the socket.
-const AHEAD: usize = 1;
+const CHUNK: usize = 64 * 1024;
 
 /// The octets of a `vsize`-octet section that a partial selects: (skip, take).
 pub(crate) fn partial_window(vsize: u64, partial: Option<Partial>) -> (u64, u64) {
@@ -34,48 +30,6 @@ pub(crate) fn partial_window(vsize: u64, partial: Option<Partial>) -> (u64, u64)
     }
 }
 
-/// Reads bytes `start..end` of `file`, converts them and hands the window `skip`/`take`
-/// of the converted bytes to `sink` in chunks, until it returns false (the session is
-/// gone). Blocking.
-fn produce(
-    file: &std::fs::File,
-    (start, end): (u64, u64),
-    (mut skip, mut left): (u64, u64),
-    sink: &mut dyn FnMut(Vec<u8>) -> bool,
-) -> std::io::Result<()> {
-    let mut raw = vec![0u8; CHUNK.min(usize::try_from(end - start).unwrap_or(CHUNK))];
-    let mut crlf = Converter::crlf();
-    let mut pos = start;
-    while left > 0 && pos < end {
-        let want = usize::try_from((end - pos).min(raw.len() as u64)).unwrap_or(raw.len());
-        let n = match file.read_at(&mut raw[..want], pos) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        pos += n as u64;
-        let mut conv = Vec::with_capacity(n + n / 8 + 2);
-        crlf.feed(&raw[..n], &mut conv);
-        let from = usize::try_from(skip.min(conv.len() as u64)).unwrap_or(conv.len());
-        skip -= from as u64;
-        let take = usize::try_from(left.min((conv.len() - from) as u64)).unwrap_or(0);
-        if take == 0 {
-            continue;
-        }
-        left -= take as u64;
-        let piece = if from == 0 && take == conv.len() {
-            conv
-        } else {
-            conv[from..from + take].to_vec()
-        };
-        if !sink(piece) {
-            break;
-        }
-    }
-    Ok(())
-}
-
 impl Session {
     /// Writes bytes `start..end` of `file` as a literal of the section's CRLF form,
     /// `vsize` octets long, cut to `partial`. If the file turns out shorter than the
@@ -83,45 +37,41 @@ impl Session {
     /// protocol stays in step, and the fault is logged.
     pub(super) async fn write_file_literal(
         &mut self,
-        file: &std::sync::Arc<std::fs::File>,
+        file: &mut tokio::fs::File,
         path: &Path,
         (start, end, vsize): (u64, u64, u64),
         partial: Option<Partial>,
     ) -> Result<(), CmdError> {
-        let (skip, take) = partial_window(vsize, partial);
+        let (mut skip, take) = partial_window(vsize, partial);
         maildex_imap_proto::encode::literal_header(&mut self.out, take, false);
         let mut left = take;
-        let f = std::sync::Arc::clone(file);
-        if left > 0 && end.saturating_sub(start) <= CHUNK as u64 {
-            // a small section: read in one go and kept with the rest of the response
-            let bytes = blocking(move || {
-                let mut all = Vec::new();
-                produce(&f, (start, end), (skip, take), &mut |piece| {
-                    all.extend_from_slice(&piece);
-                    true
-                })
-                .map(|()| all)
-            })
-            .await??;
-            left -= bytes.len() as u64;
-            self.out.extend_from_slice(&bytes);
+        if left > 0 {
+            file.seek(SeekFrom::Start(start)).await?;
+        }
+        let mut raw = vec![0u8; CHUNK];
+        let mut conv = Vec::with_capacity(CHUNK + CHUNK / 8);
+        let mut crlf = Converter::crlf();
+        let mut pos = start;
+        while left > 0 && pos < end {
+            let want = usize::try_from((end - pos).min(CHUNK as u64)).unwrap_or(CHUNK);
+            let n = file.read(&mut raw[..want]).await?;
+            if n == 0 {
+                break;
+            }
+            pos += n as u64;
+            conv.clear();
+            crlf.feed(&raw[..n], &mut conv);
+            let mut piece = &conv[..];
+            if skip > 0 {
+                let s = usize::try_from(skip.min(piece.len() as u64)).unwrap_or(piece.len());
+                piece = &piece[s..];
+                skip -= s as u64;
+            }
+            let t = usize::try_from(left.min(piece.len() as u64)).unwrap_or(piece.len());
+            self.out.extend_from_slice(&piece[..t]);
+            left -= t as u64;
             if self.out.len() >= FLUSH_AT {
                 self.flush().await?;
-            }
-        } else if left > 0 {
-            let (tx, mut rx) = mpsc::channel(AHEAD);
-            tokio::task::spawn_blocking(move || {
-                let mut send = |piece| tx.blocking_send(Ok(piece)).is_ok();
-                if let Err(e) = produce(&f, (start, end), (skip, take), &mut send) {
-                    let _ = tx.blocking_send(Err(e));
-                }
-            });
-            // what the FETCH line holds so far goes out first, the chunks as they come
-            self.flush().await?;
-            while let Some(chunk) = rx.recv().await {
-                let chunk = chunk?;
-                left -= chunk.len() as u64;
-                self.write(&chunk).await?;
             }
         }
         if left > 0 {
