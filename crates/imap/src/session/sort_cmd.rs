@@ -10,7 +10,7 @@ use maildex_imap_proto::{
     SearchKey, SearchReturn, SortArgs, SortCriterion, Tag, ThreadAlgorithm, ThreadArgs,
 };
 use maildex_store::records::SortNeed;
-use maildex_store::{SortEntry, UserStore};
+use maildex_store::{Mailbox, SortEntry, UserStore};
 
 use super::condstore::uses_modseq;
 use super::search_cmd::{check_charset, Hit};
@@ -123,6 +123,16 @@ impl Session {
         Ok(Done::ok("Thread completed."))
     }
 
+    /// The store and the selected mailbox when the mailbox is large enough for the orders
+    /// and threads the store keeps ([`KEEP_ORDER_FROM`]); `None` for a smaller one.
+    fn large_selected(&self) -> Result<Option<(Arc<UserStore>, Mailbox)>, CmdError> {
+        let State::Selected(authed, sel) = &self.state else {
+            return Err(CmdError::Bad("no mailbox selected".into()));
+        };
+        Ok((sel.view.len() >= KEEP_ORDER_FROM)
+            .then(|| (Arc::clone(&authed.store), sel.mailbox.clone())))
+    }
+
     /// The order of `hits` (indices, sorted) from the mailbox's order that the store keeps
     /// between queries ([`UserStore::sort_order`]: made once from every message's keys,
     /// valid until a message comes or goes): a warm SORT of a large folder then reads and
@@ -135,13 +145,9 @@ impl Session {
         criteria: &[SortCriterion],
         need: SortNeed,
     ) -> Result<Option<Vec<usize>>, CmdError> {
-        let State::Selected(authed, sel) = &self.state else {
-            return Err(CmdError::Bad("no mailbox selected".into()));
-        };
-        if sel.view.len() < KEEP_ORDER_FROM {
+        let Some((store, mailbox)) = self.large_selected()? else {
             return Ok(None);
-        }
-        let (store, mailbox) = (Arc::clone(&authed.store), sel.mailbox.clone());
+        };
         let criteria = criteria.to_vec();
         let program = format!("{criteria:?}");
         let order = blocking(move || {
@@ -172,13 +178,9 @@ impl Session {
         algorithm: ThreadAlgorithm,
         uid_cmd: bool,
     ) -> Result<Option<Vec<thread::Node>>, CmdError> {
-        let State::Selected(authed, sel) = &self.state else {
-            return Err(CmdError::Bad("no mailbox selected".into()));
-        };
-        if sel.view.len() < KEEP_ORDER_FROM {
+        let Some((store, mailbox)) = self.large_selected()? else {
             return Ok(None);
-        }
-        let (store, mailbox) = (Arc::clone(&authed.store), sel.mailbox.clone());
+        };
         let program = format!("thread {algorithm:?}");
         let kept = blocking(move || {
             store.sort_order(&mailbox, &program, SortNeed::All, |entries| {
