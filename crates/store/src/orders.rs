@@ -11,7 +11,6 @@
 //! each (120 KiB for a 30,000-message folder).
 
 use std::any::Any;
-use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
 use maildex_index::SortNeed;
@@ -76,13 +75,8 @@ impl UserStore {
                 }
             }
         }
-        let mut uids = Vec::with_capacity(before.0 as usize);
-        self.index.read(|r| {
-            r.for_each_state(id, 1..=u32::MAX, |uid, _| {
-                uids.push(uid);
-                Ok(ControlFlow::Continue(()))
-            })
-        })?;
+        // the UIDs from the keys alone: `sort_keys` decodes the states
+        let uids = self.index.read(|r| r.uids(id))?;
         let made = uids.len();
         let value = Arc::new(compute(self.sort_keys(mailbox, &uids, need)?));
         // kept only when nothing changed while it was made

@@ -332,7 +332,7 @@ impl UserStore {
                     }
                     Ok(ControlFlow::Continue(()))
                 })?;
-                if need == SortNeed::Nothing {
+                if need == SortNeed::NOTHING {
                     return Ok(out);
                 }
                 let mut at = 0;

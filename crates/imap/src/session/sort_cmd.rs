@@ -42,7 +42,7 @@ impl Session {
             Some(order) => order,
             None => {
                 let entries = self.sort_entries(&hits, need).await?;
-                sort::order(&entries, &args.criteria)
+                sort::order(&entries, &args.criteria, sort::pair)
             }
         };
         let hit = |i: usize| hits[i];
@@ -106,7 +106,7 @@ impl Session {
                 return Ok(Done::ok("Thread completed."));
             }
         }
-        let entries = self.sort_entries(&hits, SortNeed::All).await?;
+        let entries = self.sort_entries(&hits, SortNeed::ALL).await?;
         let msgs: Vec<thread::Msg<'_>> = entries
             .iter()
             .map(|(seq, entry)| thread::Msg {
@@ -153,10 +153,9 @@ impl Session {
         let order = blocking(move || {
             store.sort_order(&mailbox, &program, need, |entries| {
                 // ties by UID here are ties by sequence number in every view
-                let msgs: Vec<(u32, SortEntry)> = entries.into_iter().map(|e| (e.uid, e)).collect();
-                sort::order(&msgs, &criteria)
+                sort::order(&entries, &criteria, |e| (e.uid, e))
                     .into_iter()
-                    .map(|i| msgs[i].0)
+                    .map(|i| entries[i].uid)
                     .collect::<Vec<u32>>()
             })
         })
@@ -183,7 +182,7 @@ impl Session {
         };
         let program = format!("thread {algorithm:?}");
         let kept = blocking(move || {
-            store.sort_order(&mailbox, &program, SortNeed::All, |entries| {
+            store.sort_order(&mailbox, &program, SortNeed::ALL, |entries| {
                 // numbered by UID here; the threads do not depend on the numbers
                 let msgs: Vec<thread::Msg<'_>> = entries
                     .iter()

@@ -44,7 +44,7 @@ fn keys_are_computed_at_delivery_and_at_sync_and_read_from_the_index() {
         .unwrap()
         .unwrap();
     let keys = store
-        .sort_keys(&snap.mailbox, &[1, 2, 3], SortNeed::All)
+        .sort_keys(&snap.mailbox, &[1, 2, 3], SortNeed::ALL)
         .unwrap();
     assert_eq!(keys.len(), 2, "{keys:?}");
     let k = &keys[0].keys;
@@ -70,17 +70,17 @@ fn keys_are_computed_at_delivery_and_at_sync_and_read_from_the_index() {
 
     // a sparse set reads each UID on its own, to the same keys
     let sparse = store
-        .sort_keys(&snap.mailbox, &[1, 500], SortNeed::All)
+        .sort_keys(&snap.mailbox, &[1, 500], SortNeed::ALL)
         .unwrap();
     assert_eq!(sparse, keys[..1].to_vec());
     // DATE needs the sent date alone, ARRIVAL and SIZE nothing of the column
     let dates = store
-        .sort_keys(&snap.mailbox, &[1, 2], SortNeed::SentDate)
+        .sort_keys(&snap.mailbox, &[1, 2], SortNeed::SENT_DATE)
         .unwrap();
     assert_eq!(dates[0].keys.sent_date, Some(880_127_706));
     assert_eq!(dates[0].keys.subject, "");
     let none = store
-        .sort_keys(&snap.mailbox, &[1, 2], SortNeed::Nothing)
+        .sort_keys(&snap.mailbox, &[1, 2], SortNeed::NOTHING)
         .unwrap();
     assert_eq!(
         (none[0].vsize, &none[0].keys),
