@@ -49,7 +49,6 @@ impl Session {
             file.seek(SeekFrom::Start(start)).await?;
         }
         let mut raw = vec![0u8; CHUNK];
-        let mut conv = Vec::with_capacity(CHUNK + CHUNK / 8);
         let mut crlf = Converter::crlf();
         let mut pos = start;
         while left > 0 && pos < end {
@@ -59,16 +58,18 @@ impl Session {
                 break;
             }
             pos += n as u64;
-            conv.clear();
-            crlf.feed(&raw[..n], &mut conv);
-            let mut piece = &conv[..];
+            // converted straight into the output, then cut to the partial's window
+            let at = self.out.len();
+            crlf.feed(&raw[..n], &mut self.out);
             if skip > 0 {
-                let s = usize::try_from(skip.min(piece.len() as u64)).unwrap_or(piece.len());
-                piece = &piece[s..];
+                let made = (self.out.len() - at) as u64;
+                let s = usize::try_from(skip.min(made)).unwrap_or(0);
+                self.out.drain(at..at + s);
                 skip -= s as u64;
             }
-            let t = usize::try_from(left.min(piece.len() as u64)).unwrap_or(piece.len());
-            self.out.extend_from_slice(&piece[..t]);
+            let made = (self.out.len() - at) as u64;
+            let t = usize::try_from(left.min(made)).unwrap_or(0);
+            self.out.truncate(at + t);
             left -= t as u64;
             if self.out.len() >= FLUSH_AT {
                 self.flush().await?;
