@@ -42,6 +42,7 @@ mod lmtp {
     mod crash;
     mod delivery;
     mod postfix;
+    mod postfix_auth;
     mod quota_warning;
 }
 
@@ -50,6 +51,7 @@ mod system {
     mod listeners;
     mod log_secrets;
     mod logging;
+    mod postfix_sockets;
     mod signals;
     mod sql_users;
     mod users;

@@ -27,6 +27,7 @@ mod aliases;
 mod cache;
 mod fields;
 mod filedb;
+mod lookups;
 mod nets;
 mod quota;
 mod sql;

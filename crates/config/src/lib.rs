@@ -36,6 +36,10 @@
 //! - `[log]`: `level` (default `"info"`), `format` (`"text"`, the default, or `"json"`).
 //! - `[daemon]`: `user` and `group` to switch to after binding when started as root
 //!   (default: none, keep the starting user; `group` defaults to the user's group).
+//! - `[postfix]`: `auth_socket` (Dovecot-protocol SASL for `smtpd_sasl_type = dovecot`)
+//!   and `socketmap` (recipient lookups), each a unix socket path or a loopback `IP:port`
+//!   (default: off); `socket_mode`, `socket_owner`, `socket_group` as in `[lmtp]`,
+//!   `max_connections` per socket (default 100).
 
 #![warn(missing_docs)]
 
@@ -51,6 +55,7 @@ mod auth;
 mod error;
 mod mailboxes;
 mod paths;
+mod postfix;
 mod raw;
 
 pub use auth::{
@@ -60,6 +65,7 @@ pub use auth::{
 pub use error::ConfigError;
 pub use mailboxes::{default_mailboxes, AutoCreate, MailboxConfig, SPECIAL_USES};
 pub use paths::{PathTemplate, UserPaths, INDEX_DIR_IN_MAILDIR, MAX_USER_LEN};
+pub use postfix::PostfixConfig;
 
 use raw::{RawConfig, RawListen};
 
@@ -165,6 +171,8 @@ pub struct Config {
     pub daemon: DaemonConfig,
     /// `[mailboxes]`: folders every user gets (special use, autoexpunge).
     pub mailboxes: Vec<MailboxConfig>,
+    /// `[postfix]`: the SASL and socketmap sockets.
+    pub postfix: PostfixConfig,
 }
 
 /// `[imap]`.
@@ -486,6 +494,7 @@ pub fn dev(data_dir: &Path) -> Config {
         },
         daemon: DaemonConfig::default(),
         mailboxes: default_mailboxes(),
+        postfix: PostfixConfig::default(),
     }
 }
 
@@ -628,6 +637,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         group: daemon_raw.group.map(|g| g.0),
     };
     let mailboxes = mailboxes::validate(raw.mailboxes).map_err(|(key, m)| invalid(&key, m))?;
+    let postfix = postfix::validate(raw.postfix, &resolve).map_err(|(key, m)| invalid(key, m))?;
     Ok(Config {
         imap,
         lmtp,
@@ -637,6 +647,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         log,
         daemon,
         mailboxes,
+        postfix,
     })
 }
 

@@ -18,6 +18,7 @@ pub(crate) struct RawConfig {
     pub auth: Option<crate::auth::RawAuth>,
     pub log: Option<RawLog>,
     pub daemon: Option<RawDaemon>,
+    pub postfix: Option<crate::postfix::RawPostfix>,
     pub mailboxes: Option<std::collections::BTreeMap<String, crate::mailboxes::RawMailbox>>,
 }
 

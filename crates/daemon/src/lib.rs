@@ -1,4 +1,5 @@
-//! The maildex server process: the IMAP and LMTP listeners of one configuration on one
+//! The maildex server process: the IMAP and LMTP listeners (and the `[postfix]` SASL and
+//! socketmap sockets) of one configuration on one
 //! tokio runtime, with graceful shutdown (SIGTERM/SIGINT: IMAP sessions get `* BYE`, LMTP
 //! sessions finish their transaction) and reload (SIGHUP: certificates and the users and
 //! aliases files). `maildex serve` runs [`serve_forever`]; tests start a [`Daemon`]
@@ -35,6 +36,9 @@ pub enum DaemonError {
     /// Users or aliases.
     #[error(transparent)]
     Accounts(#[from] maildex_accounts::AccountsError),
+    /// A `[postfix]` socket.
+    #[error(transparent)]
+    Postfix(#[from] maildex_postfix::PostfixError),
     /// `[daemon] user` and `group`.
     #[error(transparent)]
     Privileges(#[from] privileges::PrivilegeError),
@@ -49,6 +53,8 @@ pub struct Daemon {
     pub imap_addrs: Vec<(SocketAddr, bool)>,
     /// LMTP listeners.
     pub lmtp_addrs: Vec<Listen>,
+    /// `[postfix]` sockets: (`"SASL"` or `"socketmap"`, address).
+    pub postfix_addrs: Vec<(&'static str, Listen)>,
     accounts: Arc<Accounts>,
     tls: Option<Arc<TlsSource>>,
     shutdown: CancellationToken,
@@ -86,6 +92,12 @@ impl Daemon {
             settings,
             shutdown.clone(),
         );
+        // SMTP AUTH through postfix counts against the same penalties as IMAP logins
+        let postfix = maildex_postfix::Servers::bind(
+            &config.postfix,
+            Arc::clone(&accounts),
+            Arc::clone(&shared.logins),
+        )?;
         let proxy = maildex_imap::server::ProxyListeners {
             plain: &config.imap.proxy_listen,
             implicit_tls: &config.imap.proxy_listen_tls,
@@ -104,6 +116,7 @@ impl Daemon {
             shutdown,
             imap,
             lmtp,
+            postfix,
         })
     }
 
@@ -171,6 +184,7 @@ pub struct Bound {
     shutdown: CancellationToken,
     imap: ImapServer,
     lmtp: maildex_lmtp::Server,
+    postfix: maildex_postfix::Servers,
 }
 
 impl Bound {
@@ -187,6 +201,7 @@ impl Bound {
             shutdown,
             imap,
             lmtp,
+            postfix,
         } = self;
         let imap_addrs = imap.local_addrs();
         for (addr, tls) in imap.proxy_addrs() {
@@ -204,6 +219,8 @@ impl Bound {
                 tracing::error!(error = %e, "LMTP server failed");
             }
         }));
+        let postfix_addrs = postfix.local_addrs();
+        tasks.push(tokio::spawn(postfix.run(shutdown.clone())));
         if let Some(every) = autoexpunge::interval(&accounts.config().mailboxes) {
             let job = autoexpunge::run(Arc::clone(&accounts), every, shutdown.clone());
             tasks.push(tokio::spawn(job));
@@ -214,9 +231,13 @@ impl Bound {
         for l in &lmtp_addrs {
             tracing::info!(listen = %l, "LMTP listening");
         }
+        for (what, l) in &postfix_addrs {
+            tracing::info!(listen = %l, "postfix {what} socket listening");
+        }
         Daemon {
             imap_addrs,
             lmtp_addrs,
+            postfix_addrs,
             accounts,
             tls,
             shutdown,

@@ -1,14 +1,13 @@
 //! Listeners: TCP and unix sockets, and the accept loop.
 
-use std::ffi::CString;
 use std::net::SocketAddr;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use maildex_config::{Cidr, Listen, LmtpConfig};
 use maildex_net::proxy::client_behind;
+use maildex_net::unix::UnixBindError;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -55,92 +54,17 @@ pub(crate) fn bind(l: &Listen, config: &LmtpConfig) -> Result<Bound, LmtpError> 
 }
 
 fn bind_unix(l: &Listen, path: &Path, config: &LmtpConfig) -> Result<Bound, LmtpError> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            // a live server answers; a stale file (crash, kill -9) does not
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(err(l, "another process is listening on it")(
-                    std::io::ErrorKind::AddrInUse.into(),
-                ));
-            }
-            std::fs::remove_file(path).map_err(err(l, "remove stale socket"))?;
-        }
-        Ok(_) => {
-            return Err(err(l, "refusing to replace a file that is not a socket")(
-                std::io::ErrorKind::AlreadyExists.into(),
-            ))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(err(l, "stat")(e)),
-    }
-    let s = std::os::unix::net::UnixListener::bind(path).map_err(err(l, "bind"))?;
-    s.set_nonblocking(true)
-        .map_err(err(l, "set non-blocking"))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.socket_mode))
-        .map_err(err(l, "chmod"))?;
-    let uid = config
-        .socket_owner
-        .as_deref()
-        .map(|n| resolve_id(n, "user"))
-        .transpose()?;
-    let gid = config
-        .socket_group
-        .as_deref()
-        .map(|n| resolve_id(n, "group"))
-        .transpose()?;
-    if uid.is_some() || gid.is_some() {
-        std::os::unix::fs::chown(path, uid, gid).map_err(err(l, "chown"))?;
-    }
+    let s = maildex_net::unix::bind(
+        path,
+        config.socket_mode,
+        config.socket_owner.as_deref(),
+        config.socket_group.as_deref(),
+    )
+    .map_err(|e| match e {
+        UnixBindError::Io { reason, error } => err(l, reason)(error),
+        UnixBindError::UnknownId { what, name } => LmtpError::UnknownId { what, name },
+    })?;
     Ok(Bound::Unix(s, path.to_path_buf()))
-}
-
-/// A numeric id, or a user/group name looked up through NSS.
-fn resolve_id(name: &str, what: &'static str) -> Result<u32, LmtpError> {
-    if let Ok(n) = name.parse::<u32>() {
-        return Ok(n);
-    }
-    let unknown = || LmtpError::UnknownId {
-        what,
-        name: name.to_owned(),
-    };
-    let c = CString::new(name).map_err(|_| unknown())?;
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    if what == "user" {
-        // SAFETY: all-zero is a valid passwd (pointers null, ids 0); getpwnam_r only
-        // writes into `pwd` and `buf` (whose length we pass) and sets `result` to
-        // null or to `pwd`.
-        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        let rc = unsafe {
-            libc::getpwnam_r(
-                c.as_ptr(),
-                &mut pwd,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut result,
-            )
-        };
-        if rc == 0 && !result.is_null() {
-            return Ok(pwd.pw_uid);
-        }
-    } else {
-        // SAFETY: as above, for getgrnam_r and a group record.
-        let mut grp: libc::group = unsafe { std::mem::zeroed() };
-        let mut result: *mut libc::group = std::ptr::null_mut();
-        let rc = unsafe {
-            libc::getgrnam_r(
-                c.as_ptr(),
-                &mut grp,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut result,
-            )
-        };
-        if rc == 0 && !result.is_null() {
-            return Ok(grp.gr_gid);
-        }
-    }
-    Err(unknown())
 }
 
 impl Bound {
@@ -181,13 +105,8 @@ pub(crate) async fn accept_loop(
 ) {
     let mut conns = JoinSet::new();
     loop {
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-            p = Arc::clone(&slots).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
+        let Some(permit) = maildex_net::connection_slot(&slots, &mut conns, &shutdown).await else {
+            break;
         };
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,

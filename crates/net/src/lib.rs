@@ -2,12 +2,15 @@
 //! listener so that `0.0.0.0:143` and `[::]:143` can be configured together, and the one
 //! form of a client's address that connection limits, login penalties, the loopback
 //! check and the logs all use; writes under a deadline ([`write_all_within`]); networks
-//! ([`Cidr`]) and the PROXY protocol header of a listener behind a proxy ([`proxy`]).
+//! ([`Cidr`]) and the PROXY protocol header of a listener behind a proxy ([`proxy`]);
+//! login penalties and password-check slots ([`login`]); unix socket listeners ([`unix`]).
 
 #![warn(missing_docs)]
 
 mod cidr;
+pub mod login;
 pub mod proxy;
+pub mod unix;
 
 pub use cidr::Cidr;
 
@@ -57,6 +60,22 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
 /// [`canonical_ip`] of a peer, port kept.
 pub fn canonical_peer(peer: SocketAddr) -> SocketAddr {
     SocketAddr::new(canonical_ip(peer.ip()), peer.port())
+}
+
+/// Waits for a free connection slot of `slots` (a listener's connection limit), reaping
+/// the finished connection tasks of `conns` meanwhile; `None` once `shutdown` fires.
+pub async fn connection_slot<T: 'static>(
+    slots: &std::sync::Arc<tokio::sync::Semaphore>,
+    conns: &mut tokio::task::JoinSet<T>,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            p = std::sync::Arc::clone(slots).acquire_owned() => return p.ok(),
+        }
+    }
 }
 
 /// Writes all of `buf` to `w` and flushes it, as `write_all` and `flush` do, but gives up

@@ -9,10 +9,7 @@ use maildex_imap_proto::{AuthLine, ResponseCode, Tag};
 use super::{blocking, Authed, CmdError, Done, Session, State};
 use crate::stream::Stream;
 use maildex_accounts::LogName;
-
-/// Longest password checked, in bytes (Dovecot's limit for a SASL message is 8 KiB; no
-/// real password comes near 1 KiB). A longer one fails like a wrong password, unhashed.
-const MAX_PASSWORD_LEN: usize = 1024;
+use maildex_net::login::Verdict;
 
 impl Session {
     pub(super) async fn starttls(&mut self, tag: &Tag) -> Result<Done, CmdError> {
@@ -162,10 +159,10 @@ impl Session {
         }
     }
 
-    /// Checks a login. Every failure answers alike and costs the address a penalty,
-    /// whatever failed: no such user, a wrong password, a password over
-    /// [`MAX_PASSWORD_LEN`], a user not allowed from this address, a hash the server
-    /// cannot check (issue 15 #29).
+    /// Checks a login through the shared [`maildex_net::login::LoginGate`]. Every failure
+    /// answers alike and costs the address a penalty, whatever failed: no such user, a
+    /// wrong password, a password over [`maildex_net::login::MAX_PASSWORD_LEN`], a user not
+    /// allowed from this address, a hash the server cannot check (issue 15 #29).
     async fn check_password(
         &mut self,
         login: String,
@@ -173,46 +170,40 @@ impl Session {
         mechanism: &str,
     ) -> Result<Done, CmdError> {
         let ip = self.peer.ip();
-        let delay = self.shared.penalties.delay(ip);
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        let verdict = if password.len() > MAX_PASSWORD_LEN {
-            // refused before hashing: SHA-crypt's cost grows with the square of the
-            // length (issue 15 #23: 65,000 bytes cost 10.7 s of CPU)
-            Ok(None)
-        } else {
-            let shared = Arc::clone(&self.shared);
-            let _permit = shared
-                .kdf
-                .acquire(ip)
-                .await
-                .map_err(|e| CmdError::server(format!("KDF semaphore: {e}")))?;
-            let accounts = Arc::clone(&self.shared.accounts);
-            let who = login.clone();
-            blocking(move || accounts.verify_login(&who, &password, ip)).await?
-        };
-        let verdict = verdict.map_err(|e| {
-            // RFC 5530 §3: UNAVAILABLE, "temporary failure because a subsystem is down";
-            // no penalty, the client did nothing wrong (Dovecot: "Temporary authentication
-            // failure.")
-            tracing::error!(login = %LogName::new(&login), error = %e, "login: user directory unavailable");
-            CmdError::no(
-                ResponseCode::Unavailable,
-                "Temporary authentication failure.",
+        let accounts = Arc::clone(&self.shared.accounts);
+        let who = login.clone();
+        let verdict = self
+            .shared
+            .logins
+            .check(
+                ip,
+                &login,
+                password,
+                move |password| accounts.verify_login(&who, &password, ip),
+                |u| u.name.as_str(),
             )
-        })?;
-        let Some(user) = verdict else {
-            self.shared.penalties.failed(ip, &login);
-            tracing::info!(login = %LogName::new(&login), "login failed");
-            return Err(CmdError::no(
-                ResponseCode::AuthenticationFailed,
-                "Authentication failed.",
-            ));
+            .await;
+        let user = match verdict {
+            Verdict::Accepted(user) => user,
+            Verdict::Refused => {
+                tracing::info!(login = %LogName::new(&login), "login failed");
+                return Err(CmdError::no(
+                    ResponseCode::AuthenticationFailed,
+                    "Authentication failed.",
+                ));
+            }
+            Verdict::Unavailable(e) => {
+                // RFC 5530 §3: UNAVAILABLE, "temporary failure because a subsystem is
+                // down"; no penalty, the client did nothing wrong (Dovecot: "Temporary
+                // authentication failure.")
+                tracing::error!(login = %LogName::new(&login), error = %e, "login: user directory unavailable");
+                return Err(CmdError::no(
+                    ResponseCode::Unavailable,
+                    "Temporary authentication failure.",
+                ));
+            }
+            Verdict::Internal(e) => return Err(CmdError::server(e)),
         };
-        self.shared
-            .penalties
-            .succeeded(ip, &[login.as_str(), user.name.as_str()]);
         let accounts = Arc::clone(&self.shared.accounts);
         let u = user.clone();
         let store = blocking(move || accounts.store(&u)).await?.map_err(|e| {
