@@ -14,6 +14,7 @@ use maildex_config::Listen;
 
 use crate::support::daemon::{Opts, Server};
 use crate::support::postfix::{free_port, group_id, postfix_available, Postfix};
+use crate::support::sqldb::{self, Db, Kind};
 
 const USERS: &str = "alice@example.org:{PLAIN}alice-pw\nbob@example.org:{PLAIN}bob-pw\n";
 
@@ -55,11 +56,16 @@ print("sent")
 s.quit()
 "#;
 
-#[test]
-fn postfix_authenticates_and_checks_recipients_against_maildex() {
-    if !postfix_available() {
-        return;
-    }
+/// maildex (users file and aliases, or `auth` as `[auth]`) with its LMTP, SASL and
+/// socketmap sockets for postfix, and a postfix using all three with a submission port.
+struct Site {
+    s: Server,
+    pf: Postfix,
+    submission: u16,
+    _root: tempfile::TempDir,
+}
+
+fn site(auth: Option<String>) -> Site {
     let root = tempfile::tempdir().unwrap();
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let p = root.path();
@@ -77,6 +83,7 @@ fn postfix_authenticates_and_checks_recipients_against_maildex() {
              aliases_file = \"aliases\"",
             lmtp.display()
         ),
+        auth,
         tweak: Some(Box::new(move |c| {
             c.postfix.auth_socket = Some(Listen::Unix(sasl2));
             c.postfix.socketmap = Some(Listen::Unix(map2));
@@ -108,6 +115,25 @@ fn postfix_authenticates_and_checks_recipients_against_maildex() {
          -o smtpd_relay_restrictions=permit_sasl_authenticated,reject\n"
     );
     let pf = Postfix::start(&p.join("postfix"), &main, &master);
+    Site {
+        s,
+        pf,
+        submission,
+        _root: root,
+    }
+}
+
+#[test]
+fn postfix_authenticates_and_checks_recipients_against_maildex() {
+    if !postfix_available() {
+        return;
+    }
+    let Site {
+        s,
+        pf,
+        submission,
+        _root,
+    } = site(None);
     let out = Command::new("python3")
         .args([
             "-c",
@@ -192,4 +218,93 @@ fn postfix_authenticates_and_checks_recipients_against_maildex() {
         })
         .collect();
     assert!(problems.is_empty(), "postfix complained:\n{problems:#?}");
+}
+
+/// One SMTP step: `rcpt ADDRESS` on the MX port, or `auth USER PASSWORD` (PLAIN) on the
+/// submission port; prints the reply code and text.
+const STEP: &str = r#"
+import smtplib, sys
+sub, mx, what = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+if what == "rcpt":
+    s = smtplib.SMTP("127.0.0.1", mx, timeout=60)
+    s.ehlo("mx.client.test")
+    s.mail("sender@example.net")
+    code, msg = s.rcpt(sys.argv[4])
+else:
+    s = smtplib.SMTP("127.0.0.1", sub, timeout=60)
+    s.ehlo("client.test")
+    s.user, s.password = sys.argv[4], sys.argv[5]
+    try:
+        code, msg = s.auth("PLAIN", s.auth_plain)
+    except smtplib.SMTPAuthenticationError as e:
+        code, msg = e.smtp_code, e.smtp_error
+print(code, msg.decode())
+s.quit()
+"#;
+
+fn step(site: &Site, args: &[&str]) -> String {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            STEP,
+            &site.submission.to_string(),
+            &site.pf.smtp_port.to_string(),
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\npostfix log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        site.pf.log()
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn postfix_defers_while_the_user_directory_is_down() {
+    if !postfix_available() {
+        return;
+    }
+    if !sqldb::available(Kind::Postgres) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "PostgreSQL is not installed; scripts/test-all.sh installs it"
+        );
+        eprintln!("skipped: PostgreSQL is not installed");
+        return;
+    }
+    let (db, _alone) = Db::exclusive(Kind::Postgres);
+    db.add_user("pf-dora@example.org", "{PLAIN}dora-pw", None);
+    let site = site(Some(db.auth_config("cache_size = 0")));
+    assert!(step(&site, &["rcpt", "pf-dora@example.org"]).starts_with("250"));
+    assert!(step(&site, &["rcpt", "pf-nobody@example.org"]).starts_with("550 5.1.1"));
+    assert!(step(&site, &["auth", "pf-dora@example.org", "dora-pw"]).starts_with("235"));
+
+    db.stop();
+    // the socketmap's TEMP: postfix defers the recipient instead of refusing it
+    let r = step(&site, &["rcpt", "pf-dora@example.org"]);
+    assert!(r.starts_with("451 4.3.0"), "{r}");
+    let r = step(&site, &["rcpt", "pf-nobody@example.org"]);
+    assert!(r.starts_with("451 4.3.0"), "{r}");
+    // SASL's FAIL ... temp: postfix 3.7 refuses the attempt, saying why
+    let r = step(&site, &["auth", "pf-dora@example.org", "dora-pw"]);
+    assert!(
+        !r.starts_with("235") && r.contains("Temporary authentication failure"),
+        "{r}"
+    );
+
+    db.start();
+    // back by itself, with no restart of maildex or postfix
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = step(&site, &["rcpt", "pf-dora@example.org"]);
+        if r.starts_with("250") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no recovery: {r}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(step(&site, &["auth", "pf-dora@example.org", "dora-pw"]).starts_with("235"));
 }
