@@ -2,7 +2,8 @@
 //! the daemon runs in-process with a subscriber that keeps every line it writes, while
 //! clients log in with wrong and right passwords (LOGIN, a LOGIN literal, AUTHENTICATE
 //! PLAIN with an initial response and as a continuation), deliver over LMTP, APPEND and
-//! fetch messages, and send broken commands that carry the same secrets. Login names a
+//! fetch messages, and send broken commands that carry the same secrets; wrong passwords go
+//! over the postfix SASL socket too. Login names a
 //! client sends are logged escaped and cut (issue 15 #32).
 
 use std::io::Write;
@@ -47,6 +48,8 @@ const SECRETS: &[&str] = &[
     "BodySecret-APPEND",
     "SubjectSecret-LMTP",
     "BodySecret-broken",
+    "Wr0ngPassw0rd-5",
+    "Wr0ngPassw0rd-6",
 ];
 
 fn b64(s: &str) -> String {
@@ -65,14 +68,48 @@ fn capture() -> (Captured, tracing::Dispatch) {
     (logs, tracing::Dispatch::new(subscriber))
 }
 
-/// A server whose log lines go to a new capture.
+/// A server whose log lines go to a new capture, with a postfix SASL socket.
 fn logged_server() -> (Server, Captured) {
     let (logs, log) = capture();
+    let dir = tempfile::tempdir().unwrap();
+    let sasl = dir.path().join("auth.sock");
     let s = Server::start_with(Opts {
         log: Some(log),
+        dir: Some(dir),
+        tweak: Some(Box::new(move |c| {
+            c.postfix.auth_socket = Some(maildex_config::Listen::Unix(sasl))
+        })),
         ..Opts::default()
     });
     (s, logs)
+}
+
+/// Wrong passwords over the postfix SASL socket: PLAIN with an initial response, LOGIN
+/// with the password as a continuation (issue 20 #2).
+fn sasl_wrong_passwords(s: &Server) {
+    use std::io::BufRead;
+    let Some(maildex_config::Listen::Unix(path)) = &s.config.postfix.auth_socket else {
+        panic!("no SASL socket")
+    };
+    let mut w = std::os::unix::net::UnixStream::connect(path).unwrap();
+    w.set_read_timeout(Some(crate::support::imap::PATIENCE))
+        .unwrap();
+    let r = std::io::BufReader::new(w.try_clone().unwrap());
+    let lines = format!(
+        "VERSION\t1\t0\nCPID\t1\nAUTH\t1\tPLAIN\tservice=smtp\tresp={}\n\
+         AUTH\t2\tLOGIN\tservice=smtp\tresp={}\nCONT\t2\t{}\n",
+        b64("\0alice\0Wr0ngPassw0rd-5"),
+        b64("alice"),
+        b64("Wr0ngPassw0rd-6")
+    );
+    w.write_all(lines.as_bytes()).unwrap();
+    let fails = r
+        .lines()
+        .map(Result::unwrap)
+        .filter(|l| l.starts_with("FAIL"))
+        .take(2)
+        .count();
+    assert_eq!(fails, 2);
 }
 
 #[test]
@@ -109,6 +146,7 @@ fn no_password_or_message_text_is_logged_at_the_default_level() {
     let r = c.cmd("SEARCH BODY");
     assert_eq!(r.status(), "BAD", "{}", r.all());
     c.ok("LOGOUT");
+    sasl_wrong_passwords(&s);
     drop(s);
 
     let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
@@ -116,6 +154,7 @@ fn no_password_or_message_text_is_logged_at_the_default_level() {
     for expected in [
         "listening",
         "login failed",
+        "SASL login failed",
         "delivered",
         "<logged-id@example.net>",
     ] {
@@ -124,6 +163,8 @@ fn no_password_or_message_text_is_logged_at_the_default_level() {
     let encoded = [
         b64("\0alice\0Wr0ngPassw0rd-3"),
         b64("\0alice\0Wr0ngPassw0rd-4"),
+        b64("\0alice\0Wr0ngPassw0rd-5"),
+        b64("Wr0ngPassw0rd-6"),
     ];
     for secret in SECRETS
         .iter()
