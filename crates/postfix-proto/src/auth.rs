@@ -286,10 +286,12 @@ impl Connection {
             service,
             secured,
         };
+        // an empty initial response (`resp=`, SMTP's `AUTH PLAIN =`) is answered with the
+        // first challenge, as none at all (Dovecot's mech_generic_auth_initial)
         match (mech, initial) {
-            (Mech::Plain, Some(data)) => plain(pending, &data),
+            (Mech::Plain, Some(data)) if !data.is_empty() => plain(pending, &data),
             (Mech::Login, Some(data)) if !data.is_empty() => self.login_user(pending, data),
-            (Mech::Plain, None) => {
+            (Mech::Plain, _) => {
                 self.pending.push(pending);
                 cont(id, b"")
             }
@@ -436,6 +438,11 @@ mod tests {
             panic!()
         };
         assert_eq!((cr.id, cr.login.as_str(), cr.rip), (5, "bob", None));
+        // an empty initial response is no response
+        assert_eq!(
+            reply(c.line(b"AUTH\t6\tPLAIN\tservice=smtp\tresp=")),
+            "CONT\t6\t\n"
+        );
     }
 
     #[test]
