@@ -23,12 +23,14 @@ const CLIENT: &str = r#"
 import smtplib, sys
 sub, mx = int(sys.argv[1]), int(sys.argv[2])
 
-def auth(mech, user, pw):
+def auth(mech, user, pw, ir=None):
     s = smtplib.SMTP("127.0.0.1", sub, timeout=60)
     s.ehlo("client.test")
     s.user, s.password = user, pw
+    if ir is None:
+        ir = mech == "PLAIN"
     try:
-        code, _ = s.auth(mech, getattr(s, "auth_" + mech.lower()), initial_response_ok=(mech == "PLAIN"))
+        code, _ = s.auth(mech, getattr(s, "auth_" + mech.lower()), initial_response_ok=ir)
     except smtplib.SMTPAuthenticationError as e:
         code = e.smtp_code
     return s, code
@@ -44,6 +46,11 @@ for mech in ("PLAIN", "LOGIN"):
                    "From: alice@example.org\r\nTo: bob@example.org\r\nSubject: submitted\r\n\r\nhi\r\n")
         print("submitted")
     s.quit()
+
+# PLAIN answering the empty challenge instead of an initial response
+s, code = auth("PLAIN", "bob@example.org", "bob-pw", ir=False)
+print("PLAIN-challenge good", code)
+s.quit()
 
 s = smtplib.SMTP("127.0.0.1", mx, timeout=60)
 s.ehlo("mx.client.test")
@@ -156,6 +163,7 @@ fn postfix_authenticates_and_checks_recipients_against_maildex() {
         "submitted",
         "LOGIN wrong 535",
         "LOGIN good 235",
+        "PLAIN-challenge good 235",
         "rcpt team@example.org 250",
         "rcpt alice@example.org 250",
         "sent",
