@@ -85,6 +85,20 @@ fn run(cmd: &mut Command) {
     );
 }
 
+/// Whether a test can run with `kind`: the tools are installed, or (a message printed) the
+/// test is skipped; under `CI` (scripts/test-all.sh installs both) a missing server fails.
+pub fn usable(kind: Kind) -> bool {
+    if available(kind) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{kind:?} is not installed; scripts/test-all.sh installs it"
+    );
+    eprintln!("skipped: {kind:?} is not installed (scripts/test-all.sh installs it)");
+    false
+}
+
 /// Whether the tools for `kind` are installed (scripts/test-all.sh installs them).
 pub fn available(kind: Kind) -> bool {
     match kind {
