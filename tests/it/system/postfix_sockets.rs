@@ -16,6 +16,7 @@ use maildex_config::Listen;
 
 use crate::support::daemon::{Opts, Server};
 use crate::support::imap::PATIENCE;
+use crate::support::postfix::free_port;
 use crate::support::sqldb::{self, Db, Kind};
 
 const USERS: &str = "alice@example.org:{PLAIN}pw\nbob@example.org:{PLAIN}pw\n";
@@ -356,4 +357,29 @@ fn a_directory_that_is_down_gives_temporary_answers_then_recovers() {
         lookup(&mut m, "mailbox", "pf-carol@example.org"),
         "OK pf-carol@example.org"
     );
+}
+
+#[test]
+fn both_sockets_serve_on_loopback_tcp_too() {
+    let (sasl_port, map_port) = (free_port(), free_port());
+    let s = Server::start_with(Opts {
+        users: USERS.to_owned(),
+        tweak: Some(Box::new(move |c| {
+            c.postfix.auth_socket = Some(Listen::Tcp(([127, 0, 0, 1], sasl_port).into()));
+            c.postfix.socketmap = Some(Listen::Tcp(([127, 0, 0, 1], map_port).into()));
+        })),
+        ..Opts::default()
+    });
+    let mut m = std::net::TcpStream::connect(("127.0.0.1", map_port)).unwrap();
+    m.set_read_timeout(Some(PATIENCE)).unwrap();
+    m.write_all(b"25:mailbox alice@example.org,").unwrap();
+    let mut answer = vec![0u8; "20:OK alice@example.org,".len()];
+    m.read_exact(&mut answer).unwrap();
+    assert_eq!(answer, b"20:OK alice@example.org,");
+    let t = std::net::TcpStream::connect(("127.0.0.1", sasl_port)).unwrap();
+    t.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut first = String::new();
+    BufReader::new(t).read_line(&mut first).unwrap();
+    assert_eq!(first, "VERSION\t1\t2\n");
+    drop(s);
 }
