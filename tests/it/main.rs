@@ -19,6 +19,7 @@ mod imap {
     mod edges;
     mod extensions;
     mod fetch;
+    mod large_bodies;
     mod limits;
     mod listing;
     mod login;

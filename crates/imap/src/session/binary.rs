@@ -3,19 +3,14 @@
 //! is decoded twice, chunk by chunk: once to learn the literal's length (and whether it
 //! holds NUL, which needs `~{n}`, RFC 3516 §4.2), once to send it. Memory stays at a chunk.
 
-use std::io::SeekFrom;
 use std::path::Path;
 
 use maildex_imap_proto::{encode, Partial, ResponseCode};
 use maildex_store::records::Cached;
 use maildex_store::section::{locate_binary, BinaryPart};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::body::partial_window;
+use super::body::{partial_window, BodyFile, CHUNK};
 use super::{CmdError, Session, FLUSH_AT};
-
-/// Bytes read from the file at once.
-const CHUNK: usize = 64 * 1024;
 
 /// Locates `BINARY[path]` through the store (RFC 3516 §4.2); an encoding the server cannot
 /// undo is `NO [UNKNOWN-CTE]`.
@@ -36,21 +31,20 @@ pub(super) fn binary_part(
 
 /// Runs the decoder over `start..end` of `file`, calling `sink` with each decoded piece.
 async fn decode_range(
-    file: &mut tokio::fs::File,
+    file: &BodyFile,
     part: &BinaryPart,
     mut sink: impl FnMut(&[u8]),
 ) -> Result<(), CmdError> {
     let BinaryPart::Range { start, end, .. } = *part else {
         return Ok(());
     };
-    file.seek(SeekFrom::Start(start)).await?;
     let mut dec = part.decoder();
-    let mut raw = vec![0u8; CHUNK];
+    let mut raw = Vec::new();
     let mut out = Vec::with_capacity(CHUNK + CHUNK / 8);
     let mut pos = start;
     while pos < end {
         let want = usize::try_from((end - pos).min(CHUNK as u64)).unwrap_or(CHUNK);
-        let n = file.read(&mut raw[..want]).await?;
+        let n = file.read_at(pos, &mut raw, want).await?;
         if n == 0 {
             break;
         }
@@ -68,7 +62,7 @@ async fn decode_range(
 impl Session {
     /// Decoded size of a BINARY part (BINARY.SIZE, and the first pass of BINARY).
     pub(super) async fn binary_size(
-        file: &mut tokio::fs::File,
+        file: &BodyFile,
         part: &BinaryPart,
     ) -> Result<(u64, bool), CmdError> {
         let (mut size, mut nul) = (0u64, false);
@@ -83,7 +77,7 @@ impl Session {
     /// Writes a BINARY section's value: `~{n}` / `{n}` and the decoded bytes, or `""`.
     pub(super) async fn write_binary(
         &mut self,
-        file: &mut tokio::fs::File,
+        file: &BodyFile,
         path: &Path,
         part: &BinaryPart,
         partial: Option<Partial>,
@@ -98,16 +92,15 @@ impl Session {
         let mut left = take;
         let mut pending: Vec<u8> = Vec::new();
         // decode again, sending the window; flush between chunks
-        file.seek(SeekFrom::Start(start)).await?;
         let mut dec = part.decoder();
-        let mut raw = vec![0u8; CHUNK];
+        let mut raw = Vec::new();
         let mut pos = start;
         let mut finished = false;
         while left > 0 && !finished {
             pending.clear();
             if pos < end {
                 let want = usize::try_from((end - pos).min(CHUNK as u64)).unwrap_or(CHUNK);
-                let n = file.read(&mut raw[..want]).await?;
+                let n = file.read_at(pos, &mut raw, want).await?;
                 if n == 0 {
                     dec.finish(&mut pending);
                     finished = true;

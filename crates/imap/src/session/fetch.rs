@@ -292,7 +292,7 @@ impl Session {
         let Some(MessageFile { file, path }) = opened else {
             return Ok(false);
         };
-        let mut file = tokio::fs::File::from_std(file);
+        let file = super::body::BodyFile::new(file);
         // the implicit \Seen was stored before this batch was read: the state has it
         untagged::fetch_start(&mut self.out, seq);
         let extra = r.flags_too(uid).then_some(&FetchItem::Flags);
@@ -315,7 +315,7 @@ impl Session {
                 } => {
                     let loc = locate(&r.cached(&msg, uid)?.parts, &section.part, want_of(section));
                     self.out.extend_from_slice(&plan.label);
-                    self.file_section(&mut file, &path, loc, *partial).await?;
+                    self.file_section(&file, &path, loc, *partial).await?;
                 }
                 FetchItem::Rfc822 | FetchItem::Rfc822Text | FetchItem::Rfc822Header => {
                     let Some(section) = &plan.section else {
@@ -323,7 +323,7 @@ impl Session {
                     };
                     let loc = locate(&r.cached(&msg, uid)?.parts, &section.part, want_of(section));
                     self.out.extend_from_slice(&plan.label);
-                    self.file_section(&mut file, &path, loc, None).await?;
+                    self.file_section(&file, &path, loc, None).await?;
                 }
                 FetchItem::Binary { part, partial, .. } => {
                     let loc = binary_part(r.cached(&msg, uid)?, msg.headers.as_deref(), part)?;
@@ -334,11 +334,11 @@ impl Session {
                         let _ = write!(self.out, "<{}>", p.origin);
                     }
                     self.out.push(b' ');
-                    self.write_binary(&mut file, &path, &loc, *partial).await?;
+                    self.write_binary(&file, &path, &loc, *partial).await?;
                 }
                 FetchItem::BinarySize { part } => {
                     let loc = binary_part(r.cached(&msg, uid)?, msg.headers.as_deref(), part)?;
-                    let (size, _) = Session::binary_size(&mut file, &loc).await?;
+                    let (size, _) = Session::binary_size(&file, &loc).await?;
                     self.out.extend_from_slice(b"BINARY.SIZE[");
                     write_part_path(&mut self.out, part);
                     let _ = write!(self.out, "] {size}");
@@ -353,7 +353,7 @@ impl Session {
     /// Writes the bytes of a section located in the file as a literal.
     async fn file_section(
         &mut self,
-        file: &mut tokio::fs::File,
+        file: &super::body::BodyFile,
         path: &Path,
         loc: Located<'_>,
         partial: Option<maildex_imap_proto::Partial>,
