@@ -14,6 +14,9 @@ ensure_packages adduser openssl dovecot-core dovecot-imapd dovecot-lmtpd strace 
 # PostgreSQL and MariaDB for the SQL user-directory tests (tests/support/sqldb.rs starts
 # private servers in scratch folders on loopback; no system instance is used)
 ensure_packages postgresql-15 mariadb-server mariadb-client
+# OpenLDAP for the LDAP user-directory tests (tests/support/ldapdir.rs starts a private
+# slapd in a scratch folder on loopback; the tools add users and make {SSHA} hashes)
+ensure_packages slapd ldap-utils
 # Roundcube in headless Chromium (tests/it/imap/roundcube.rs): Debian's Roundcube with its
 # SQLite backend, PHP's built-in server, Chromium and its driver
 ensure_packages roundcube roundcube-core roundcube-sqlite3 php-cli php-sqlite3 sqlite3 chromium chromium-driver fonts-dejavu-core

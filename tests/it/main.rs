@@ -49,6 +49,7 @@ mod lmtp {
 
 mod system {
     mod crash_points;
+    mod ldap_users;
     mod listeners;
     mod log_secrets;
     mod logging;

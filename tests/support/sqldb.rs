@@ -63,8 +63,28 @@ fn on_keeper<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     done_rx.recv().unwrap()
 }
 
+/// Runs `script` (a server and the `trap` that stops it) under `sh`, from the keeper
+/// thread, with `PR_SET_PDEATHSIG` so the guardian is told to stop at the binary's exit.
+pub fn spawn_guardian(script: String) -> Child {
+    on_keeper(move || {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script).stdin(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.spawn().unwrap()
+    })
+}
+
 /// A free port below 32768.
-fn free_low_port() -> u16 {
+pub fn free_low_port() -> u16 {
     use rand::Rng;
     let mut rng = rand::thread_rng();
     loop {
@@ -75,7 +95,7 @@ fn free_low_port() -> u16 {
     }
 }
 
-fn run(cmd: &mut Command) {
+pub fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(
         out.status.success(),
@@ -211,22 +231,7 @@ impl Db {
             cmd = self.server_command(),
             d = self.dir.display()
         );
-        let child = on_keeper(move || {
-            use std::os::unix::process::CommandExt;
-            let mut cmd = Command::new("sh");
-            cmd.arg("-c").arg(script).stdin(Stdio::null());
-            // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-            cmd.spawn().unwrap()
-        });
-        *self.guardian.lock().unwrap() = Some(child);
+        *self.guardian.lock().unwrap() = Some(spawn_guardian(script));
         let deadline = Instant::now() + PATIENCE;
         while !self.answers() {
             let exited = self

@@ -80,6 +80,7 @@ impl UserDb for FileDb {
             user: self.user_of(e),
             password: e.password.clone(),
             allow_nets: self.allow_nets.get(&e.name.to_ascii_lowercase()).cloned(),
+            bind_dn: None,
         }))
     }
 

@@ -1,8 +1,8 @@
 //! maildex-accounts: who the users are and where their mail lives, shared by the LMTP
 //! and IMAP servers.
 //!
-//! [`Accounts`] holds the configuration, the user directory (a [`UserDb`]: the users file
-//! or SQL, see [`userdb`]), the aliases file, a cache of lookups (`cache`) and a cache
+//! [`Accounts`] holds the configuration, the user directory (a [`UserDb`]: the users file,
+//! SQL or LDAP, see [`userdb`]), the aliases file, a cache of lookups (`cache`) and a cache
 //! of open stores (one [`UserStore`] per user per process: the index registry allows
 //! one LMDB env per folder; a store nobody else holds is closed after a minute unused, so
 //! memory and file descriptors follow the users active now, not every user since start).
@@ -27,9 +27,11 @@ mod aliases;
 mod cache;
 mod fields;
 mod filedb;
+mod ldap;
 mod lookups;
 mod nets;
 mod quota;
+mod remote;
 mod sql;
 mod stores;
 pub mod userdb;
@@ -43,6 +45,7 @@ use maildex_config::{Config, ConfigError};
 use maildex_store::{AutoCreate, MailboxSetting, SpecialUse, StoreError, StoreOptions, UserStore};
 
 pub use aliases::Aliases;
+pub use ldap::LdapConfigError;
 pub use maildex_auth::LogName;
 pub use quota::{usage, StorageQuota};
 pub use sql::SqlConfigError;
@@ -50,6 +53,7 @@ pub use userdb::{Unavailable, UserDb};
 
 use cache::{Cache, CachedLogin, Hit};
 use filedb::FileDb;
+use ldap::LdapDb;
 use sql::SqlDb;
 use stores::Stores;
 
@@ -116,13 +120,16 @@ pub enum AccountsError {
         /// Why (in the message; not a `source()`).
         error: Box<ConfigError>,
     },
-    /// Neither `[auth] users_file` nor `[auth.sql]` is set (a config built in code; a
-    /// config file without either does not load).
-    #[error("no user directory: set [auth] users_file or [auth.sql]")]
+    /// None of `[auth] users_file`, `[auth.sql]`, `[auth.ldap]` is set (a config built in
+    /// code; a config file without one does not load).
+    #[error("no user directory: set [auth] users_file, [auth.sql] or [auth.ldap]")]
     NoDirectory,
     /// `[auth.sql]` cannot be used.
     #[error(transparent)]
     Sql(#[from] SqlConfigError),
+    /// `[auth.ldap]` cannot be used.
+    #[error(transparent)]
+    Ldap(#[from] LdapConfigError),
     /// The user directory cannot be asked now.
     #[error(transparent)]
     Unavailable(#[from] Unavailable),
@@ -192,8 +199,9 @@ struct Directory {
 pub struct Accounts {
     config: Config,
     directory: RwLock<Arc<Directory>>,
-    /// `[auth.sql]`'s pool, kept across reloads (which re-read the aliases file only).
-    sql: Option<Arc<SqlDb>>,
+    /// `[auth.sql]`'s or `[auth.ldap]`'s pool, kept across reloads (which re-read the
+    /// aliases file only).
+    remote: Option<Arc<dyn UserDb>>,
     stores: Mutex<Stores>,
     watch: Mutex<Watch>,
     /// Folded names of the users whose mail was synced since the start (or whose sync was
@@ -270,9 +278,12 @@ fn mailbox_setting(m: &maildex_config::MailboxConfig) -> MailboxSetting {
     }
 }
 
-fn load_directory(config: &Config, sql: Option<&Arc<SqlDb>>) -> Result<Directory, AccountsError> {
-    let db: Arc<dyn UserDb> = match (sql, &config.auth.users_file) {
-        (Some(sql), _) => Arc::clone(sql) as Arc<dyn UserDb>,
+fn load_directory(
+    config: &Config,
+    remote: Option<&Arc<dyn UserDb>>,
+) -> Result<Directory, AccountsError> {
+    let db: Arc<dyn UserDb> = match (remote, &config.auth.users_file) {
+        (Some(remote), _) => Arc::clone(remote),
         (None, Some(path)) => Arc::new(FileDb::load(config, path)?),
         (None, None) => return Err(AccountsError::NoDirectory),
     };
@@ -314,14 +325,15 @@ impl Accounts {
     fn load_with(config: Config, sync_first_use: bool) -> Result<Arc<Accounts>, AccountsError> {
         // stamped before reading: a change while the file is read is seen next time
         let files = files_stamp(&config);
-        let sql = match &config.auth.sql {
-            Some(s) => Some(Arc::new(SqlDb::new(s, config.storage.quota)?)),
-            None => None,
+        let remote: Option<Arc<dyn UserDb>> = match (&config.auth.sql, &config.auth.ldap) {
+            (Some(s), _) => Some(Arc::new(SqlDb::new(s, config.storage.quota)?)),
+            (None, Some(l)) => Some(Arc::new(LdapDb::new(l, config.storage.quota)?)),
+            (None, None) => None,
         };
-        let dir = load_directory(&config, sql.as_ref())?;
+        let dir = load_directory(&config, remote.as_ref())?;
         Ok(Arc::new(Accounts {
             directory: RwLock::new(Arc::new(dir)),
-            sql,
+            remote,
             config,
             stores: Mutex::default(),
             watch: Mutex::new(Watch {
@@ -343,7 +355,7 @@ impl Accounts {
         let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
         watch.files = files_stamp(&self.config);
         watch.checked = std::time::Instant::now();
-        let dir = Arc::new(load_directory(&self.config, self.sql.as_ref())?);
+        let dir = Arc::new(load_directory(&self.config, self.remote.as_ref())?);
         *self.directory.write().unwrap_or_else(|p| p.into_inner()) = dir;
         Ok(())
     }
@@ -366,7 +378,7 @@ impl Accounts {
             return;
         }
         watch.files = files;
-        match load_directory(&self.config, self.sql.as_ref()) {
+        match load_directory(&self.config, self.remote.as_ref()) {
             Ok(dir) => {
                 *self.directory.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(dir);
                 tracing::info!("users or aliases file changed; reloaded");
@@ -473,10 +485,7 @@ impl Accounts {
             maildex_auth::verify_unknown_user(reference.as_ref(), password);
             return Ok(None);
         };
-        let matched = maildex_auth::verify(&rec.password, password).unwrap_or_else(|e| {
-            tracing::debug!(user = %rec.user.name, error = %e, "password hash cannot be checked");
-            false
-        });
+        let matched = dir.db.check_password(&rec, password)?;
         if !matched {
             if reference
                 .as_ref()

@@ -12,7 +12,8 @@ use crate::{Accounts, AccountsError, User};
 /// applies), `Ok(Some(None))` for an explicit unlimited rule (`storage=0`, as in
 /// Dovecot), `Ok(Some(Some(bytes)))` for a limit. Rules for single mailboxes and
 /// `messages=` limits are not enforced (ignored). Sizes take Dovecot's units: `b`,
-/// `k`, `M`, `G`, `T` (powers of 1024, any case, optional `B`/`iB`).
+/// `k`, `M`, `G`, `T` (powers of 1024, any case, optional `B`/`iB`); `bytes=` is taken as
+/// `storage=`.
 pub(crate) fn rule_from_extra(extra: &[String]) -> Result<Option<Option<u64>>, String> {
     let mut found = None;
     for field in extra {
@@ -26,7 +27,13 @@ pub(crate) fn rule_from_extra(extra: &[String]) -> Result<Option<Option<u64>>, S
             continue; // a per-mailbox rule
         };
         for part in rest.split(':') {
-            if let Some(size) = part.trim().strip_prefix("storage=") {
+            // `bytes=` is Dovecot's other name for the storage limit (LDAP schemas carry
+            // a byte count: `mailQuota=quota_rule=*:bytes=%$`)
+            let part = part.trim();
+            if let Some(size) = part
+                .strip_prefix("storage=")
+                .or_else(|| part.strip_prefix("bytes="))
+            {
                 let bytes = parse_quota_size(size)
                     .ok_or_else(|| format!("quota rule {value:?}: invalid storage size"))?;
                 found = Some((bytes > 0).then_some(bytes));
@@ -207,6 +214,7 @@ mod tests {
         );
         assert_eq!(rule(&["quota_rule=*:storage=1000"]), Ok(Some(Some(1000))));
         assert_eq!(rule(&["userdb_quota_rule=*:storage=0"]), Ok(Some(None)));
+        assert_eq!(rule(&["quota_rule=*:bytes=2048"]), Ok(Some(Some(2048))));
         // per-mailbox and message-count rules are not enforced
         assert_eq!(rule(&["quota_rule=Trash:storage=+10M"]), Ok(None));
         assert_eq!(rule(&["quota_rule=*:messages=100"]), Ok(None));

@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use maildex_auth::PasswordHash;
 use maildex_config::{SqlConfig, SqlDriver};
@@ -24,12 +24,13 @@ use sqlx::AnyPool;
 use sqlx::{Column, Row};
 
 use crate::nets::AllowNets;
+use crate::remote::{acceptable_name, Reachability};
 use crate::userdb::{PassRecord, Unavailable, UserDb};
 use crate::{quota, User};
 
 /// A query variable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Var {
+pub(crate) enum Var {
     /// `%u`, `%{user}`: the whole login.
     User,
     /// `%n`, `%{username}`: the part before `@`.
@@ -142,7 +143,9 @@ pub(crate) fn parse_query(
 }
 
 /// Reads what follows a `%`: `None` for `%%`.
-fn read_var(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<Option<Var>, String> {
+pub(crate) fn read_var(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+) -> Result<Option<Var>, String> {
     if chars.peek() == Some(&'L') {
         chars.next();
     }
@@ -260,8 +263,8 @@ pub(crate) struct SqlDb {
     /// An Argon2id hash with `hash_password`'s parameters: what a failed login is timed
     /// against (the database's schemes are not known in advance).
     timing_reference: Option<PasswordHash>,
-    /// When a lookup last found the server unreachable (None: it answered since).
-    down_since: std::sync::Mutex<Option<Instant>>,
+    /// Whether a lookup just found the server unreachable.
+    reachability: Reachability,
     /// Columns seen that mean nothing here, warned about once each.
     warned: std::sync::Mutex<std::collections::HashSet<String>>,
 }
@@ -284,10 +287,6 @@ impl Drop for SqlDb {
 }
 
 static DRIVERS: Once = Once::new();
-
-/// After a lookup found the server unreachable, lookups fail at once for this long instead
-/// of each waiting `query_timeout` (the next one after it tries the server again).
-const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl SqlDb {
     /// Checks the queries and sets up the pool. Connects lazily: a database that is down at
@@ -338,7 +337,7 @@ impl SqlDb {
             default_quota,
             queries: AtomicU64::new(0),
             timing_reference: maildex_auth::hash_password(b"timing reference").ok(),
-            down_since: Default::default(),
+            reachability: Reachability::new("[auth.sql]"),
             warned: Default::default(),
         })
     }
@@ -362,15 +361,7 @@ impl SqlDb {
         let pool = self.pool.clone();
         let timeout = self.timeout;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        if let Some(t) = *self.down_since.lock().unwrap_or_else(|p| p.into_inner()) {
-            if t.elapsed() < RETRY_AFTER {
-                // a server that just failed is not waited for again by every lookup
-                return Err(Unavailable(format!(
-                    "the database was unreachable {} ms ago",
-                    t.elapsed().as_millis()
-                )));
-            }
-        }
+        self.reachability.check()?;
         let rt = self
             .runtime
             .as_ref()
@@ -397,15 +388,7 @@ impl SqlDb {
                 true,
             ),
         };
-        let mut down = self.down_since.lock().unwrap_or_else(|p| p.into_inner());
-        match (unreachable, down.is_some()) {
-            (true, false) => {
-                tracing::error!(error = %answer.as_ref().err().map(|e| e.0.as_str()).unwrap_or(""), "[auth.sql] database unreachable; lookups fail until it is back");
-            }
-            (false, true) => tracing::info!("[auth.sql] database reachable again"),
-            _ => {}
-        }
-        *down = unreachable.then(Instant::now);
+        self.reachability.record(unreachable, &answer);
         answer
     }
 
@@ -466,14 +449,6 @@ impl SqlDb {
     }
 }
 
-/// A name that could be a user's: not empty, not over the longest name, no control
-/// characters (PostgreSQL refuses a NUL in text; such a login names nobody).
-fn acceptable_name(login: &str) -> bool {
-    !login.is_empty()
-        && login.len() <= maildex_auth::MAX_NAME_LEN
-        && !login.chars().any(char::is_control)
-}
-
 /// A column as text (a number as its digits); `None` for NULL or a missing column.
 fn text(row: &AnyRow, col: &str) -> Result<Option<String>, Unavailable> {
     if row.columns().iter().all(|c| c.name() != col) {
@@ -529,6 +504,7 @@ impl UserDb for SqlDb {
             user,
             password,
             allow_nets,
+            bind_dn: None,
         }))
     }
 

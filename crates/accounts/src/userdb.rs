@@ -1,7 +1,8 @@
 //! The user directory behind [`crate::Accounts`], as Dovecot's passdb and userdb: a
 //! [`UserDb`] answers password lookups (IMAP login), user lookups (LMTP RCPT, `maildex
 //! deliver`) and lists every user (admin commands). The passwd-file
-//! ([`crate::filedb::FileDb`]) and SQL ([`crate::sql::SqlDb`]) are the backends; a lookup
+//! ([`crate::filedb::FileDb`]), SQL ([`crate::sql::SqlDb`]) and LDAP
+//! ([`crate::ldap::LdapDb`]) are the backends; a lookup
 //! that cannot be done (database down, timeout) is [`Unavailable`], never "no such user".
 
 use maildex_auth::PasswordHash;
@@ -24,6 +25,8 @@ pub struct PassRecord {
     pub password: PasswordHash,
     /// Where the user may log in from (`allow_nets`); `None`: anywhere.
     pub(crate) allow_nets: Option<AllowNets>,
+    /// LDAP `auth_bind`: the DN whose bind checks the password (`password` is then unused).
+    pub(crate) bind_dn: Option<String>,
 }
 
 /// One source of users. Lookups BLOCK (file system or network): call them off the
@@ -31,6 +34,17 @@ pub struct PassRecord {
 pub trait UserDb: Send + Sync + std::fmt::Debug {
     /// The password record of a login (passdb), `Ok(None)` when there is no such user.
     fn password(&self, login: &str) -> Result<Option<PassRecord>, Unavailable>;
+    /// Whether `password` is the login's: the stored hash checked by the scheme's
+    /// verifier, or (LDAP `auth_bind`) a bind as the user. A hash this server cannot
+    /// check fails like a wrong password.
+    fn check_password(&self, rec: &PassRecord, password: &[u8]) -> Result<bool, Unavailable> {
+        Ok(
+            maildex_auth::verify(&rec.password, password).unwrap_or_else(|e| {
+                tracing::debug!(user = %rec.user.name, error = %e, "password hash cannot be checked");
+                false
+            }),
+        )
+    }
     /// The user a login name or a recipient address names (userdb).
     fn user(&self, login: &str) -> Result<Option<User>, Unavailable>;
     /// The user a password record logs in as: the record's own (the passwd-file), or a

@@ -123,3 +123,22 @@ fn decode_hex(data: &str) -> Vec<u8> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    /// What slapd's `slappasswd` (OpenLDAP 2.5) writes by default, and with `-h {SHA}`:
+    /// `slappasswd -s alice-secret`. LDAP directories hold userPassword in these forms.
+    #[test]
+    fn slappasswd_output_verifies() {
+        for (field, ok) in [
+            ("{SSHA}4V+s58rqDo0SlsSYg8z8+qvvZe0ii5zy", true),
+            ("{SHA}KusvaLb24DJ0ziPMVrqjntyCRkM=", true),
+            ("{ssha}4V+s58rqDo0SlsSYg8z8+qvvZe0ii5zy", true),
+            ("{SSHA}4V+s58rqDo0SlsSYg8z8+qvvZe0ii5zz", false),
+        ] {
+            let h = crate::PasswordHash::parse(field);
+            assert_eq!(crate::verify(&h, b"alice-secret").unwrap(), ok, "{field}");
+            assert!(!crate::verify(&h, b"alice-secreT").unwrap(), "{field}");
+        }
+    }
+}

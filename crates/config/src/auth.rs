@@ -1,11 +1,13 @@
-//! `[auth]`: where users come from (the passwd-file or an SQL database, as Dovecot's
-//! passdb/userdb) and the cache of lookups (Dovecot's `auth_cache_*`).
+//! `[auth]`: where users come from (the passwd-file, an SQL database or an LDAP directory,
+//! as Dovecot's passdb/userdb) and the cache of lookups (Dovecot's `auth_cache_*`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::ldap::RawLdap;
+pub use crate::ldap::{LdapConfig, LdapScope};
 use crate::raw::{NonEmpty, Seconds};
 
 /// Default most cached lookups (0 turns the cache off).
@@ -31,6 +33,8 @@ pub struct AuthConfig {
     pub users_file: Option<PathBuf>,
     /// `[auth.sql]`: the users are in a database.
     pub sql: Option<SqlConfig>,
+    /// `[auth.ldap]`: the users are in an LDAP directory.
+    pub ldap: Option<LdapConfig>,
     /// `cache_size`: most lookups kept (0: no cache).
     pub cache_size: usize,
     /// `cache_ttl`: how long a successful login or a found user is kept.
@@ -45,6 +49,7 @@ impl AuthConfig {
         AuthConfig {
             users_file: Some(users_file),
             sql: None,
+            ldap: None,
             cache_size: DEFAULT_AUTH_CACHE_SIZE,
             cache_ttl: DEFAULT_AUTH_CACHE_TTL,
             cache_negative_ttl: DEFAULT_AUTH_CACHE_NEGATIVE_TTL,
@@ -101,6 +106,7 @@ pub(crate) struct RawAuth {
     pub cache_ttl: Option<Seconds>,
     pub cache_negative_ttl: Option<Seconds>,
     pub sql: Option<RawSql>,
+    pub ldap: Option<RawLdap>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,20 +153,31 @@ pub(crate) fn validate(
             })
         }
     };
+    let ldap = raw.ldap.map(crate::ldap::validate).transpose()?;
     let users_file = raw.users_file.map(resolve);
-    match (&users_file, &sql) {
-        (None, None) => return Err(("auth.users_file", "missing (or set [auth.sql])".into())),
-        (Some(_), Some(_)) => {
+    match [users_file.is_some(), sql.is_some(), ldap.is_some()]
+        .iter()
+        .filter(|&&set| set)
+        .count()
+    {
+        0 => {
             return Err((
                 "auth.users_file",
-                "set either users_file or [auth.sql], not both".into(),
+                "missing (or set [auth.sql] or [auth.ldap])".into(),
             ))
         }
-        _ => {}
+        1 => {}
+        _ => {
+            return Err((
+                "auth.users_file",
+                "set exactly one of users_file, [auth.sql] and [auth.ldap]".into(),
+            ))
+        }
     }
     Ok(AuthConfig {
         users_file,
         sql,
+        ldap,
         cache_size: raw.cache_size.unwrap_or(DEFAULT_AUTH_CACHE_SIZE),
         cache_ttl: raw
             .cache_ttl

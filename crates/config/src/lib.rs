@@ -32,7 +32,8 @@
 //!   `cache_negative_ttl` (default 1 h). `[auth.sql]`: `driver` (`pgsql`, `mysql`,
 //!   `sqlite`), `connect`, `password_query`, `user_query` (required), `iterate_query`,
 //!   `alias_query`,
-//!   `max_connections` (default 5), `query_timeout` (default 5 s).
+//!   `max_connections` (default 5), `query_timeout` (default 5 s). `[auth.ldap]`
+//!   (instead of either, as Dovecot's dovecot-ldap.conf.ext): see [`LdapConfig`].
 //! - `[log]`: `level` (default `"info"`), `format` (`"text"`, the default, or `"json"`).
 //! - `[daemon]`: `user` and `group` to switch to after binding when started as root
 //!   (default: none, keep the starting user; `group` defaults to the user's group).
@@ -53,14 +54,16 @@ pub use maildex_net::Cidr;
 
 mod auth;
 mod error;
+mod ldap;
 mod mailboxes;
 mod paths;
 mod postfix;
 mod raw;
 
 pub use auth::{
-    AuthConfig, SqlConfig, SqlDriver, DEFAULT_AUTH_CACHE_NEGATIVE_TTL, DEFAULT_AUTH_CACHE_SIZE,
-    DEFAULT_AUTH_CACHE_TTL, DEFAULT_SQL_MAX_CONNECTIONS, DEFAULT_SQL_QUERY_TIMEOUT,
+    AuthConfig, LdapConfig, LdapScope, SqlConfig, SqlDriver, DEFAULT_AUTH_CACHE_NEGATIVE_TTL,
+    DEFAULT_AUTH_CACHE_SIZE, DEFAULT_AUTH_CACHE_TTL, DEFAULT_SQL_MAX_CONNECTIONS,
+    DEFAULT_SQL_QUERY_TIMEOUT,
 };
 pub use error::ConfigError;
 pub use mailboxes::{default_mailboxes, AutoCreate, MailboxConfig, SPECIAL_USES};
@@ -615,7 +618,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     if raw
         .auth
         .as_ref()
-        .is_none_or(|a| a.users_file.is_none() && a.sql.is_none())
+        .is_none_or(|a| a.users_file.is_none() && a.sql.is_none() && a.ldap.is_none())
     {
         return Err(missing("auth.users_file"));
     }

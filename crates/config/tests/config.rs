@@ -660,3 +660,58 @@ fn users_in_sql_instead_of_a_users_file() {
         assert!(parse(&sql.replace(bad, key)).is_err(), "{key}");
     }
 }
+
+#[test]
+fn users_in_ldap_as_dovecot_ldap_conf() {
+    let ldap = "[storage]\nmail_location = \"/m/%u\"\n[auth]\n[auth.ldap]\n\
+                uris = \"ldap://127.0.0.1:389 ldapi://%2Frun%2Fslapd%2Fldapi\"\n\
+                dn = \"cn=svc,dc=example,dc=org\"\ndnpass = \"secret\"\n\
+                base = \"ou=people,dc=example,dc=org\"\n";
+    let c = parse(ldap).unwrap();
+    assert_eq!(c.auth.users_file, None);
+    let l = c.auth.ldap.as_ref().unwrap();
+    assert_eq!(l.uris.len(), 2);
+    assert_eq!(l.scope, maildex_config::LdapScope::Subtree);
+    // Dovecot's defaults
+    assert_eq!(l.user_filter, "(&(objectClass=posixAccount)(uid=%u))");
+    assert_eq!(l.pass_filter, l.user_filter);
+    assert_eq!(l.iterate_filter, "(objectClass=posixAccount)");
+    assert_eq!(l.pass_attrs, "uid=user,userPassword=password");
+    assert_eq!(l.iterate_attrs, "uid=user");
+    assert!(!l.auth_bind);
+    let c = parse(&format!(
+        "{ldap}scope = \"onelevel\"\nauth_bind = true\n\
+         auth_bind_userdn = \"uid=%n,ou=people,dc=example,dc=org\"\nquery_timeout = \"2s\"\n"
+    ))
+    .unwrap();
+    let l = c.auth.ldap.as_ref().unwrap();
+    assert_eq!(l.scope, maildex_config::LdapScope::Onelevel);
+    assert!(l.auth_bind);
+    assert_eq!(l.query_timeout, std::time::Duration::from_secs(2));
+
+    for other in [
+        "[auth]\nusers_file = \"u\"\n",
+        "[auth]\n[auth.sql]\ndriver = \"pgsql\"\nconnect = \"x\"\npassword_query = \"x\"\n\
+         user_query = \"x\"\n",
+    ] {
+        let two = ldap.replace("[auth]\n", other);
+        assert!(
+            matches!(parse(&two), Err(ConfigError::Invalid { key, .. }) if key == "auth.users_file"),
+            "{other}"
+        );
+    }
+    for (from, to) in [
+        ("ldap://127.0.0.1:389", "ldaps://127.0.0.1"),
+        ("ldap://127.0.0.1:389", "http://x"),
+        ("dnpass = \"secret\"\n", ""),
+        (
+            "[auth.ldap]\n",
+            "[auth.ldap]\nauth_bind_userdn = \"uid=%n\"\n",
+        ),
+        ("[auth.ldap]\n", "[auth.ldap]\nscope = \"sub\"\n"),
+        ("[auth.ldap]\n", "[auth.ldap]\nmax_connections = 0\n"),
+        ("[auth.ldap]\n", "[auth.ldap]\nhosts = \"x\"\n"),
+    ] {
+        assert!(parse(&ldap.replace(from, to)).is_err(), "{to}");
+    }
+}

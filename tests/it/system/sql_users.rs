@@ -29,7 +29,7 @@ fn server(db: &Db, cache: &str) -> Server {
 }
 
 /// The tagged answer of a LOGIN on a fresh connection.
-fn login(s: &Server, user: &str, password: &str) -> String {
+pub(super) fn login(s: &Server, user: &str, password: &str) -> String {
     let quote = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
     // each from an address of its own: failed logins of one address are delayed more and
     // more (penalties), which would only slow these tests down
@@ -46,7 +46,7 @@ fn login(s: &Server, user: &str, password: &str) -> String {
 }
 
 /// The reply to `RCPT TO:<rcpt>` in a fresh transaction.
-fn rcpt(c: &mut LmtpClient, rcpt: &str) -> String {
+pub(super) fn rcpt(c: &mut LmtpClient, rcpt: &str) -> String {
     c.send("RSET\r\n");
     c.expect("250");
     c.send("MAIL FROM:<sender@example.net>\r\n");
@@ -323,10 +323,14 @@ fn alias_query_sends_an_address_to_its_targets() {
 
 /// `maildex deliver -u USER` with the daemon's config, a small message on stdin; its exit code.
 fn deliver_cli(s: &Server, user: &str) -> Option<i32> {
-    let config = write_config(s);
+    deliver_with_config(&write_config(s), user)
+}
+
+/// `maildex deliver --config CONFIG -u USER`, a small message on stdin; its exit code.
+pub(super) fn deliver_with_config(config: &std::path::Path, user: &str) -> Option<i32> {
     let mut child = Command::new(maildex_bin())
         .args(["deliver", "--config"])
-        .arg(&config)
+        .arg(config)
         .args(["-u", user])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
