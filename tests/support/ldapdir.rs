@@ -10,9 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, Instant};
 
-use super::sqldb::{free_low_port, run, spawn_guardian};
+use super::sqldb::{free_low_port, run, spawn_guardian, wait_ready};
 
 pub const SUFFIX: &str = "dc=example,dc=org";
 pub const PEOPLE: &str = "ou=people,dc=example,dc=org";
@@ -20,7 +19,6 @@ pub const ADMIN_DN: &str = "cn=admin,dc=example,dc=org";
 pub const ADMIN_PW: &str = "admin-secret";
 pub const SVC_DN: &str = "cn=svc,ou=services,dc=example,dc=org";
 pub const SVC_PW: &str = "svc-secret";
-const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A running (or stopped) private slapd.
 pub struct Slapd {
@@ -142,19 +140,7 @@ impl Slapd {
             p = self.port
         );
         *self.guardian.lock().unwrap() = Some(spawn_guardian(script));
-        let deadline = Instant::now() + PATIENCE;
-        while !self.answers() {
-            let exited = self
-                .guardian
-                .lock()
-                .unwrap()
-                .as_mut()
-                .is_some_and(|c| c.try_wait().ok().flatten().is_some());
-            let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
-            assert!(!exited, "slapd did not start:\n{log}");
-            assert!(Instant::now() < deadline, "slapd not ready:\n{log}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_ready(&self.guardian, &self.dir, "slapd", || self.answers());
     }
 
     /// Stops slapd (by its pid; the guardian then exits) and waits until it is gone.

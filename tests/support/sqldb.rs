@@ -83,6 +83,28 @@ pub fn spawn_guardian(script: String) -> Child {
     })
 }
 
+/// Waits until `answers` (at most [`PATIENCE`]), failing with `dir/server.log` when the
+/// guardian's server exits or does not get ready.
+pub fn wait_ready(
+    guardian: &Mutex<Option<Child>>,
+    dir: &Path,
+    what: &str,
+    answers: impl Fn() -> bool,
+) {
+    let deadline = Instant::now() + PATIENCE;
+    while !answers() {
+        let exited = guardian
+            .lock()
+            .unwrap()
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_some());
+        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+        assert!(!exited, "{what} did not start:\n{log}");
+        assert!(Instant::now() < deadline, "{what} not ready:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A free port below 32768.
 pub fn free_low_port() -> u16 {
     use rand::Rng;
@@ -232,23 +254,12 @@ impl Db {
             d = self.dir.display()
         );
         *self.guardian.lock().unwrap() = Some(spawn_guardian(script));
-        let deadline = Instant::now() + PATIENCE;
-        while !self.answers() {
-            let exited = self
-                .guardian
-                .lock()
-                .unwrap()
-                .as_mut()
-                .is_some_and(|c| c.try_wait().ok().flatten().is_some());
-            let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
-            assert!(!exited, "{:?} did not start:\n{log}", self.kind);
-            assert!(
-                Instant::now() < deadline,
-                "{:?} not ready:\n{log}",
-                self.kind
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_ready(
+            &self.guardian,
+            &self.dir,
+            &format!("{:?}", self.kind),
+            || self.answers(),
+        );
     }
 
     /// Stops the server and waits until it is gone.

@@ -10,10 +10,10 @@
 //! Each test adds users of its own (a name prefix), so the tests share the server; the
 //! one that stops it holds it alone.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::sql_users::{deliver_with_config, login, rcpt};
+use super::users::index_cmd;
 use crate::support::daemon::{Opts, Server};
 use crate::support::ldapdir::{self, slappasswd, Slapd};
 use crate::support::lmtp;
@@ -106,18 +106,12 @@ fn ldap_users_log_in_and_receive_mail_and_unknown_or_wrong_fail() {
         names.iter().any(|n| n == "l1-alice@example.org"),
         "{names:?}"
     );
-    let out = Command::new(maildex_bin())
-        .args(["index", "check", "--all", "--config"])
-        .arg(write_config(&s, slapd))
-        .env("MAILDEX_LOG", "warn")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let (ok, text) = index_cmd(
+        &maildex_bin(),
+        &write_config(&s, slapd),
+        &["check", "--all"],
     );
-    assert!(out.status.success(), "{text}");
+    assert!(ok, "{text}");
     // alice's mail is checked; cyd, who never logged in nor got mail, is skipped
     assert!(
         text.contains("l1-cyd@example.org: no Maildir yet"),

@@ -79,7 +79,7 @@ fn deliver(addr: SocketAddr, rcpt: &str, message: &str) -> String {
 }
 
 /// `maildex index ARGS --config CONFIG`: (success, stdout and stderr).
-fn index_cmd(bin: &Path, config: &Path, args: &[&str]) -> (bool, String) {
+pub(super) fn index_cmd(bin: &Path, config: &Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(bin)
         .arg("index")
         .args(args)
