@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::sql_users::{deliver_with_config, login, rcpt};
+use super::sql_users::{deliver_with_config, login, print_rates, rates, rcpt};
 use super::users::index_cmd;
 use crate::support::daemon::{Opts, Server};
 use crate::support::ldapdir::{self, slappasswd, Slapd};
@@ -282,4 +282,43 @@ fn slapd_down_gives_temporary_failures_then_recovers() {
         assert!(r.starts_with("250"), "{extra}: {r}");
         assert_eq!(deliver_with_config(&config, "l5-fay@example.org"), Some(0));
     }
+}
+
+/// The LDAP rows of item 6's logins per second (docs/BENCHMARKS.md), as `sql_rates`: 200
+/// users with Argon2id userPassword values, the service account reading them; the cache
+/// off ("cold": a hash and two searches per login, a search per recipient) and on after a
+/// first round ("warm").
+/// Prints a table; asserts only that the logins and deliveries worked.
+/// `cargo test --release -p maildex-tests --test it ldap_rates -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn ldap_rates() {
+    const N: usize = 200;
+    if skip() {
+        return;
+    }
+    let (slapd, _shared) = Slapd::shared();
+    let hash = maildex_auth::hash_password(b"bench-pw")
+        .unwrap()
+        .to_string();
+    let ldif: Vec<String> = (0..N)
+        .map(|i| {
+            format!(
+                "dn: uid=b{i},{people}\nobjectClass: inetOrgPerson\nobjectClass: posixAccount\n\
+                 uid: b{i}\ncn: b{i}\nsn: b{i}\nmail: b{i}@example.org\nuidNumber: 10001\n\
+                 gidNumber: 10001\nhomeDirectory: /home/b{i}\nuserPassword: {hash}\n",
+                people = ldapdir::PEOPLE
+            )
+        })
+        .collect();
+    slapd.add(&ldif.join("\n"));
+    let mut rows = Vec::new();
+    for (label, cache) in [("cold", "cache_size = 0"), ("warm", "cache_size = 10000")] {
+        let s = server(slapd, cache, "");
+        rows.push(format!(
+            "| slapd | {label} | {} |",
+            rates(&s, N, label == "warm")
+        ));
+    }
+    print_rates("directory", &rows);
 }

@@ -400,44 +400,59 @@ fn sql_rates() {
         ));
         for (label, cache) in [("cold", "cache_size = 0"), ("warm", "cache_size = 10000")] {
             let s = server(db, cache);
-            let logins = |s: &Server| {
-                let t = Instant::now();
-                for i in 0..N {
-                    let mut c = s.connect();
-                    c.ok(&format!("LOGIN b{i}@example.org bench-pw"));
-                    c.cmd("LOGOUT");
-                }
-                N as f64 / t.elapsed().as_secs_f64()
-            };
-            let deliveries = |s: &Server| {
-                let t = Instant::now();
-                let mut c = s.lmtp_session();
-                for i in 0..N {
-                    let rcpt = format!("b{i}@example.org");
-                    assert_eq!(
-                        lmtp::transaction(&mut c, &[&rcpt], &lmtp::message("b")).len(),
-                        1
-                    );
-                }
-                N as f64 / t.elapsed().as_secs_f64()
-            };
-            if label == "warm" {
-                logins(&s);
-                deliveries(&s);
-            }
-            let q0 = s.accounts.directory_queries();
-            let l = logins(&s);
-            let q1 = s.accounts.directory_queries();
-            let d = deliveries(&s);
-            let q2 = s.accounts.directory_queries();
             rows.push(format!(
-                "| {kind:?} | {label} | {l:.0} | {:.2} | {d:.0} | {:.2} |",
-                (q1 - q0) as f64 / N as f64,
-                (q2 - q1) as f64 / N as f64
+                "| {kind:?} | {label} | {} |",
+                rates(&s, N, label == "warm")
             ));
         }
     }
-    println!("| database | cache | logins/s | queries/login | deliveries/s | queries/delivery |");
+    print_rates("database", &rows);
+}
+
+/// Logins (`b{i}@example.org`, password `bench-pw`) then deliveries to the same `n` users:
+/// "logins/s | queries/login | deliveries/s | queries/delivery", after a first round when
+/// `warm` (the `*_rates` measurements).
+pub(super) fn rates(s: &Server, n: usize, warm: bool) -> String {
+    let logins = |s: &Server| {
+        let t = Instant::now();
+        for i in 0..n {
+            let mut c = s.connect();
+            c.ok(&format!("LOGIN b{i}@example.org bench-pw"));
+            c.cmd("LOGOUT");
+        }
+        n as f64 / t.elapsed().as_secs_f64()
+    };
+    let deliveries = |s: &Server| {
+        let t = Instant::now();
+        let mut c = s.lmtp_session();
+        for i in 0..n {
+            let rcpt = format!("b{i}@example.org");
+            assert_eq!(
+                lmtp::transaction(&mut c, &[&rcpt], &lmtp::message("b")).len(),
+                1
+            );
+        }
+        n as f64 / t.elapsed().as_secs_f64()
+    };
+    if warm {
+        logins(s);
+        deliveries(s);
+    }
+    let q0 = s.accounts.directory_queries();
+    let l = logins(s);
+    let q1 = s.accounts.directory_queries();
+    let d = deliveries(s);
+    let q2 = s.accounts.directory_queries();
+    format!(
+        "{l:.0} | {:.2} | {d:.0} | {:.2}",
+        (q1 - q0) as f64 / n as f64,
+        (q2 - q1) as f64 / n as f64
+    )
+}
+
+/// Prints the rows of [`rates`] under their header.
+pub(super) fn print_rates(first: &str, rows: &[String]) {
+    println!("| {first} | cache | logins/s | queries/login | deliveries/s | queries/delivery |");
     println!("|---|---|---|---|---|---|");
     for r in rows {
         println!("{r}");
