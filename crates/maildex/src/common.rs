@@ -68,7 +68,7 @@ pub fn users(config: &Config, which: &UsersArg) -> Result<Vec<String>> {
         return Ok(vec![u.clone()]);
     }
     let Some(path) = &config.auth.users_file else {
-        // the directory's iterate_query
+        // the directory's iterate_query or iterate_filter
         let accounts = maildex_accounts::Accounts::load(config.clone())?;
         return Ok(accounts.user_names()?);
     };
@@ -79,11 +79,13 @@ pub fn users(config: &Config, which: &UsersArg) -> Result<Vec<String>> {
 
 /// `[auth] users_file`, for the commands that edit it.
 pub fn users_file(config: &Config) -> Result<&Path> {
-    config
-        .auth
-        .users_file
-        .as_deref()
-        .ok_or_else(|| anyhow::anyhow!("the users are in [auth.sql]: manage them in the database"))
+    config.auth.users_file.as_deref().ok_or_else(|| {
+        let place = match config.auth.ldap {
+            Some(_) => "[auth.ldap]: manage them in the directory",
+            None => "[auth.sql]: manage them in the database",
+        };
+        anyhow::anyhow!("the users are in {place}")
+    })
 }
 
 pub fn open_store(config: &Config, user: &str) -> Result<UserStore> {

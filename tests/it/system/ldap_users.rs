@@ -106,11 +106,8 @@ fn ldap_users_log_in_and_receive_mail_and_unknown_or_wrong_fail() {
         names.iter().any(|n| n == "l1-alice@example.org"),
         "{names:?}"
     );
-    let (ok, text) = index_cmd(
-        &maildex_bin(),
-        &write_config(&s, slapd),
-        &["check", "--all"],
-    );
+    let config = write_config(&s, slapd);
+    let (ok, text) = index_cmd(&maildex_bin(), &config, &["check", "--all"]);
     assert!(ok, "{text}");
     // alice's mail is checked; cyd, who never logged in nor got mail, is skipped
     assert!(
@@ -118,6 +115,18 @@ fn ldap_users_log_in_and_receive_mail_and_unknown_or_wrong_fail() {
         "{text}"
     );
     assert!(text.contains("index and Maildir agree"), "{text}");
+    // `maildex user` edits a users file; with LDAP it says where the users are
+    let out = std::process::Command::new(maildex_bin())
+        .args(["user", "list", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("[auth.ldap]: manage them in the directory"),
+        "{err}"
+    );
 }
 
 #[test]
