@@ -2,8 +2,10 @@
 //! runs PostgreSQL and MariaDB: started once per test binary ([`Slapd::get`]) in the
 //! foreground (`-d 0`) under the same guardian, in a scratch folder, on a loopback port
 //! below the ephemeral range, with the slapd.conf of
-//! /work/shared/notes/directories-in-tests.md section 3 (plus a read grant on
-//! userPassword for the service account and a one-attribute schema for `mailQuota`).
+//! /work/shared/notes/directories-in-tests.md section 3, plus a read grant on
+//! userPassword for the service account, a one-attribute schema for `mailQuota`, and a
+//! size limit for the service account as a site sets one: 500 entries per search (slapd's
+//! default), any number through paged results (RFC 2696).
 //! Tests share it through [`Slapd::shared`] and add users of their own; the one that stops
 //! it takes [`Slapd::exclusive`].
 
@@ -89,6 +91,8 @@ impl Slapd {
                  database mdb\nmaxsize 104857600\nsuffix \"{SUFFIX}\"\n\
                  rootdn \"{ADMIN_DN}\"\nrootpw {root}\ndirectory {d}/db\n\
                  index objectClass eq\nindex uid,mail eq\n\
+                 limits dn.exact=\"{SVC_DN}\" size.soft=500 size.hard=500 \
+                 size.prtotal=unlimited\n\
                  access to attrs=userPassword\n  by self write\n  by anonymous auth\n\
                  \x20 by dn.exact=\"{SVC_DN}\" read\n  by * none\n\
                  access to *\n  by dn.exact=\"{SVC_DN}\" read\n  by self read\n  by * none\n",

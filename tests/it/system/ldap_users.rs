@@ -130,6 +130,34 @@ fn ldap_users_log_in_and_receive_mail_and_unknown_or_wrong_fail() {
 }
 
 #[test]
+fn listing_the_users_pages_past_the_servers_size_limit() {
+    if skip() {
+        return;
+    }
+    let (slapd, _shared) = Slapd::shared();
+    // slapd answers at most 500 entries per search (its default sizelimit)
+    const N: usize = 600;
+    let ldif: Vec<String> = (0..N)
+        .map(|i| {
+            format!(
+                "dn: uid=l6-u{i},{people}\nobjectClass: inetOrgPerson\n\
+                 objectClass: posixAccount\nuid: l6-u{i}\ncn: u\nsn: u\n\
+                 mail: l6-u{i}@example.org\nuidNumber: 1\ngidNumber: 1\nhomeDirectory: /h\n",
+                people = ldapdir::PEOPLE
+            )
+        })
+        .collect();
+    slapd.add(&ldif.join("\n"));
+    let s = server(slapd, "", "");
+    let names = s.accounts.user_names().unwrap();
+    let ours = names.iter().filter(|n| n.starts_with("l6-u")).count();
+    assert_eq!(
+        ours, N,
+        "RFC 2696 paged results: every user, not the first 500"
+    );
+}
+
+#[test]
 fn auth_bind_checks_the_password_by_binding_as_the_user() {
     if skip() {
         return;

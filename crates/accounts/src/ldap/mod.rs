@@ -262,6 +262,9 @@ impl Pool {
     }
 }
 
+/// Longest wait for the whole list of users (`iterate`), page after page.
+const ITERATE_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Users in an LDAP directory. See the module docs.
 pub(crate) struct LdapDb {
     runtime: Option<tokio::runtime::Runtime>,
@@ -405,7 +408,13 @@ impl LdapDb {
             .as_ref()
             .ok_or_else(|| Unavailable("shut down".into()))?;
         self.queries.fetch_add(1, Ordering::Relaxed);
-        let answer = wait(rt, self.timeout, {
+        // a lookup's whole wait is query_timeout; listing every user pages through the
+        // directory, each page within query_timeout, the whole within ITERATE_TIMEOUT
+        let overall = match op {
+            Op::All { .. } => ITERATE_TIMEOUT.max(self.timeout),
+            _ => self.timeout,
+        };
+        let answer = wait(rt, overall, {
             let pool = Arc::clone(&self.pool);
             async move { pool.execute(&op).await }
         });
@@ -526,6 +535,13 @@ impl UserDb for LdapDb {
         } else {
             // no password attribute: nothing verifies
             let p = fields.get("password").map_or("", String::as_str);
+            if p.is_empty() {
+                tracing::warn!(
+                    user = %user.name,
+                    "[auth.ldap] the entry gives no password (may the service account read \
+                     userPassword? or set auth_bind = true); the login fails"
+                );
+            }
             (PasswordHash::parse(p), None)
         };
         Ok(Some(PassRecord {
