@@ -14,8 +14,8 @@ const PER_USER_OWNER: &str = "not honoured: every user's files are created as th
      user ([daemon] user), not a per-user uid/gid";
 const PER_USER_PATH: &str = "not honoured: mail and index live where [storage] \
      mail_location and index_root say";
-const QUOTA_NOT_ENFORCED: &str = "only the `*:storage=` quota rule is enforced; this rule \
-     is ignored";
+const QUOTA_NOT_ENFORCED: &str = "only the `*:storage=` (or `*:bytes=`) quota rule is \
+     enforced; this rule is ignored";
 const UNKNOWN: &str = "not supported; ignored";
 
 /// The fields of one load that do nothing, by field name.
@@ -43,7 +43,11 @@ impl Ignored {
             let why = match key {
                 // honoured (crate::nets, crate::quota)
                 "allow_nets" => continue,
-                "userdb_quota_rule" | "quota_rule" if value.starts_with("*:storage=") => continue,
+                "userdb_quota_rule" | "quota_rule"
+                    if value.starts_with("*:storage=") || value.starts_with("*:bytes=") =>
+                {
+                    continue
+                }
                 "userdb_quota_rule" | "quota_rule" => QUOTA_NOT_ENFORCED,
                 "userdb_uid" | "userdb_gid" => PER_USER_OWNER,
                 "userdb_home" | "userdb_mail" => PER_USER_PATH,
@@ -105,7 +109,8 @@ mod tests {
              userdb_quota_rule=*:storage=1M userdb_mail=maildir:~/M userdb_home=/h \
              userdb_uid=6000 userdb_gid=6000 nodelay=y\n\
              bob:{PLAIN}pw::::::quota_rule=Trash:storage=+10M nodelay=y\n\
-             carol:{PLAIN}pw::::::quota_rule=*:storage=2G\n",
+             carol:{PLAIN}pw::::::quota_rule=*:storage=2G\n\
+             dora:{PLAIN}pw::::::quota_rule=*:bytes=2048\n",
         ) {
             ignored.note_entry(&e);
         }
