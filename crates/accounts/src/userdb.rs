@@ -38,12 +38,7 @@ pub trait UserDb: Send + Sync + std::fmt::Debug {
     /// verifier, or (LDAP `auth_bind`) a bind as the user. A hash this server cannot
     /// check fails like a wrong password.
     fn check_password(&self, rec: &PassRecord, password: &[u8]) -> Result<bool, Unavailable> {
-        Ok(
-            maildex_auth::verify(&rec.password, password).unwrap_or_else(|e| {
-                tracing::debug!(user = %rec.user.name, error = %e, "password hash cannot be checked");
-                false
-            }),
-        )
+        Ok(verify_hash(rec, password))
     }
     /// The user a login name or a recipient address names (userdb).
     fn user(&self, login: &str) -> Result<Option<User>, Unavailable>;
@@ -77,4 +72,13 @@ pub trait UserDb: Send + Sync + std::fmt::Debug {
     fn queries(&self) -> u64 {
         0
     }
+}
+
+/// `password` checked against the record's stored hash by its scheme's verifier; a hash
+/// this server cannot check fails like a wrong password (logged at debug).
+pub(crate) fn verify_hash(rec: &PassRecord, password: &[u8]) -> bool {
+    maildex_auth::verify(&rec.password, password).unwrap_or_else(|e| {
+        tracing::debug!(user = %rec.user.name, error = %e, "password hash cannot be checked");
+        false
+    })
 }

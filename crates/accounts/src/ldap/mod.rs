@@ -31,7 +31,7 @@ use maildex_config::{LdapConfig, LdapScope};
 
 use crate::nets::AllowNets;
 use crate::remote::{acceptable_name, Reachability};
-use crate::userdb::{PassRecord, Unavailable, UserDb};
+use crate::userdb::{verify_hash, PassRecord, Unavailable, UserDb};
 use crate::{quota, User};
 
 mod map;
@@ -554,10 +554,7 @@ impl UserDb for LdapDb {
 
     fn check_password(&self, rec: &PassRecord, password: &[u8]) -> Result<bool, Unavailable> {
         let Some(dn) = &rec.bind_dn else {
-            return Ok(maildex_auth::verify(&rec.password, password).unwrap_or_else(|e| {
-                tracing::debug!(user = %rec.user.name, error = %e, "password hash cannot be checked");
-                false
-            }));
+            return Ok(verify_hash(rec, password));
         };
         // RFC 4513 §5.1.2: a simple bind with an empty password is an unauthenticated
         // bind, which servers accept; it never logs in here
