@@ -137,17 +137,7 @@ fn listing_the_users_pages_past_the_servers_size_limit() {
     let (slapd, _shared) = Slapd::shared();
     // slapd answers at most 500 entries per search (its default sizelimit)
     const N: usize = 600;
-    let ldif: Vec<String> = (0..N)
-        .map(|i| {
-            format!(
-                "dn: uid=l6-u{i},{people}\nobjectClass: inetOrgPerson\n\
-                 objectClass: posixAccount\nuid: l6-u{i}\ncn: u\nsn: u\n\
-                 mail: l6-u{i}@example.org\nuidNumber: 1\ngidNumber: 1\nhomeDirectory: /h\n",
-                people = ldapdir::PEOPLE
-            )
-        })
-        .collect();
-    slapd.add(&ldif.join("\n"));
+    slapd.add_users((0..N).map(|i| format!("l6-u{i}")), "{SSHA}unused");
     let s = server(slapd, "", "");
     let names = s.accounts.user_names().unwrap();
     let ours = names.iter().filter(|n| n.starts_with("l6-u")).count();
@@ -338,17 +328,7 @@ fn ldap_rates() {
     let hash = maildex_auth::hash_password(b"bench-pw")
         .unwrap()
         .to_string();
-    let ldif: Vec<String> = (0..N)
-        .map(|i| {
-            format!(
-                "dn: uid=b{i},{people}\nobjectClass: inetOrgPerson\nobjectClass: posixAccount\n\
-                 uid: b{i}\ncn: b{i}\nsn: b{i}\nmail: b{i}@example.org\nuidNumber: 10001\n\
-                 gidNumber: 10001\nhomeDirectory: /home/b{i}\nuserPassword: {hash}\n",
-                people = ldapdir::PEOPLE
-            )
-        })
-        .collect();
-    slapd.add(&ldif.join("\n"));
+    slapd.add_users((0..N).map(|i| format!("b{i}")), &hash);
     let mut rows = Vec::new();
     for (label, cache) in [("cold", "cache_size = 0"), ("warm", "cache_size = 10000")] {
         let s = server(slapd, cache, "");
