@@ -135,13 +135,26 @@ impl Slapd {
         format!("ldap://127.0.0.1:{}", self.port)
     }
 
+    /// `ldapi://` and the socket's path, percent-encoded (RFC 4516 as OpenLDAP reads it).
+    pub fn ldapi_uri(&self) -> String {
+        format!(
+            "ldapi://{}",
+            self.dir
+                .join("ldapi")
+                .display()
+                .to_string()
+                .replace('/', "%2F")
+        )
+    }
+
     /// Starts slapd and waits until it answers.
     pub fn start(&self) {
         let d = self.dir.display();
         let script = format!(
-            "slapd -d 0 -f {d}/slapd.conf -h 'ldap://127.0.0.1:{p}/' > {d}/server.log 2>&1 & \
+            "slapd -d 0 -f {d}/slapd.conf -h 'ldap://127.0.0.1:{p}/ {ldapi}' > {d}/server.log 2>&1 & \
              pid=$!; trap 'kill -TERM $pid; wait $pid; rm -rf {d}; exit 0' TERM; wait $pid",
-            p = self.port
+            p = self.port,
+            ldapi = self.ldapi_uri()
         );
         *self.guardian.lock().unwrap() = Some(spawn_guardian(script));
         wait_ready(&self.guardian, &self.dir, "slapd", || self.answers());
@@ -219,16 +232,20 @@ impl Slapd {
     /// The `[auth]` body of a daemon using this server: users found by `mail`, Dovecot's
     /// attribute mapping; `extra` is more `[auth.ldap]` lines (`auth_bind = true` ...).
     pub fn auth_config(&self, cache: &str, extra: &str) -> String {
+        self.auth_config_at(&self.uri(), cache, extra)
+    }
+
+    /// [`Slapd::auth_config`] with `uris` as given.
+    pub fn auth_config_at(&self, uris: &str, cache: &str, extra: &str) -> String {
         format!(
-            "{cache}\n[auth.ldap]\nuris = \"{uri}\"\ndn = \"{SVC_DN}\"\ndnpass = \"{SVC_PW}\"\n\
+            "{cache}\n[auth.ldap]\nuris = \"{uris}\"\ndn = \"{SVC_DN}\"\ndnpass = \"{SVC_PW}\"\n\
              base = \"{PEOPLE}\"\n\
              pass_filter = \"(&(objectClass=posixAccount)(mail=%u))\"\n\
              pass_attrs = \"mail=user,userPassword=password\"\n\
              user_filter = \"(&(objectClass=posixAccount)(mail=%u))\"\n\
              user_attrs = \"mail=user,mailQuota=quota_rule=*:bytes=%$\"\n\
              iterate_filter = \"(objectClass=posixAccount)\"\n\
-             iterate_attrs = \"mail=user\"\nquery_timeout = 3\n{extra}",
-            uri = self.uri()
+             iterate_attrs = \"mail=user\"\nquery_timeout = 3\n{extra}"
         )
     }
 }

@@ -130,6 +130,27 @@ fn ldap_users_log_in_and_receive_mail_and_unknown_or_wrong_fail() {
 }
 
 #[test]
+fn uris_are_tried_in_order_and_ldapi_sockets_work() {
+    if skip() {
+        return;
+    }
+    let (slapd, _shared) = Slapd::shared();
+    slapd.add_user("l7-gus", &slappasswd("gus-pw"), None);
+    // port 1 refuses; the local socket answers (service bind over ldapi, then searches)
+    let uris = format!("ldap://127.0.0.1:1 {}", slapd.ldapi_uri());
+    for extra in ["", "auth_bind = true\n"] {
+        let s = Server::start_with(Opts {
+            auth: Some(slapd.auth_config_at(&uris, "cache_size = 0", extra)),
+            ..Opts::default()
+        });
+        let ok = login(&s, "l7-gus@example.org", "gus-pw");
+        assert!(ok.contains("OK"), "{extra}: {ok}");
+        let no = login(&s, "l7-gus@example.org", "wrong");
+        assert!(no.contains("NO [AUTHENTICATIONFAILED]"), "{extra}: {no}");
+    }
+}
+
+#[test]
 fn listing_the_users_pages_past_the_servers_size_limit() {
     if skip() {
         return;
