@@ -1,4 +1,5 @@
-//! `maildex-bench search`: SEARCH on header and metadata criteria (issue 18 #1), warm,
+//! `maildex-bench search`: SEARCH on header and metadata criteria (issue 18 #1) and BODY/
+//! TEXT (issue 18 #2), warm,
 //! Dovecot and maildex on copies of the same generated INBOX, in one run: wall time, the
 //! server's CPU per run, hit counts (which must agree), and the message files each server
 //! opens during all the searches (strace, as the listing's zero-files check counts them).
@@ -36,6 +37,18 @@ pub const QUERIES: &[(&str, &str)] = &[
         "flagged_cold",
         "UID SEARCH FLAGGED HEADER X-Mailer \"outlook\"",
     ),
+    // issue 18 #2: BODY and TEXT (maildex: the text stored at indexing; Dovecot without an
+    // fts plugin: its scan of the files)
+    ("body_rare", "UID SEARCH BODY \"postpone\""),
+    ("body_common", "UID SEARCH BODY \"the\""),
+    ("body_phrase", "UID SEARCH BODY \"next week\""),
+    ("body_substring", "UID SEARCH BODY \"igrat\""),
+    // LITERAL+ (RFC 7888), which both servers announce: "Grüße", 7 bytes of UTF-8
+    (
+        "body_non_ascii",
+        "UID SEARCH CHARSET UTF-8 BODY {7+}\r\nGr\u{fc}\u{df}e",
+    ),
+    ("text", "UID SEARCH TEXT \"invoice\""),
 ];
 
 /// Options of `maildex-bench search`.
@@ -155,7 +168,7 @@ pub fn run(o: &SearchOpts) -> Result<Value> {
             let (dc, mc) = (f("dovecot", "server_cpu_ms"), f("maildex", "server_cpu_ms"));
             table.push_str(&format!(
                 "| `{}` | {d:.1} | {m:.1} | {:.1}x | {dc:.1} | {mc:.1} | {:.1}x | {}/{} |\n",
-                q.trim_start_matches("UID SEARCH "),
+                q.trim_start_matches("UID SEARCH ").replace("{7+}\r\n", ""),
                 d / m,
                 dc / mc,
                 f("dovecot", "hits"),

@@ -33,6 +33,7 @@ mod imap {
     mod reconnect;
     mod roundcube;
     mod search_index;
+    mod search_text;
     mod sessions;
     mod sort;
     mod special_use;

@@ -10,13 +10,13 @@
 //! that [`needs`] asks for and asks again: the stored search fields (FROM/TO/CC/BCC/
 //! SUBJECT, SENT*, HEADER of one of [`SEARCH_HEADERS`]), then the hot header fields
 //! (HEADER of another of [`HOT_HEADERS`]), then the header blocks (HEADER of any other field), and last the
-//! message text (BODY/TEXT, the one stage that reads a file). So `FLAGGED HEADER X-Mailer
-//! x` decompresses header blocks only for flagged messages, and `SUBJECT x BODY y` reads
-//! only the files of messages whose subject holds x. The evaluator stays here, beside the
+//! message text (BODY/TEXT: the normalised text stored when the message was indexed, the
+//! largest records). So `FLAGGED HEADER X-Mailer x` decompresses header blocks only for
+//! flagged messages, and `SUBJECT x BODY y` decompresses only the text of messages whose
+//! subject holds x. No stage opens a message file. The evaluator stays here, beside the
 //! grammar it evaluates, because it is a pure function of the keys and of the data the
-//! store hands out (`UserStore::load`, `visit_search_fields`, `message_text`): the store
-//! stays the one door to mail, and a full-text index (issue 18 #2) becomes one more stage
-//! answered by the store. CHARSET is the session's job (US-ASCII and UTF-8 only,
+//! store hands out (`UserStore::load`, `visit_search_fields`, `visit_search_texts`): the
+//! store stays the one door to mail. CHARSET is the session's job (US-ASCII and UTF-8 only,
 //! otherwise `NO [BADCHARSET]`); key strings arrive here as UTF-8 bytes.
 //!
 //! Text rules (RFC 3501: "case-insensitive substring"; like Dovecot, on
@@ -27,11 +27,11 @@
 //! (`char::to_lowercase`) and compared as substrings. FROM/TO/CC/BCC see the
 //! addresses as ENVELOPE parses them, written out with display names;
 //! SUBJECT sees its white space compressed (both as Dovecot does). Bodies: text parts,
-//! base64 and quoted-printable decoded, as the store's [`UserStore::message_text`] gives
-//! them. The text rules live in maildex-text ([`maildex_store::text`]), shared with
-//! full-text indexing.
+//! base64 and quoted-printable decoded, HTML as written, as the store's
+//! [`UserStore::visit_search_texts`] gives them. The text rules live in maildex-text
+//! ([`maildex_store::text`]), applied once when the message is indexed.
 //!
-//! [`UserStore::message_text`]: maildex_store::UserStore::message_text
+//! [`UserStore::visit_search_texts`]: maildex_store::UserStore::visit_search_texts
 //!
 //! Date rules: BEFORE/ON/SINCE compare the calendar day of INTERNALDATE as
 //! seen in the server's zone ([`Context::tz_offset_secs`]); SENTBEFORE/
@@ -51,7 +51,7 @@ use maildex_imap_proto::{SearchKey, SequenceSet};
 use maildex_store::records::{
     flag, MessageState, SearchField, SearchView, HOT_HEADERS, SEARCH_HEADERS,
 };
-use maildex_store::text::{self, MessageText, SearchText};
+use maildex_store::text::{self, SearchText};
 
 pub use response::{esearch, save_result, search};
 pub(crate) use response::{numbers, wants};
@@ -304,16 +304,17 @@ fn key_needs(key: &SearchKey) -> Needs {
 /// follow three-valued logic: `OR` of a true key is true, `AND` of a false key is
 /// false, whatever the unknown ones would say.
 ///
-/// `body` returns the message's decoded text ([`UserStore::message_text`]) for
-/// BODY/TEXT keys; it is called lazily, at most once, and only when such a key
-/// is reached. `None` from it (file gone) makes those keys fail.
+/// `body` returns the message's normalised text, as the index stores it
+/// ([`UserStore::visit_search_texts`]), for BODY/TEXT keys; it is called lazily, at
+/// most once, and only when such a key is reached. `None` from it (no text record)
+/// makes those keys fail.
 ///
-/// [`UserStore::message_text`]: maildex_store::UserStore::message_text
+/// [`UserStore::visit_search_texts`]: maildex_store::UserStore::visit_search_texts
 pub fn decide<'b>(
     keys: &[SearchKey],
     c: &Candidate,
     ctx: &Context,
-    body: Option<&mut (dyn FnMut() -> Option<MessageText> + 'b)>,
+    body: Option<&mut (dyn FnMut() -> Option<SearchText> + 'b)>,
 ) -> Option<bool> {
     let mut ev = Eval {
         c,
@@ -330,7 +331,7 @@ pub fn matches(
     keys: &[SearchKey],
     c: &Candidate,
     ctx: &Context,
-    body: &mut dyn FnMut() -> Option<MessageText>,
+    body: &mut dyn FnMut() -> Option<SearchText>,
 ) -> bool {
     decide(keys, c, ctx, Some(body)).unwrap_or(false)
 }
@@ -339,7 +340,7 @@ pub fn matches(
 struct Eval<'e, 'a, 'b> {
     c: &'e Candidate<'a>,
     ctx: &'e Context<'a>,
-    body: Option<&'e mut (dyn FnMut() -> Option<MessageText> + 'b)>,
+    body: Option<&'e mut (dyn FnMut() -> Option<SearchText> + 'b)>,
     /// The message text, once asked for (`Some(None)`: unavailable).
     text: Option<Option<SearchText>>,
 }
@@ -509,7 +510,7 @@ impl Eval<'_, '_, '_> {
     fn body_text(&mut self, needle: &[u8], with_headers: bool) -> Option<bool> {
         if self.text.is_none() {
             let body = self.body.as_mut()?;
-            let t = body().map(SearchText::new);
+            let t = body();
             self.text = Some(t);
         }
         let Some(Some(t)) = &self.text else {

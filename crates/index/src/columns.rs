@@ -27,6 +27,9 @@ pub(crate) struct Columns<'e> {
     pub structure: Segments<'e>,
     pub sort: Segments<'e>,
     pub search: Plain<'e>,
+    /// `fts-text` ([`crate::TextRecord`], stored form), not a listing column but written
+    /// and removed with them.
+    pub text: Plain<'e>,
 }
 
 /// A [`Structure`] borrowed from its encoding, with the part tree as `P` (`()` skips it:
@@ -108,6 +111,7 @@ impl Columns<'_> {
         items: Vec<(u32, Cached)>,
     ) -> Result<(), IndexError> {
         let n = items.len();
+        let mut text = Vec::with_capacity(n);
         let (mut hot, mut env, mut st, mut sort, mut search) = (
             Vec::with_capacity(n),
             Vec::with_capacity(n),
@@ -124,6 +128,9 @@ impl Columns<'_> {
             st.push((uid, schema::encode(&structure)?));
             sort.push((uid, schema::encode(&c.sort)?));
             search.push((uid, schema::encode(&c.search)?));
+            if !c.text.is_empty() {
+                text.push((uid, c.text));
+            }
             hot.push((uid, c.hot_headers));
             env.push((uid, c.envelope));
         }
@@ -131,7 +138,8 @@ impl Columns<'_> {
         self.envelope.put_many(txn, mailbox, env)?;
         self.structure.put_many(txn, mailbox, st)?;
         self.sort.put_many(txn, mailbox, sort)?;
-        self.search.put_many(txn, mailbox, search)
+        self.search.put_many(txn, mailbox, search)?;
+        self.text.put_many(txn, mailbox, text)
     }
 
     /// Removes one message's data.
@@ -141,6 +149,7 @@ impl Columns<'_> {
         self.structure.remove(txn, mailbox, uid)?;
         self.sort.remove(txn, mailbox, uid)?;
         self.search.remove(txn, mailbox, uid)?;
+        self.text.remove(txn, mailbox, uid)?;
         Ok(())
     }
 
@@ -150,7 +159,8 @@ impl Columns<'_> {
         self.envelope.clear(txn, mailbox)?;
         self.structure.clear(txn, mailbox)?;
         self.sort.clear(txn, mailbox)?;
-        self.search.clear(txn, mailbox)
+        self.search.clear(txn, mailbox)?;
+        self.text.clear(txn, mailbox)
     }
 
     /// The `fields` of one message's data (the others empty); `None` when the message has
@@ -198,6 +208,14 @@ impl Columns<'_> {
             };
             c.search = decode_search(raw, mailbox, uid)?;
             found = true;
+        }
+        // a message without a text record (drift `index check` reports) keeps its other
+        // columns
+        if fields.text {
+            if let Some(t) = self.text.get(txn, mailbox, uid)? {
+                c.text = t.to_vec();
+                found = true;
+            }
         }
         Ok(found.then_some(c))
     }
@@ -278,6 +296,16 @@ impl Columns<'_> {
             };
             merge(&walk, &mut |c, uid, d| {
                 c.search = decode_search(&d, mailbox, uid)?;
+                Ok(())
+            })?;
+        }
+        if fields.text {
+            let walk = |f: &mut Visit<'_>| {
+                self.text
+                    .for_each(txn, mailbox, uids.clone(), |uid, d| f(uid, d.to_vec()))
+            };
+            merge(&walk, &mut |c, _, d| {
+                c.text = d;
                 Ok(())
             })?;
         }

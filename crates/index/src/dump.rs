@@ -154,6 +154,21 @@ pub fn message(uid: u32, rec: &MessageRecord, keywords: &[String], header_blocks
     s
 }
 
+/// The `fts-text` line of a mailbox: how many messages have a full-text record, and its
+/// bytes as stored and uncompressed.
+pub fn text_stats(r: &crate::Reader<'_>, id: u32) -> Result<String, crate::IndexError> {
+    let (mut n, mut stored, mut plain) = (0u64, 0u64, 0u64);
+    r.for_each_text(id, 1..=u32::MAX, |_, t| {
+        n += 1;
+        stored += t.len() as u64;
+        plain += crate::TextRecord::plain_len(t) as u64;
+        Ok(std::ops::ControlFlow::Continue(()))
+    })?;
+    Ok(format!(
+        "  fts-text         {n} records, {stored} bytes stored ({plain} uncompressed)\n"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

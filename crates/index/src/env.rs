@@ -66,6 +66,8 @@ pub struct Dbs<'e> {
     pub cache_sort: Database<'e, Bytes, Bytes>,
     /// `cache-search`: segments of [`schema::SearchFields`].
     pub cache_search: Database<'e, Bytes, Bytes>,
+    /// `fts-text`: (mailbox, uid) -> stored [`crate::TextRecord`].
+    pub fts_text: Database<'e, Bytes, Bytes>,
     /// `headers`: segments of raw header blocks.
     pub headers: Database<'e, Bytes, Bytes>,
     /// `changes`: (mailbox, modseq) -> uid, the change log ([`crate::changes`]).
@@ -99,6 +101,7 @@ impl<'e> Dbs<'e> {
             search: crate::plain::Plain {
                 db: self.cache_search,
             },
+            text: crate::plain::Plain { db: self.fts_text },
         }
     }
     pub(crate) fn headers(&self) -> Segments<'e> {
@@ -281,6 +284,7 @@ impl Index {
                     let st = dbo.create_database(wtxn, Some(schema::DB_CACHE_STRUCTURE))?;
                     let sort = dbo.create_database(wtxn, Some(schema::DB_CACHE_SORT))?;
                     let search = dbo.create_database(wtxn, Some(schema::DB_CACHE_SEARCH))?;
+                    let text = dbo.create_database(wtxn, Some(schema::DB_FTS_TEXT))?;
                     let hdrs = dbo.create_database(wtxn, Some(schema::DB_HEADERS))?;
                     let changes = dbo.create_database(wtxn, Some(schema::DB_CHANGES))?;
                     let expunged = dbo.create_database(wtxn, Some(schema::DB_EXPUNGED))?;
@@ -289,14 +293,15 @@ impl Index {
                         names,
                         boxes,
                         msgs,
-                        (hot, env, st, sort, search),
+                        (hot, env, st, sort, search, text),
                         (hdrs, changes, expunged),
                     )))
                 })
                 .map_err(|e| IndexError::lmdb(dir, e))?
                 .unwrap_commit();
             let (meta, mailbox_names, mailboxes, messages, cache, log) = dbs;
-            let (cache_hot, cache_envelope, cache_structure, cache_sort, cache_search) = cache;
+            let (cache_hot, cache_envelope, cache_structure, cache_sort, cache_search, fts_text) =
+                cache;
             let (headers, changes, expunged) = log;
             Ok(Dbs {
                 meta,
@@ -308,6 +313,7 @@ impl Index {
                 cache_structure,
                 cache_sort,
                 cache_search,
+                fts_text,
                 headers,
                 changes,
                 expunged,

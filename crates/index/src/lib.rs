@@ -14,6 +14,7 @@ pub mod changes;
 mod columns;
 pub mod dump;
 mod env;
+mod fts;
 mod plain;
 pub mod record;
 pub mod schema;
@@ -27,6 +28,7 @@ pub use env::{
     compact, keep_large_allocations_lazy, lock_exclusive, CommitListener, Index, OpenOptions,
     DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE,
 };
+pub use fts::TextRecord;
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,

@@ -123,6 +123,8 @@ pub fn build(file: &[u8], summary: &Summary, state: MessageState) -> Result<Buil
             sort: Default::default(),
             // filled by the store, which owns the text rules (maildex-text)
             search: Default::default(),
+            // and this (the text rules are maildex-text's)
+            text: Vec::new(),
         },
     };
     Ok(Built {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::IndexError;
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// `meta`: string keys to small values (schema version, id counters).
 pub const DB_META: &str = "meta";
@@ -31,6 +31,9 @@ pub const DB_CACHE_SORT: &str = "cache-sort";
 /// `cache-search`: segments of postcard [`SearchFields`]: what SEARCH FROM/TO/CC/BCC/
 /// SUBJECT and SENT* compare, decoded and normalised at indexing time.
 pub const DB_CACHE_SEARCH: &str = "cache-search";
+/// `fts-text`: [`msg_key`] to the stored [`crate::TextRecord`] (what SEARCH BODY and TEXT
+/// compare), one record per message.
+pub const DB_FTS_TEXT: &str = "fts-text";
 /// `headers`: segments of the raw header blocks of each message (see
 /// [`MessageRecord::parts`] for how to find each part's header inside them).
 pub const DB_HEADERS: &str = "headers";
@@ -268,6 +271,9 @@ pub struct Cached {
     pub sort: SortKeys,
     /// What SEARCH's header criteria compare (the `cache-search` column).
     pub search: SearchFields,
+    /// What SEARCH BODY and TEXT compare: a [`crate::TextRecord`] in its stored form (the
+    /// `fts-text` column), kept as stored so COPY copies it without decoding.
+    pub text: Vec<u8>,
 }
 
 /// The sort and thread keys of a message (RFC 5256, RFC 5957), computed once when it is
@@ -563,6 +569,8 @@ pub struct CachedFields {
     pub sort: bool,
     /// [`Cached::search`].
     pub search: bool,
+    /// [`Cached::text`].
+    pub text: bool,
 }
 
 impl CachedFields {
@@ -575,6 +583,7 @@ impl CachedFields {
         parts: true,
         sort: true,
         search: true,
+        text: true,
     };
 
     /// Whether any field is wanted.
@@ -592,6 +601,7 @@ impl CachedFields {
             parts: self.parts || o.parts,
             sort: self.sort || o.sort,
             search: self.search || o.search,
+            text: self.text || o.text,
         }
     }
 }

@@ -121,7 +121,7 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-fn decompress(frame: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn decompress(frame: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
     DECOMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         let d = match slot.as_mut() {

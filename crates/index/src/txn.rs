@@ -310,6 +310,22 @@ impl<'t> Reader<'t> {
         self.dbs.cache().search.get(self.txn, mailbox, uid)
     }
 
+    /// Calls `f` with the stored full-text record ([`crate::TextRecord`], stored form) of
+    /// each message of `mailbox` in `uids` that has one, in UID order, read in place.
+    pub fn for_each_text(
+        &self,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        self.dbs.cache().text.for_each(self.txn, mailbox, uids, f)
+    }
+
+    /// The stored full-text record of one message, read in place.
+    pub fn text(&self, mailbox: u32, uid: u32) -> Result<Option<&[u8]>, IndexError> {
+        self.dbs.cache().text.get(self.txn, mailbox, uid)
+    }
+
     /// The raw header blocks of a message: the root header block followed by every part's
     /// header block in pre-order (see [`schema::PartRecord::walk`]).
     pub fn headers(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
@@ -347,6 +363,10 @@ impl<'t> Reader<'t> {
             (
                 schema::DB_CACHE_SEARCH,
                 d.cache_search.stat(self.txn).map_err(lmdb)?,
+            ),
+            (
+                schema::DB_FTS_TEXT,
+                d.fts_text.stat(self.txn).map_err(lmdb)?,
             ),
             (schema::DB_HEADERS, d.headers.stat(self.txn).map_err(lmdb)?),
             (schema::DB_CHANGES, d.changes.stat(self.txn).map_err(lmdb)?),
@@ -652,6 +672,29 @@ impl<'t, 'e> Writer<'t, 'e> {
         self.dbs.headers().remove(self.txn, mailbox, uid)?;
         self.put_mailbox(mailbox, &mrec)?;
         Ok(Some(old))
+    }
+
+    /// Replaces the full-text record (stored form) of message `uid`, which must be indexed
+    /// (`index check --repair`): not a change a client sees, so no modseq.
+    pub fn put_text(
+        &mut self,
+        mailbox: u32,
+        uid: u32,
+        stored: Vec<u8>,
+    ) -> Result<bool, IndexError> {
+        if self.reader().state(mailbox, uid)?.is_none() {
+            return Ok(false);
+        }
+        self.dbs
+            .cache()
+            .text
+            .put_many(self.txn, mailbox, vec![(uid, stored)])?;
+        Ok(true)
+    }
+
+    /// Removes the full-text record of message `uid` (tests of `index check`).
+    pub fn remove_text(&mut self, mailbox: u32, uid: u32) -> Result<bool, IndexError> {
+        self.dbs.cache().text.remove(self.txn, mailbox, uid)
     }
 
     /// Claims the `\Recent` messages for one session (RFC 3501 §2.3.2: a message is recent

@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 
 use maildex_index::{
     Cached, CachedFields, Index, MessageRecord, MessageState, OpenOptions, PartRecord,
-    SearchFields, SortKeys,
+    SearchFields, SortKeys, TextRecord,
 };
 use proptest::prelude::*;
 
@@ -51,6 +51,7 @@ fn project(c: &Cached, fields: CachedFields) -> Cached {
         } else {
             SearchFields::default()
         },
+        text: keep(fields.text, &c.text),
     }
 }
 
@@ -80,6 +81,12 @@ fn field_sets() -> Vec<CachedFields> {
             ..none
         },
         CachedFields { sort: true, ..none },
+        CachedFields { text: true, ..none },
+        CachedFields {
+            text: true,
+            search: true,
+            ..none
+        },
     ]
 }
 
@@ -114,6 +121,12 @@ fn record(uid: u32, gen: usize) -> (MessageRecord, Vec<u8>) {
                 from: vec![String::new(); uid as usize % 3],
                 ..Default::default()
             },
+            text: TextRecord {
+                headers: vec![format!("subject: {uid}/{gen}\n")],
+                bodies: vec![format!("body {uid} gen {gen}\n").repeat(1 + uid as usize % 9)],
+            }
+            .encode()
+            .unwrap(),
         },
     };
     let headers = format!("Received: from h{uid} by mx gen {gen}\n")

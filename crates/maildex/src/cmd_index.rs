@@ -30,6 +30,16 @@ pub struct DumpArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub users: UsersCmdArgs,
+    /// Rewrite what can be rewritten from the message files in place (the full-text
+    /// records); what remains needs `index rebuild`.
+    #[arg(long)]
+    pub repair: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct UsersCmdArgs {
     #[command(flatten)]
     pub config: ConfigArg,
@@ -54,6 +64,7 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
                 continue;
             }
             out.push_str(&dump::mailbox(id, &m));
+            out.push_str(&dump::text_stats(r, id)?);
             let records = match a.uid {
                 Some(uid) => r.message(id, uid)?.map(|m| (uid, m)).into_iter().collect(),
                 None => r.messages(id)?,
@@ -156,7 +167,8 @@ pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
 /// Reads only: a user without a Maildir or an index is reported and nothing is created.
 /// A folder never indexed yet is reported but is not a difference (exit 0): the daemon
 /// indexes it when it is first opened.
-pub fn check(a: &UsersCmdArgs) -> Result<ExitCode> {
+pub fn check(c: &CheckArgs) -> Result<ExitCode> {
+    let a = &c.users;
     let config = load_config(&a.config.config)?;
     become_mail_owner(&config)?;
     let mut total = 0;
@@ -184,8 +196,18 @@ pub fn check(a: &UsersCmdArgs) -> Result<ExitCode> {
         };
         for d in &diffs {
             println!("{user}: {d}");
+            let repaired = match d {
+                maildex_store::Difference::Text { mailbox, uid, .. } if c.repair => {
+                    store.repair_text(mailbox, *uid)?
+                }
+                _ => false,
+            };
+            if repaired {
+                println!("{user}: {d}: repaired");
+            } else {
+                total += 1;
+            }
         }
-        total += diffs.len();
     }
     if total == 0 {
         println!("index and Maildir agree");

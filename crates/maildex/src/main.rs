@@ -69,8 +69,9 @@ enum IndexCommand {
     /// reports differences. Safe while the daemon runs.
     Rebuild(cmd_index::UsersCmdArgs),
     /// Report every difference between index and Maildir; exit status 1 if there is any.
-    /// Reads only and creates nothing; a folder not indexed yet is listed, not a difference.
-    Check(cmd_index::UsersCmdArgs),
+    /// Reads only and creates nothing (unless --repair); a folder not indexed yet is listed,
+    /// not a difference.
+    Check(cmd_index::CheckArgs),
     /// Rewrite the index compactly. Needs the user's index closed (no sessions).
     Compact(cmd_index::UsersCmdArgs),
 }

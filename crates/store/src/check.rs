@@ -75,6 +75,13 @@ pub enum Difference {
         index: u64,
         disk: u64,
     },
+    /// The message's full-text record (what SEARCH BODY/TEXT compare) is missing or is
+    /// not what its file gives; `index check --repair` rewrites it.
+    Text {
+        mailbox: String,
+        uid: u32,
+        missing: bool,
+    },
     /// The stored counters differ from the records.
     Counts {
         mailbox: String,
@@ -159,6 +166,18 @@ impl fmt::Display for Difference {
                     f,
                     "{mailbox}: UID {uid} is {index} bytes in the index but {disk} on disk"
                 )
+            }
+            Text {
+                mailbox,
+                uid,
+                missing,
+            } => {
+                let what = if *missing {
+                    "has no"
+                } else {
+                    "differs from its file in its"
+                };
+                write!(f, "{mailbox}: UID {uid} {what} full-text record")
             }
             Counts {
                 mailbox,
@@ -324,6 +343,12 @@ impl UserStore {
                         uid,
                         index: h.size,
                         disk: md.len(),
+                    });
+                } else if let Some(missing) = self.text_drift(id, uid, &file, h)? {
+                    out.push(Difference::Text {
+                        mailbox: mb.clone(),
+                        uid,
+                        missing,
                     });
                 }
             }

@@ -110,6 +110,14 @@ pub(crate) fn build(bytes: &[u8], state: MessageState) -> Result<Built, StoreErr
     // decoding and the comparison forms are maildex-text's)
     built.record.cached.sort = maildex_text::sort_keys(header, &summary.envelope);
     built.record.cached.search = maildex_text::search_fields(header);
+    // and what SEARCH BODY/TEXT compare, stored so no SEARCH reads the file (issue 18 #2):
+    // the scan's rule (text parts decoded, HTML as written), normalised
+    let text = maildex_text::MessageText::extract(
+        bytes,
+        &built.record.cached.parts,
+        maildex_text::Html::AsWritten,
+    );
+    built.record.cached.text = maildex_text::SearchText::new(text).into_record().encode()?;
     Ok(built)
 }
 

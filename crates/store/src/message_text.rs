@@ -1,11 +1,13 @@
-//! Message text for SEARCH BODY/TEXT (and a later full-text index): the store reads the
-//! file and hands it, with the part tree the index keeps, to maildex-text, so the IMAP
-//! crate does no MIME work and never opens a message file for it.
+//! Message text for SEARCH BODY/TEXT: the normalised text stored in the index when the
+//! message was indexed (the `fts-text` column, written by every indexing path through
+//! `convert::build`), so the IMAP crate does no MIME work and no SEARCH opens a file.
 
-use maildex_index::{Built, MessageState, PartRecord};
-use maildex_text::{Html, MessageText};
+use std::ops::ControlFlow;
 
-use crate::{StoreError, UserStore};
+use maildex_index::{Built, MessageState, TextRecord};
+use maildex_text::SearchText;
+
+use crate::{Mailbox, StoreError, UserStore};
 
 /// The index record of a message from its bytes, built as delivery builds it (for tests
 /// and tools that need a record, and so its part tree, without a Maildir).
@@ -13,19 +15,201 @@ pub fn build_record(bytes: &[u8], state: MessageState) -> Result<Built, StoreErr
     crate::convert::build(bytes, state)
 }
 
+/// Names a text record in a decoding error.
+struct What(u32, u32);
+
+impl std::fmt::Display for What {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}/{}",
+            maildex_index::schema::DB_FTS_TEXT,
+            self.0,
+            self.1
+        )
+    }
+}
+
+/// Reads a stored text record of message `uid` of mailbox `id`.
+pub(crate) fn decode_text(stored: &[u8], id: u32, uid: u32) -> Result<SearchText, StoreError> {
+    Ok(SearchText::from_record(TextRecord::decode(
+        stored,
+        &What(id, uid),
+    )?))
+}
+
 impl UserStore {
-    /// The decoded text of the message `state` (its index state) in mailbox `mailbox`, whose
-    /// part tree is `parts` (the index's [`maildex_index::Cached::parts`]), read with
-    /// [`UserStore::read_message`]. `None` when it cannot be read (removed or renamed by
-    /// another tool since the index saw it): SEARCH takes that as no match.
-    pub fn message_text(
+    /// Calls `f` with (index in `uids`, text) for each message of `mailbox` in `uids`
+    /// (ascending) that has a stored text record: what SEARCH BODY and TEXT compare. A UID
+    /// not called for is not in the index (expunged meanwhile) or lacks its record (drift
+    /// that `index check` reports and repairs).
+    pub fn visit_search_texts(
         &self,
-        mailbox: &crate::Mailbox,
+        mailbox: &Mailbox,
+        uids: &[u32],
+        mut f: impl FnMut(usize, SearchText),
+    ) -> Result<(), StoreError> {
+        let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+            return Ok(());
+        };
+        let id = mailbox.id();
+        self.index.read(|r| {
+            let mut failed = None;
+            let mut visit = |i: usize, uid: u32, raw: &[u8]| match decode_text(raw, id, uid) {
+                Ok(t) => f(i, t),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            };
+            if u64::from(last - first) <= 4 * uids.len() as u64 + 64 {
+                r.for_each_text(id, first..=last, |uid, raw| {
+                    if let Ok(i) = uids.binary_search(&uid) {
+                        visit(i, uid, raw);
+                    }
+                    Ok(ControlFlow::Continue(()))
+                })?;
+            } else {
+                for (i, &uid) in uids.iter().enumerate() {
+                    if let Some(raw) = r.text(id, uid)? {
+                        visit(i, uid, raw);
+                    }
+                }
+            }
+            Ok(failed.map_or(Ok(()), Err))
+        })?
+    }
+}
+
+impl UserStore {
+    /// Whether the stored text record of message `uid` of mailbox `id` is missing
+    /// (`Some(true)`) or differs from what its file `path` gives (`Some(false)`), for
+    /// `index check`. `None`: it agrees, or the file cannot be read (reported otherwise).
+    pub(crate) fn text_drift(
+        &self,
+        id: u32,
+        uid: u32,
+        path: &std::path::Path,
         state: &MessageState,
-        parts: &PartRecord,
-        html: Html,
-    ) -> Option<MessageText> {
-        let bytes = self.read_message(mailbox, state)?;
-        Some(MessageText::extract(&bytes, parts, html))
+    ) -> Result<Option<bool>, StoreError> {
+        let Ok(built) = crate::convert::index_file(path, state.clone()) else {
+            return Ok(None);
+        };
+        let want = TextRecord::decode(&built.record.cached.text, &What(id, uid))?;
+        let stored = self.index.read(|r| {
+            r.text(id, uid)
+                .map(|t| t.map(|t| TextRecord::decode(t, &What(id, uid)).ok()))
+        })?;
+        Ok(match stored {
+            None => Some(true),
+            Some(Some(have)) if have == want => None,
+            Some(_) => Some(false),
+        })
+    }
+
+    /// Rewrites the full-text record of message `uid` of `mailbox` from its file (`index
+    /// check --repair`). False when the message or its file is gone.
+    pub fn repair_text(&self, mailbox: &str, uid: u32) -> Result<bool, StoreError> {
+        let Some((id, _)) = self.indexed_mailbox(mailbox)? else {
+            return Ok(false);
+        };
+        let Some(state) = self.index.read(|r| r.state(id, uid))? else {
+            return Ok(false);
+        };
+        let sub = if state.in_new {
+            maildex_maildir::Sub::New
+        } else {
+            maildex_maildir::Sub::Cur
+        };
+        let path = sub
+            .path(&self.mailbox_path(mailbox)?)
+            .join(&state.file_name);
+        let built = match crate::convert::index_file(&path, state) {
+            Ok(b) => b,
+            Err(StoreError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(false)
+            }
+            Err(e) => return Err(e),
+        };
+        let text = built.record.cached.text;
+        Ok(self
+            .index
+            .write_retrying(move |w| w.put_text(id, uid, text.clone()))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DeliverOptions, Difference, StoreOptions};
+
+    fn store(dir: &std::path::Path) -> UserStore {
+        let opts = StoreOptions {
+            fsync: false,
+            ..StoreOptions::default()
+        };
+        UserStore::open(&dir.join("mail"), &dir.join("index"), opts).unwrap()
+    }
+
+    fn texts(s: &UserStore, uids: &[u32]) -> Vec<(usize, SearchText)> {
+        let req = crate::SnapshotRequest {
+            sync: crate::SyncFirst::Never,
+            since: None,
+            claim_recent: false,
+            first_unseen: false,
+        };
+        let snap = s.snapshot("INBOX", &req).unwrap().expect("INBOX");
+        let mut out = Vec::new();
+        s.visit_search_texts(&snap.mailbox, uids, |i, t| out.push((i, t)))
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn check_finds_a_missing_or_wrong_text_record_and_repair_rewrites_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = store(dir.path());
+        let opts = DeliverOptions::default();
+        for body in ["first body", "second body", "third body"] {
+            let msg = format!("Subject: t\r\n\r\n{body}\r\n");
+            s.deliver("INBOX", &mut msg.as_bytes(), &opts).unwrap();
+        }
+        assert_eq!(s.check().unwrap(), vec![]);
+        let got = texts(&s, &[1, 2, 3]);
+        assert_eq!(got.len(), 3);
+        assert!(got[1].1.body_contains("second"));
+        // drift: UID 2's record replaced by another text, UID 3's removed
+        let (id, _) = s.indexed_mailbox("INBOX").unwrap().unwrap();
+        let other = SearchText::new(maildex_text::MessageText {
+            headers: vec![],
+            bodies: vec!["other".into()],
+        });
+        let other = other.into_record().encode().unwrap();
+        s.index
+            .write_retrying(move |w| {
+                w.put_text(id, 2, other.clone())?;
+                w.remove_text(id, 3)
+            })
+            .unwrap();
+        let mut diffs = s.check().unwrap();
+        diffs.sort_by_key(|d| d.to_string());
+        let text = |uid, missing| Difference::Text {
+            mailbox: "INBOX".into(),
+            uid,
+            missing,
+        };
+        assert_eq!(diffs, vec![text(2, false), text(3, true)]);
+        assert_eq!(diffs[1].to_string(), "INBOX: UID 3 has no full-text record");
+        assert!(diffs.iter().all(Difference::is_drift));
+        // a search sees what is stored: UID 3 has no text, UID 2 the wrong one
+        let got = texts(&s, &[1, 2, 3]);
+        assert_eq!(got.len(), 2);
+        assert!(!got[1].1.body_contains("second"));
+        assert!(s.repair_text("INBOX", 2).unwrap());
+        assert!(s.repair_text("INBOX", 3).unwrap());
+        assert!(!s.repair_text("INBOX", 9).unwrap());
+        assert_eq!(s.check().unwrap(), vec![]);
+        let got = texts(&s, &[1, 2, 3]);
+        assert_eq!(got.len(), 3);
+        assert!(got[1].1.body_contains("second") && got[2].1.body_contains("third"));
     }
 }

@@ -1,6 +1,6 @@
 //! What SEARCH compares: both sides of a comparison go through [`normalize`].
 
-use maildex_index::SearchFields;
+use maildex_index::{SearchFields, TextRecord};
 
 use crate::{compress_lwsp, decode_header, field_values, MessageText};
 
@@ -92,8 +92,10 @@ pub fn any_contains_bytes<'a>(mut values: impl Iterator<Item = &'a [u8]>, needle
     values.any(|v| finder.find(v).is_some())
 }
 
-/// A message's text normalised for SEARCH BODY and TEXT (RFC 3501 §6.4.4).
-#[derive(Debug, Clone, Default)]
+/// A message's text normalised for SEARCH BODY and TEXT (RFC 3501 §6.4.4). Computed when
+/// the message is indexed and stored as a [`TextRecord`] (the `fts-text` column), so a
+/// SEARCH compares the stored record and reads no message file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SearchText {
     headers: Vec<String>,
     bodies: Vec<String>,
@@ -105,6 +107,22 @@ impl SearchText {
         SearchText {
             headers: text.headers.into_iter().map(normalize_owned).collect(),
             bodies: text.bodies.into_iter().map(normalize_owned).collect(),
+        }
+    }
+
+    /// The record the index stores.
+    pub fn into_record(self) -> TextRecord {
+        TextRecord {
+            headers: self.headers,
+            bodies: self.bodies,
+        }
+    }
+
+    /// The text of a stored record (already normalised when it was made).
+    pub fn from_record(r: TextRecord) -> SearchText {
+        SearchText {
+            headers: r.headers,
+            bodies: r.bodies,
         }
     }
 

@@ -26,6 +26,9 @@ const CRITERIA: &[&str] = &[
     "HEADER X-Mailer",
     "HEADER Received",
     "HEADER X-Weird",
+    // issue 18 #2: answered from the text stored at indexing
+    "BODY",
+    "TEXT",
 ];
 
 const DATES: &[&str] = &[

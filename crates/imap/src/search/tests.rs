@@ -5,13 +5,11 @@ use std::cell::Cell;
 
 use maildex_imap_proto::{Date, SearchKey as K, SeqNum, SequenceSet};
 use maildex_index::{flag, Built, MessageState};
-use maildex_store::text::Html;
 
 use super::*;
 
 /// A message as the index holds it.
 pub(super) struct Msg {
-    pub raw: Vec<u8>,
     pub built: Built,
     /// The stored search fields, encoded as the index keeps them.
     pub search: Vec<u8>,
@@ -21,11 +19,7 @@ impl Msg {
     pub fn new(raw: &[u8], state: MessageState) -> Msg {
         let built = maildex_store::build_record(raw, state).expect("build");
         let search = built.record.cached.search.encode().expect("encode");
-        Msg {
-            raw: raw.to_vec(),
-            built,
-            search,
-        }
+        Msg { built, search }
     }
 
     /// The root header block, cut from the stored blocks as the session does.
@@ -35,10 +29,11 @@ impl Msg {
         &self.built.headers[..len]
     }
 
-    /// The message text, as the store extracts it for SEARCH.
-    pub fn text(&self) -> Option<MessageText> {
-        let parts = &self.built.record.cached.parts;
-        Some(MessageText::extract(&self.raw, parts, Html::AsWritten))
+    /// The message text, as the index stores it for SEARCH.
+    pub fn text(&self) -> Option<SearchText> {
+        let stored = &self.built.record.cached.text;
+        let record = maildex_index::TextRecord::decode(stored, &"test").expect("text record");
+        Some(SearchText::from_record(record))
     }
 
     /// A candidate with everything loaded.

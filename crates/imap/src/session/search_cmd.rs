@@ -1,12 +1,13 @@
 //! SEARCH and UID SEARCH (RFC 3501 §6.4.4), with ESEARCH (RFC 4731) and SEARCHRES
 //! (RFC 5182) results. Keys are evaluated by [`crate::search`] on index data, in stages
-//! (cheap criteria first); only BODY/TEXT read message files.
+//! (cheap criteria first); no stage reads a message file (BODY/TEXT compare the text the
+//! index stored when the message was indexed).
 
 use std::sync::Arc;
 
 use maildex_imap_proto::{ResponseCode, SearchArgs, SearchKey, Tag};
 use maildex_store::records::{Cached, CachedFields, MessageState, SearchView};
-use maildex_store::text::Html;
+use maildex_store::text;
 use maildex_store::UserStore;
 
 use super::condstore::uses_modseq;
@@ -91,7 +92,7 @@ impl Session {
     /// Per batch of messages, in stages ([`search::Stage`]): the states first (flags, sizes,
     /// dates, sets, MODSEQ decide most keys), then, only for the messages still undecided,
     /// the stored search fields, the hot header fields, the header blocks and last the
-    /// message text, each loaded only when some key needs it.
+    /// stored message text, each loaded only when some key needs it.
     pub(super) async fn matching(
         &mut self,
         mut keys: Vec<SearchKey>,
@@ -167,28 +168,41 @@ impl Session {
                     .iter()
                     .filter(|&&st| st != Stage::State && need.has(st));
                 loop {
-                    let body = loaded.contains(&Stage::Body);
                     undecided.retain(|p| {
                         let c = p.candidate(&loaded);
-                        // BODY/TEXT: the file's text, read only when such a key is reached
-                        let mut text = || {
-                            let parts = &p.cached.as_ref()?.parts;
-                            s.message_text(&m, &p.state, parts, Html::AsWritten)
-                        };
-                        let answer = search::decide(
-                            &k,
-                            &c,
-                            &ctx,
-                            body.then_some(&mut text as &mut dyn FnMut() -> _),
-                        );
+                        let answer = search::decide(&k, &c, &ctx, None);
                         if answer == Some(true) {
                             out.push((p.seq, p.uid, p.state.modseq));
                         }
-                        // undecided only while a later stage can tell
-                        answer.is_none() && !body
+                        answer.is_none()
                     });
                     let Some(&stage) = next.next() else { break };
                     if undecided.is_empty() {
+                        break;
+                    }
+                    if stage == Stage::Body {
+                        // the last stage: every message is decided here, as its stored
+                        // text is read (decompressed one at a time, never kept)
+                        let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
+                        let mut visited = vec![false; uids.len()];
+                        let mut decide = |p: &Pending, t: Option<text::SearchText>| {
+                            let c = p.candidate(&loaded);
+                            let mut t = t;
+                            let mut body = || t.take();
+                            if search::decide(&k, &c, &ctx, Some(&mut body)) == Some(true) {
+                                out.push((p.seq, p.uid, p.state.modseq));
+                            }
+                        };
+                        s.visit_search_texts(&m, &uids, |i, t| {
+                            if let Some(p) = undecided.get(i) {
+                                visited[i] = true;
+                                decide(p, Some(t));
+                            }
+                        })?;
+                        // no text record (drift `index check` repairs): no text matches
+                        for (p, _) in undecided.iter().zip(&visited).filter(|(_, v)| !**v) {
+                            decide(p, None);
+                        }
                         break;
                     }
                     if stage == Stage::Search {
@@ -221,11 +235,7 @@ impl Session {
                             _ => false,
                         });
                     } else {
-                        let with_state = !loaded.contains(&Stage::State);
-                        load_stage(&s, &m, stage, &mut undecided, with_state)?;
-                        if with_state && stage == Stage::Body {
-                            loaded.push(Stage::State);
-                        }
+                        load_stage(&s, &m, stage, &mut undecided)?;
                     }
                     loaded.push(stage);
                 }
@@ -290,50 +300,36 @@ impl Pending {
     }
 }
 
-/// Loads the data of `stage` (not [`Stage::Search`], read in place) for the `undecided`
-/// messages from the index, and drops those the index no longer has (expunged meanwhile).
-/// The message text needs the file name: [`Stage::Body`] loads the states too when they
-/// were not (`with_state`).
+/// Loads the data of `stage` ([`Stage::Hot`] or [`Stage::Headers`]; the search fields and
+/// the text are read in place) for the `undecided` messages from the index, and drops
+/// those the index no longer has (expunged meanwhile).
 fn load_stage(
     store: &UserStore,
     mailbox: &maildex_store::Mailbox,
     stage: Stage,
     undecided: &mut Vec<Pending>,
-    with_state: bool,
 ) -> Result<(), CmdError> {
     let fields = CachedFields {
         hot_headers: stage == Stage::Hot,
-        parts: stage == Stage::Body,
         ..CachedFields::default()
     };
     let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
     let headers = stage == Stage::Headers;
-    let got = if with_state && stage == Stage::Body {
-        store.load(mailbox, &uids, fields, headers)?
-    } else {
-        store.load_more(mailbox, &uids, fields, headers)?
-    };
+    let got = store.load_more(mailbox, &uids, fields, headers)?;
     let mut got = got.into_iter();
     undecided.retain_mut(|p| {
-        let Some(Some(mut new)) = got.next() else {
+        let Some(Some(new)) = got.next() else {
             return false;
         };
-        if with_state && stage == Stage::Body {
-            p.state = std::mem::take(&mut new.state);
-        }
         match stage {
             Stage::Headers => p.headers = new.headers,
             _ => {
                 let Some(new) = new.cached else {
                     return false;
                 };
-                let Some(have) = &mut p.cached else {
-                    p.cached = Some(Box::new(new));
-                    return true;
-                };
-                match stage {
-                    Stage::Hot => have.hot_headers = new.hot_headers,
-                    _ => have.parts = new.parts,
+                match &mut p.cached {
+                    Some(have) => have.hot_headers = new.hot_headers,
+                    None => p.cached = Some(Box::new(new)),
                 }
             }
         }

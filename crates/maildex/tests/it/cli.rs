@@ -121,6 +121,43 @@ fn index_dump_check_rebuild_and_compact() {
     let o = maildex(&config, &["index", "check", "--all"], None);
     assert!(o.status.success(), "{}", text(&o));
 
+    // a full-text record lost: check reports it, --repair rewrites it from the file
+    {
+        let store = maildex_store::UserStore::open(&maildir, &index, Default::default()).unwrap();
+        let removed = store
+            .index()
+            .write_retrying(|w| w.remove_text(1, 2))
+            .unwrap();
+        assert!(removed);
+    }
+    let o = maildex(&config, &["index", "check", "--all"], None);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("INBOX: UID 2 has no full-text record"),
+        "{}",
+        text(&o)
+    );
+    let o = maildex(&config, &["index", "check", "--all", "--repair"], None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("full-text record: repaired"),
+        "{}",
+        text(&o)
+    );
+    let o = maildex(&config, &["index", "check", "--all"], None);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let o = maildex(
+        &config,
+        &["index", "dump", "--user", "carol@example.org"],
+        None,
+    );
+    assert!(
+        text(&o).contains("fts-text         3 records"),
+        "{}",
+        text(&o)
+    );
+
     let o = maildex(
         &config,
         &[
