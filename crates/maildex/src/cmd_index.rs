@@ -30,6 +30,16 @@ pub struct DumpArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct RebuildArgs {
+    #[command(flatten)]
+    pub users: UsersCmdArgs,
+    /// Only rewrite the full-text records (what SEARCH BODY/TEXT compare) from the files;
+    /// UIDs, flags, modseqs and the other records stay as they are.
+    #[arg(long)]
+    pub fts_only: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct CheckArgs {
     #[command(flatten)]
     pub users: UsersCmdArgs,
@@ -91,7 +101,11 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
+pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
+    if r.fts_only {
+        return rebuild_texts(&r.users);
+    }
+    let a = &r.users;
     let config = load_config(&a.config.config)?;
     become_mail_owner(&config)?;
     let tty = std::io::stderr().is_terminal();
@@ -116,17 +130,7 @@ pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
         if let Some(aside) = aside {
             eprintln!("{user}: unusable index moved aside to {}", aside.display());
         }
-        let bar = tty.then(|| {
-            let bar = indicatif::ProgressBar::new(0);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{prefix} [{bar:30}] {pos}/{len} mailboxes, {msg}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar.set_prefix(user.clone());
-            bar
-        });
+        let bar = progress_bar(tty, &user);
         let report = store.rebuild(&mut |p| {
             if let Some(bar) = &bar {
                 bar.set_length(p.total as u64);
@@ -155,6 +159,64 @@ pub fn rebuild(a: &UsersCmdArgs) -> Result<ExitCode> {
     println!(
         "total: {mailboxes} mailboxes, {messages} messages, {unreadable} unreadable, \
          {skipped} users with no mail yet, {:.2}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(if unreadable > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A progress bar of mailboxes for a user's rebuild, on a terminal.
+fn progress_bar(tty: bool, user: &str) -> Option<indicatif::ProgressBar> {
+    tty.then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} mailboxes, {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(user.to_string());
+        bar
+    })
+}
+
+/// `index rebuild --fts-only`: the full-text records of every indexed message rewritten
+/// from the files; a user without an index yet is skipped (its first use indexes it whole).
+fn rebuild_texts(a: &UsersCmdArgs) -> Result<ExitCode> {
+    let config = load_config(&a.config.config)?;
+    become_mail_owner(&config)?;
+    let tty = std::io::stderr().is_terminal();
+    let (mut messages, mut unreadable) = (0, 0);
+    let started = std::time::Instant::now();
+    for user in users(&config, &a.users)? {
+        if existing_paths(&config, &user)?.is_none() {
+            continue;
+        }
+        let store = open_store(&config, &user)?;
+        let bar = progress_bar(tty, &user);
+        let t = std::time::Instant::now();
+        let (n, bad) = store.rebuild_texts(&mut |p| {
+            if let Some(bar) = &bar {
+                bar.set_length(p.total as u64);
+                bar.set_position(p.done as u64);
+                bar.set_message(format!("{} messages", p.messages));
+            }
+        })?;
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        let rate = n as f64 / t.elapsed().as_secs_f64().max(1e-9);
+        println!(
+            "{user}: {n} full-text records rewritten ({rate:.0} messages/s), {bad} unreadable"
+        );
+        messages += n;
+        unreadable += bad;
+    }
+    println!(
+        "total: {messages} full-text records, {unreadable} unreadable, {:.2}s",
         started.elapsed().as_secs_f64()
     );
     Ok(if unreadable > 0 {

@@ -67,7 +67,7 @@ enum IndexCommand {
     /// Re-index every message from the files, keeping every UID. Use after an upgrade that
     /// changes the index format, after restoring mail from a backup, or when `index check`
     /// reports differences. Safe while the daemon runs.
-    Rebuild(cmd_index::UsersCmdArgs),
+    Rebuild(cmd_index::RebuildArgs),
     /// Report every difference between index and Maildir; exit status 1 if there is any.
     /// Reads only and creates nothing (unless --repair); a folder not indexed yet is listed,
     /// not a difference.

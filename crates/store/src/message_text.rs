@@ -137,6 +137,58 @@ impl UserStore {
     }
 }
 
+impl UserStore {
+    /// `maildex index rebuild --fts-only`: rewrites the full-text record of every indexed
+    /// message from its file (after a change of the text rules, or to repair them all),
+    /// leaving UIDs, flags and modseqs as they are. Reports after each mailbox. Returns
+    /// (records written, files that could not be read: renamed or removed meanwhile, which
+    /// the next sync takes care of).
+    pub fn rebuild_texts(
+        &self,
+        progress: &mut dyn FnMut(&crate::rebuild::Progress),
+    ) -> Result<(usize, usize), StoreError> {
+        let boxes = self.index.read(|r| r.mailboxes())?;
+        let total = boxes.len();
+        let (mut written, mut unreadable) = (0, 0);
+        for (done, (id, m)) in boxes.into_iter().enumerate() {
+            let dir = self.mailbox_path(&m.name)?;
+            let states = self.index.read(|r| r.states(id))?;
+            for chunk in states.chunks(256) {
+                let mut batch = Vec::with_capacity(chunk.len());
+                for (uid, state) in chunk {
+                    let sub = if state.in_new {
+                        maildex_maildir::Sub::New
+                    } else {
+                        maildex_maildir::Sub::Cur
+                    };
+                    let path = sub.path(&dir).join(&state.file_name);
+                    match crate::convert::index_file(&path, state.clone()) {
+                        Ok(b) => batch.push((*uid, b.record.cached.text)),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "not re-extracted");
+                            unreadable += 1;
+                        }
+                    }
+                }
+                written += self.index.write_retrying(move |w| {
+                    let mut n = 0;
+                    for (uid, text) in &batch {
+                        n += usize::from(w.put_text(id, *uid, text.clone())?);
+                    }
+                    Ok(n)
+                })?;
+            }
+            progress(&crate::rebuild::Progress {
+                mailbox: m.name,
+                done: done + 1,
+                total,
+                messages: written,
+            });
+        }
+        Ok((written, unreadable))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,5 +263,16 @@ mod tests {
         let got = texts(&s, &[1, 2, 3]);
         assert_eq!(got.len(), 3);
         assert!(got[1].1.body_contains("second") && got[2].1.body_contains("third"));
+        // rebuild --fts-only rewrites them all, nothing else
+        s.index
+            .write_retrying(move |w| w.remove_text(id, 1))
+            .unwrap();
+        let before = s.index.read(|r| r.states(id)).unwrap();
+        let mut reports = Vec::new();
+        let (written, unreadable) = s.rebuild_texts(&mut |p| reports.push(p.clone())).unwrap();
+        assert_eq!((written, unreadable), (3, 0));
+        assert_eq!(reports.last().map(|p| p.messages), Some(3));
+        assert_eq!(s.index.read(|r| r.states(id)).unwrap(), before);
+        assert_eq!(s.check().unwrap(), vec![]);
     }
 }

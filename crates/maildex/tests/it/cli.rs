@@ -146,6 +146,24 @@ fn index_dump_check_rebuild_and_compact() {
     );
     let o = maildex(&config, &["index", "check", "--all"], None);
     assert!(o.status.success(), "{}", text(&o));
+    // and rebuild --fts-only rewrites every record
+    {
+        let store = maildex_store::UserStore::open(&maildir, &index, Default::default()).unwrap();
+        let removed = store
+            .index()
+            .write_retrying(|w| w.remove_text(1, 3))
+            .unwrap();
+        assert!(removed);
+    }
+    let o = maildex(&config, &["index", "rebuild", "--all", "--fts-only"], None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("carol@example.org: 3 full-text records rewritten"),
+        "{}",
+        text(&o)
+    );
+    let o = maildex(&config, &["index", "check", "--all"], None);
+    assert!(o.status.success(), "{}", text(&o));
 
     let o = maildex(
         &config,
