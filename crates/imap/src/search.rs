@@ -254,6 +254,23 @@ fn is_hot(name: &[u8]) -> bool {
     HOT_HEADERS.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
+/// The strings (normalised) that the text of every message matching all of `keys` must
+/// contain: those of BODY and TEXT keys the match cannot do without (at the top, or inside
+/// a parenthesised AND; not under NOT or OR). The store's candidate signatures rule out,
+/// before any text is read, the messages that certainly lack one
+/// ([`maildex_store::UserStore::text_candidates`]); the answer stays the comparison's.
+pub fn required_texts(keys: &[SearchKey]) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in keys {
+        match k {
+            SearchKey::Body(s) | SearchKey::Text(s) => out.push(normalized(s).into_owned()),
+            SearchKey::And(ks) => out.extend(required_texts(ks)),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// What data `keys` (and every key nested in them) require.
 pub fn needs(keys: &[SearchKey]) -> Needs {
     let mut n = Needs::default();

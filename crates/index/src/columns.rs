@@ -30,6 +30,8 @@ pub(crate) struct Columns<'e> {
     /// `fts-text` ([`crate::TextRecord`], stored form), not a listing column but written
     /// and removed with them.
     pub text: Plain<'e>,
+    /// `fts-sig` (the text's candidate signature), written and removed with `fts-text`.
+    pub sig: Plain<'e>,
 }
 
 /// A [`Structure`] borrowed from its encoding, with the part tree as `P` (`()` skips it:
@@ -111,7 +113,7 @@ impl Columns<'_> {
         items: Vec<(u32, Cached)>,
     ) -> Result<(), IndexError> {
         let n = items.len();
-        let mut text = Vec::with_capacity(n);
+        let (mut text, mut sig) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let (mut hot, mut env, mut st, mut sort, mut search) = (
             Vec::with_capacity(n),
             Vec::with_capacity(n),
@@ -131,6 +133,9 @@ impl Columns<'_> {
             if !c.text.is_empty() {
                 text.push((uid, c.text));
             }
+            if !c.text_sig.is_empty() {
+                sig.push((uid, c.text_sig));
+            }
             hot.push((uid, c.hot_headers));
             env.push((uid, c.envelope));
         }
@@ -139,7 +144,8 @@ impl Columns<'_> {
         self.structure.put_many(txn, mailbox, st)?;
         self.sort.put_many(txn, mailbox, sort)?;
         self.search.put_many(txn, mailbox, search)?;
-        self.text.put_many(txn, mailbox, text)
+        self.text.put_many(txn, mailbox, text)?;
+        self.sig.put_many(txn, mailbox, sig)
     }
 
     /// Removes one message's data.
@@ -150,6 +156,7 @@ impl Columns<'_> {
         self.sort.remove(txn, mailbox, uid)?;
         self.search.remove(txn, mailbox, uid)?;
         self.text.remove(txn, mailbox, uid)?;
+        self.sig.remove(txn, mailbox, uid)?;
         Ok(())
     }
 
@@ -160,7 +167,8 @@ impl Columns<'_> {
         self.structure.clear(txn, mailbox)?;
         self.sort.clear(txn, mailbox)?;
         self.search.clear(txn, mailbox)?;
-        self.text.clear(txn, mailbox)
+        self.text.clear(txn, mailbox)?;
+        self.sig.clear(txn, mailbox)
     }
 
     /// The `fields` of one message's data (the others empty); `None` when the message has
@@ -214,6 +222,10 @@ impl Columns<'_> {
         if fields.text {
             if let Some(t) = self.text.get(txn, mailbox, uid)? {
                 c.text = t.to_vec();
+                found = true;
+            }
+            if let Some(t) = self.sig.get(txn, mailbox, uid)? {
+                c.text_sig = t.to_vec();
                 found = true;
             }
         }
@@ -306,6 +318,14 @@ impl Columns<'_> {
             };
             merge(&walk, &mut |c, _, d| {
                 c.text = d;
+                Ok(())
+            })?;
+            let walk = |f: &mut Visit<'_>| {
+                self.sig
+                    .for_each(txn, mailbox, uids.clone(), |uid, d| f(uid, d.to_vec()))
+            };
+            merge(&walk, &mut |c, _, d| {
+                c.text_sig = d;
                 Ok(())
             })?;
         }

@@ -68,6 +68,8 @@ pub struct Dbs<'e> {
     pub cache_search: Database<'e, Bytes, Bytes>,
     /// `fts-text`: (mailbox, uid) -> stored [`crate::TextRecord`].
     pub fts_text: Database<'e, Bytes, Bytes>,
+    /// `fts-sig`: (mailbox, uid) -> candidate signature ([`crate::signature`]).
+    pub fts_sig: Database<'e, Bytes, Bytes>,
     /// `headers`: segments of raw header blocks.
     pub headers: Database<'e, Bytes, Bytes>,
     /// `changes`: (mailbox, modseq) -> uid, the change log ([`crate::changes`]).
@@ -102,6 +104,7 @@ impl<'e> Dbs<'e> {
                 db: self.cache_search,
             },
             text: crate::plain::Plain { db: self.fts_text },
+            sig: crate::plain::Plain { db: self.fts_sig },
         }
     }
     pub(crate) fn headers(&self) -> Segments<'e> {
@@ -285,6 +288,7 @@ impl Index {
                     let sort = dbo.create_database(wtxn, Some(schema::DB_CACHE_SORT))?;
                     let search = dbo.create_database(wtxn, Some(schema::DB_CACHE_SEARCH))?;
                     let text = dbo.create_database(wtxn, Some(schema::DB_FTS_TEXT))?;
+                    let sig = dbo.create_database(wtxn, Some(schema::DB_FTS_SIG))?;
                     let hdrs = dbo.create_database(wtxn, Some(schema::DB_HEADERS))?;
                     let changes = dbo.create_database(wtxn, Some(schema::DB_CHANGES))?;
                     let expunged = dbo.create_database(wtxn, Some(schema::DB_EXPUNGED))?;
@@ -293,15 +297,15 @@ impl Index {
                         names,
                         boxes,
                         msgs,
-                        (hot, env, st, sort, search, text),
+                        (hot, env, st, sort, search, (text, sig)),
                         (hdrs, changes, expunged),
                     )))
                 })
                 .map_err(|e| IndexError::lmdb(dir, e))?
                 .unwrap_commit();
             let (meta, mailbox_names, mailboxes, messages, cache, log) = dbs;
-            let (cache_hot, cache_envelope, cache_structure, cache_sort, cache_search, fts_text) =
-                cache;
+            let (cache_hot, cache_envelope, cache_structure, cache_sort, cache_search, fts) = cache;
+            let (fts_text, fts_sig) = fts;
             let (headers, changes, expunged) = log;
             Ok(Dbs {
                 meta,
@@ -314,6 +318,7 @@ impl Index {
                 cache_sort,
                 cache_search,
                 fts_text,
+                fts_sig,
                 headers,
                 changes,
                 expunged,

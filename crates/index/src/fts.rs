@@ -80,6 +80,92 @@ impl TextRecord {
     }
 }
 
+/// Bits of a signature per distinct trigram of its message (a Bloom filter with one hash:
+/// about 1 - e^(-1/2) = 39% of the bits set, so a needle of n distinct trigrams passes a
+/// message that lacks them with a probability of about 0.39^n).
+const SIG_BITS_PER_GRAM: f64 = 2.0;
+/// Bounds of a signature's size, as log2 of its bits: 256 bits to 1 KiB, so a signature
+/// (with its length byte and key) always fits in an LMDB leaf page, never an overflow page
+/// of its own. A message with more than about 4,000 distinct trigrams gets a fuller filter.
+const SIG_MIN_LOG2: u32 = 8;
+const SIG_MAX_LOG2: u32 = 13;
+/// log2 of the bits of the first pass, which estimates the distinct trigrams (linear
+/// counting) and is then folded down to the signature's size.
+const EST_LOG2: u32 = 16;
+
+/// The byte trigrams of `s` as 24-bit numbers.
+fn grams(s: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    s.windows(3)
+        .map(|w| u32::from(w[0]) << 16 | u32::from(w[1]) << 8 | u32::from(w[2]))
+}
+
+/// The bit of trigram `g` in a signature of 2^`log2` bits (Fibonacci hashing: the top
+/// `log2` bits of the product, so the bit in a filter half the size is this one halved).
+fn bit(g: u32, log2: u32) -> usize {
+    (g.wrapping_mul(0x9E37_79B1) >> (32 - log2)) as usize
+}
+
+/// The candidate signature of a message (the `fts-sig` column): a Bloom filter of the byte
+/// trigrams of each string of its [`TextRecord`] (within one string: a match never spans
+/// two), one hash, sized to its distinct trigrams. Stored as one byte (log2 of the bits),
+/// then the bits. Every trigram of every substring of the text is in it, so a message whose
+/// signature lacks one trigram of a needle cannot contain the needle: SEARCH BODY/TEXT
+/// decompress and compare only the messages whose signature has all of them.
+///
+/// One pass over the text: the trigrams are set in a filter of 2^16 bits, whose share of
+/// set bits estimates the number of distinct trigrams (linear counting), which sizes the
+/// signature; the 2^16 bits are then folded down to it (bit b becomes bit b >> k).
+pub fn signature(r: &TextRecord) -> Vec<u8> {
+    let mut est = vec![0u64; (1 << EST_LOG2) / 64];
+    for s in r.headers.iter().chain(&r.bodies) {
+        for g in grams(s.as_bytes()) {
+            let b = bit(g, EST_LOG2);
+            est[b / 64] |= 1 << (b % 64);
+        }
+    }
+    let ones: u32 = est.iter().map(|w| w.count_ones()).sum();
+    let m = f64::from(1u32 << EST_LOG2);
+    let distinct = if f64::from(ones) >= m {
+        m * 8.0
+    } else {
+        -m * (1.0 - f64::from(ones) / m).ln()
+    };
+    let want = (distinct * SIG_BITS_PER_GRAM).ceil().max(1.0) as usize;
+    let log2 = want
+        .next_power_of_two()
+        .trailing_zeros()
+        .clamp(SIG_MIN_LOG2, SIG_MAX_LOG2);
+    let shift = EST_LOG2 - log2;
+    let mut out = vec![0u8; 1 + (1usize << log2) / 8];
+    out[0] = log2 as u8;
+    for (w, &word) in est.iter().enumerate() {
+        let mut word = word;
+        while word != 0 {
+            let b = (w * 64 + word.trailing_zeros() as usize) >> shift;
+            out[1 + b / 8] |= 1 << (b % 8);
+            word &= word - 1;
+        }
+    }
+    out
+}
+
+/// Whether a message with signature `sig` may contain `needle` (already normalised as the
+/// text is): false only when it certainly does not. A needle under 3 bytes, or a signature
+/// that cannot be read, may match anything.
+pub fn may_contain(sig: &[u8], needle: &[u8]) -> bool {
+    let Some((&log2, bits)) = sig.split_first() else {
+        return true;
+    };
+    let log2 = u32::from(log2);
+    if !(SIG_MIN_LOG2..=SIG_MAX_LOG2).contains(&log2) || bits.len() != (1usize << log2) / 8 {
+        return true;
+    }
+    grams(needle).all(|g| {
+        let b = bit(g, log2);
+        bits[b / 8] & (1 << (b % 8)) != 0
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +196,57 @@ mod tests {
         assert!(err.to_string().contains("fts-text 1/2"), "{err}");
         assert!(TextRecord::decode(&[7], &"t").is_err());
         assert!(TextRecord::decode(&[], &"t").is_err());
+    }
+
+    #[test]
+    fn a_signature_passes_every_substring_and_rejects_most_absent_words() {
+        let r = TextRecord {
+            headers: vec!["subject: quarterly report\nfrom: alice@example.org\n".into()],
+            bodies: vec![
+                "please find the numbers attached. grüße aus köln\n".repeat(3),
+                "<p>second part</p>".into(),
+            ],
+        };
+        let sig = signature(&r);
+        let text: Vec<&str> = r
+            .headers
+            .iter()
+            .chain(&r.bodies)
+            .map(String::as_str)
+            .collect();
+        for t in &text {
+            let b = t.as_bytes();
+            for i in 0..b.len() {
+                for j in i..b.len().min(i + 20) {
+                    assert!(may_contain(&sig, &b[i..=j]), "{:?}", &b[i..=j]);
+                }
+            }
+        }
+        // short needles and unreadable signatures never exclude
+        assert!(may_contain(&sig, b"zz"));
+        assert!(may_contain(&[], b"absent"));
+        assert!(may_contain(&[40, 1, 2], b"absent"));
+        // a word spanning two strings is not in the text: the signature may exclude it
+        let absent = [
+            "invoice",
+            "deadline",
+            "meeting",
+            "zebra",
+            "postpone",
+            "migration",
+            "kernel",
+            "überweisung",
+            "roadmap",
+            "customer",
+        ];
+        let passed = absent
+            .iter()
+            .filter(|w| may_contain(&sig, w.as_bytes()))
+            .count();
+        assert!(
+            passed <= 2,
+            "{passed} of {} absent words passed",
+            absent.len()
+        );
     }
 }

@@ -28,7 +28,7 @@ pub use env::{
     compact, keep_large_allocations_lazy, lock_exclusive, CommitListener, Index, OpenOptions,
     DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE,
 };
-pub use fts::TextRecord;
+pub use fts::{may_contain, signature, TextRecord};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,

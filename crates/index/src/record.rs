@@ -125,6 +125,7 @@ pub fn build(file: &[u8], summary: &Summary, state: MessageState) -> Result<Buil
             search: Default::default(),
             // and this (the text rules are maildex-text's)
             text: Vec::new(),
+            text_sig: Vec::new(),
         },
     };
     Ok(Built {

@@ -34,6 +34,9 @@ pub const DB_CACHE_SEARCH: &str = "cache-search";
 /// `fts-text`: [`msg_key`] to the stored [`crate::TextRecord`] (what SEARCH BODY and TEXT
 /// compare), one record per message.
 pub const DB_FTS_TEXT: &str = "fts-text";
+/// `fts-sig`: [`msg_key`] to the candidate signature of the message's text
+/// ([`crate::signature`]), one per message.
+pub const DB_FTS_SIG: &str = "fts-sig";
 /// `headers`: segments of the raw header blocks of each message (see
 /// [`MessageRecord::parts`] for how to find each part's header inside them).
 pub const DB_HEADERS: &str = "headers";
@@ -274,6 +277,8 @@ pub struct Cached {
     /// What SEARCH BODY and TEXT compare: a [`crate::TextRecord`] in its stored form (the
     /// `fts-text` column), kept as stored so COPY copies it without decoding.
     pub text: Vec<u8>,
+    /// The candidate signature of that text ([`crate::signature`], the `fts-sig` column).
+    pub text_sig: Vec<u8>,
 }
 
 /// The sort and thread keys of a message (RFC 5256, RFC 5957), computed once when it is
@@ -569,7 +574,7 @@ pub struct CachedFields {
     pub sort: bool,
     /// [`Cached::search`].
     pub search: bool,
-    /// [`Cached::text`].
+    /// [`Cached::text`] and [`Cached::text_sig`].
     pub text: bool,
 }
 

@@ -321,6 +321,22 @@ impl<'t> Reader<'t> {
         self.dbs.cache().text.for_each(self.txn, mailbox, uids, f)
     }
 
+    /// Calls `f` with the candidate signature ([`crate::signature`]) of each message of
+    /// `mailbox` in `uids` that has one, in UID order, read in place.
+    pub fn for_each_sig(
+        &self,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        self.dbs.cache().sig.for_each(self.txn, mailbox, uids, f)
+    }
+
+    /// The candidate signature of one message, read in place.
+    pub fn sig(&self, mailbox: u32, uid: u32) -> Result<Option<&[u8]>, IndexError> {
+        self.dbs.cache().sig.get(self.txn, mailbox, uid)
+    }
+
     /// The stored full-text record of one message, read in place.
     pub fn text(&self, mailbox: u32, uid: u32) -> Result<Option<&[u8]>, IndexError> {
         self.dbs.cache().text.get(self.txn, mailbox, uid)
@@ -368,6 +384,7 @@ impl<'t> Reader<'t> {
                 schema::DB_FTS_TEXT,
                 d.fts_text.stat(self.txn).map_err(lmdb)?,
             ),
+            (schema::DB_FTS_SIG, d.fts_sig.stat(self.txn).map_err(lmdb)?),
             (schema::DB_HEADERS, d.headers.stat(self.txn).map_err(lmdb)?),
             (schema::DB_CHANGES, d.changes.stat(self.txn).map_err(lmdb)?),
             (
@@ -674,26 +691,29 @@ impl<'t, 'e> Writer<'t, 'e> {
         Ok(Some(old))
     }
 
-    /// Replaces the full-text record (stored form) of message `uid`, which must be indexed
-    /// (`index check --repair`): not a change a client sees, so no modseq.
+    /// Replaces the full-text record (stored form) and its signature of message `uid`,
+    /// which must be indexed (`index check --repair`, `index rebuild --fts-only`): not a
+    /// change a client sees, so no modseq.
     pub fn put_text(
         &mut self,
         mailbox: u32,
         uid: u32,
         stored: Vec<u8>,
+        sig: Vec<u8>,
     ) -> Result<bool, IndexError> {
         if self.reader().state(mailbox, uid)?.is_none() {
             return Ok(false);
         }
-        self.dbs
-            .cache()
-            .text
-            .put_many(self.txn, mailbox, vec![(uid, stored)])?;
+        let c = self.dbs.cache();
+        c.text.put_many(self.txn, mailbox, vec![(uid, stored)])?;
+        c.sig.put_many(self.txn, mailbox, vec![(uid, sig)])?;
         Ok(true)
     }
 
-    /// Removes the full-text record of message `uid` (tests of `index check`).
+    /// Removes the full-text record and signature of message `uid` (tests of `index
+    /// check`).
     pub fn remove_text(&mut self, mailbox: u32, uid: u32) -> Result<bool, IndexError> {
+        self.dbs.cache().sig.remove(self.txn, mailbox, uid)?;
         self.dbs.cache().text.remove(self.txn, mailbox, uid)
     }
 

@@ -52,6 +52,7 @@ fn project(c: &Cached, fields: CachedFields) -> Cached {
             SearchFields::default()
         },
         text: keep(fields.text, &c.text),
+        text_sig: keep(fields.text, &c.text_sig),
     }
 }
 
@@ -121,6 +122,7 @@ fn record(uid: u32, gen: usize) -> (MessageRecord, Vec<u8>) {
                 from: vec![String::new(); uid as usize % 3],
                 ..Default::default()
             },
+            text_sig: vec![8, uid as u8, gen as u8],
             text: TextRecord {
                 headers: vec![format!("subject: {uid}/{gen}\n")],
                 bodies: vec![format!("body {uid} gen {gen}\n").repeat(1 + uid as usize % 9)],

@@ -117,7 +117,9 @@ pub(crate) fn build(bytes: &[u8], state: MessageState) -> Result<Built, StoreErr
         &built.record.cached.parts,
         maildex_text::Html::AsWritten,
     );
-    built.record.cached.text = maildex_text::SearchText::new(text).into_record().encode()?;
+    let record = maildex_text::SearchText::new(text).into_record();
+    built.record.cached.text_sig = maildex_index::signature(&record);
+    built.record.cached.text = record.encode()?;
     Ok(built)
 }
 

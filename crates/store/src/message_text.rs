@@ -81,6 +81,51 @@ impl UserStore {
 }
 
 impl UserStore {
+    /// Which messages of `mailbox` in `uids` (ascending) may contain every one of
+    /// `needles` (already normalised) in their text, by their candidate signatures
+    /// ([`maildex_index::may_contain`]): false only for a message that certainly lacks one.
+    /// A message without a signature may contain anything.
+    pub fn text_candidates(
+        &self,
+        mailbox: &Mailbox,
+        uids: &[u32],
+        needles: &[String],
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut out = vec![true; uids.len()];
+        let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+            return Ok(out);
+        };
+        if needles.iter().all(|n| n.len() < 3) {
+            return Ok(out);
+        }
+        let id = mailbox.id();
+        let passes = |sig: &[u8]| {
+            needles
+                .iter()
+                .all(|n| maildex_index::may_contain(sig, n.as_bytes()))
+        };
+        self.index.read(|r| {
+            if u64::from(last - first) <= 4 * uids.len() as u64 + 64 {
+                r.for_each_sig(id, first..=last, |uid, sig| {
+                    if let Ok(i) = uids.binary_search(&uid) {
+                        out[i] = passes(sig);
+                    }
+                    Ok(ControlFlow::Continue(()))
+                })
+            } else {
+                for (i, &uid) in uids.iter().enumerate() {
+                    if let Some(sig) = r.sig(id, uid)? {
+                        out[i] = passes(sig);
+                    }
+                }
+                Ok(())
+            }
+        })?;
+        Ok(out)
+    }
+}
+
+impl UserStore {
     /// Whether the stored text record of message `uid` of mailbox `id` is missing
     /// (`Some(true)`) or differs from what its file `path` gives (`Some(false)`), for
     /// `index check`. `None`: it agrees, or the file cannot be read (reported otherwise).
@@ -95,13 +140,20 @@ impl UserStore {
             return Ok(None);
         };
         let want = TextRecord::decode(&built.record.cached.text, &What(id, uid))?;
+        let want_sig = built.record.cached.text_sig;
         let stored = self.index.read(|r| {
-            r.text(id, uid)
-                .map(|t| t.map(|t| TextRecord::decode(t, &What(id, uid)).ok()))
+            let (text, sig) = (r.text(id, uid)?, r.sig(id, uid)?);
+            Ok(match (text, sig) {
+                (Some(t), Some(s)) => {
+                    let t = TextRecord::decode(t, &What(id, uid)).ok();
+                    Some((t, s == want_sig))
+                }
+                _ => None,
+            })
         })?;
         Ok(match stored {
             None => Some(true),
-            Some(Some(have)) if have == want => None,
+            Some((Some(have), true)) if have == want => None,
             Some(_) => Some(false),
         })
     }
@@ -130,10 +182,10 @@ impl UserStore {
             }
             Err(e) => return Err(e),
         };
-        let text = built.record.cached.text;
+        let (text, sig) = (built.record.cached.text, built.record.cached.text_sig);
         Ok(self
             .index
-            .write_retrying(move |w| w.put_text(id, uid, text.clone()))?)
+            .write_retrying(move |w| w.put_text(id, uid, text.clone(), sig.clone()))?)
     }
 }
 
@@ -163,7 +215,10 @@ impl UserStore {
                     };
                     let path = sub.path(&dir).join(&state.file_name);
                     match crate::convert::index_file(&path, state.clone()) {
-                        Ok(b) => batch.push((*uid, b.record.cached.text)),
+                        Ok(b) => {
+                            let c = b.record.cached;
+                            batch.push((*uid, c.text, c.text_sig));
+                        }
                         Err(e) => {
                             tracing::debug!(error = %e, "not re-extracted");
                             unreadable += 1;
@@ -172,8 +227,8 @@ impl UserStore {
                 }
                 written += self.index.write_retrying(move |w| {
                     let mut n = 0;
-                    for (uid, text) in &batch {
-                        n += usize::from(w.put_text(id, *uid, text.clone())?);
+                    for (uid, text, sig) in &batch {
+                        n += usize::from(w.put_text(id, *uid, text.clone(), sig.clone())?);
                     }
                     Ok(n)
                 })?;
@@ -229,16 +284,37 @@ mod tests {
         let got = texts(&s, &[1, 2, 3]);
         assert_eq!(got.len(), 3);
         assert!(got[1].1.body_contains("second"));
+        // the candidate signatures rule out the messages without the word
+        let req = crate::SnapshotRequest {
+            sync: crate::SyncFirst::Never,
+            since: None,
+            claim_recent: false,
+            first_unseen: false,
+        };
+        let inbox = s.snapshot("INBOX", &req).unwrap().expect("INBOX").mailbox;
+        let cand = |w: &[&str]| {
+            let w: Vec<String> = w.iter().map(|x| x.to_string()).collect();
+            s.text_candidates(&inbox, &[1, 2, 3], &w).unwrap()
+        };
+        assert_eq!(cand(&["second"]), [false, true, false]);
+        assert_eq!(cand(&["body", "third"]), [false, false, true]);
+        assert_eq!(
+            cand(&["bo"]),
+            [true, true, true],
+            "under 3 bytes: no filter"
+        );
+        assert_eq!(cand(&["subject: t"]), [true, true, true]);
         // drift: UID 2's record replaced by another text, UID 3's removed
         let (id, _) = s.indexed_mailbox("INBOX").unwrap().unwrap();
         let other = SearchText::new(maildex_text::MessageText {
             headers: vec![],
             bodies: vec!["other".into()],
         });
-        let other = other.into_record().encode().unwrap();
+        let other = other.into_record();
+        let (other, sig) = (other.encode().unwrap(), maildex_index::signature(&other));
         s.index
             .write_retrying(move |w| {
-                w.put_text(id, 2, other.clone())?;
+                w.put_text(id, 2, other.clone(), sig.clone())?;
                 w.remove_text(id, 3)
             })
             .unwrap();

@@ -622,3 +622,19 @@ fn needs_is_the_union_over_nested_keys() {
     assert!(needs(&[K::Header(s("SUBJECT"), s("x"))]).hot);
     assert!(needs(&[K::From(s("x"))]).search);
 }
+
+#[test]
+fn required_texts_are_the_body_and_text_strings_every_match_needs() {
+    let keys = [
+        K::Body(s("Café")),
+        K::And(vec![K::Text(s("x y")), K::Seen]),
+        K::Not(Box::new(K::Body(s("not")))),
+        K::Or(Box::new(K::Body(s("a"))), Box::new(K::Text(s("b")))),
+        K::Subject(s("subject")),
+    ];
+    assert_eq!(
+        required_texts(&keys),
+        vec!["café".to_string(), "x y".to_string()]
+    );
+    assert!(required_texts(&[K::Not(Box::new(K::Text(s("z"))))]).is_empty());
+}

@@ -182,7 +182,16 @@ impl Session {
                     }
                     if stage == Stage::Body {
                         // the last stage: every message is decided here, as its stored
-                        // text is read (decompressed one at a time, never kept)
+                        // text is read (decompressed one at a time, never kept). First the
+                        // candidate signatures drop the messages whose text certainly lacks
+                        // a string the keys require.
+                        let needles = search::required_texts(&k);
+                        if !needles.is_empty() {
+                            let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
+                            let pass = s.text_candidates(&m, &uids, &needles)?;
+                            let mut pass = pass.into_iter();
+                            undecided.retain(|_| pass.next().unwrap_or(true));
+                        }
                         let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
                         let mut visited = vec![false; uids.len()];
                         let mut decide = |p: &Pending, t: Option<text::SearchText>| {
