@@ -13,8 +13,6 @@ use crate::IndexError;
 
 const RAW: u8 = 0;
 const ZSTD: u8 = 1;
-/// zstd level, as for segments (compressed once, read by every BODY/TEXT search).
-const ZSTD_LEVEL: i32 = 3;
 /// Below this many postcard bytes a record is stored raw: a zstd frame does not pay.
 const MIN_COMPRESS: usize = 64;
 
@@ -33,16 +31,9 @@ impl TextRecord {
     pub fn encode(&self) -> Result<Vec<u8>, IndexError> {
         let plain = crate::schema::encode(self)?;
         if plain.len() >= MIN_COMPRESS {
-            let len = u32::try_from(plain.len())
-                .map_err(|_| IndexError::Encode("text record over 4 GiB".into()))?;
-            let frame = zstd::bulk::compress(&plain, ZSTD_LEVEL)
-                .map_err(|e| IndexError::Encode(e.to_string()))?;
-            if frame.len() + 4 < plain.len() {
-                let mut out = Vec::with_capacity(frame.len() + 5);
-                out.push(ZSTD);
-                out.extend_from_slice(&len.to_be_bytes());
-                out.extend_from_slice(&frame);
-                return Ok(out);
+            let framed = crate::segment::zstd_frame(ZSTD, &plain)?;
+            if framed.len() < plain.len() + 1 {
+                return Ok(framed);
             }
         }
         let mut out = Vec::with_capacity(plain.len() + 1);
@@ -67,13 +58,7 @@ impl TextRecord {
         match stored.split_first() {
             Some((&RAW, rest)) => crate::schema::decode(rest, what),
             Some((&ZSTD, rest)) => {
-                let (len, frame) = rest
-                    .split_first_chunk::<4>()
-                    .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated text")))?;
-                let len = u32::from_be_bytes(*len) as usize;
-                let plain = crate::segment::decompress(frame, len)
-                    .map_err(|e| IndexError::Corrupt(format!("{what}: {e}")))?;
-                crate::schema::decode(&plain, what)
+                crate::schema::decode(&crate::segment::zstd_unframe(rest, what)?, what)
             }
             _ => Err(IndexError::Corrupt(format!("{what}: unknown text kind"))),
         }

@@ -86,30 +86,40 @@ pub(crate) fn encode(entries: &Entries) -> Result<Vec<u8>, IndexError> {
         out.extend_from_slice(&plain);
         return Ok(out);
     }
+    zstd_frame(ZSTD, &plain)
+}
+
+/// `kind`, then the length of `plain` (u32 big-endian), then one zstd frame (level 3) of
+/// it: the compressed form of segments and of full-text records.
+pub(crate) fn zstd_frame(kind: u8, plain: &[u8]) -> Result<Vec<u8>, IndexError> {
     let len =
-        u32::try_from(plain.len()).map_err(|_| IndexError::Encode("segment over 4 GiB".into()))?;
+        u32::try_from(plain.len()).map_err(|_| IndexError::Encode("value over 4 GiB".into()))?;
     let frame =
-        zstd::bulk::compress(&plain, ZSTD_LEVEL).map_err(|e| IndexError::Encode(e.to_string()))?;
+        zstd::bulk::compress(plain, ZSTD_LEVEL).map_err(|e| IndexError::Encode(e.to_string()))?;
     let mut out = Vec::with_capacity(frame.len() + 5);
-    out.push(ZSTD);
+    out.push(kind);
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&frame);
     Ok(out)
+}
+
+/// The plain bytes of a [`zstd_frame`] after its kind byte; `what` names it in an error.
+pub(crate) fn zstd_unframe(
+    rest: &[u8],
+    what: &dyn std::fmt::Display,
+) -> Result<Vec<u8>, IndexError> {
+    let (len, frame) = rest
+        .split_first_chunk::<4>()
+        .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated value")))?;
+    let len = u32::from_be_bytes(*len) as usize;
+    decompress(frame, len).map_err(|e| IndexError::Corrupt(format!("{what}: {e}")))
 }
 
 /// Decodes a segment.
 pub(crate) fn decode(bytes: &[u8], what: &dyn std::fmt::Display) -> Result<Entries, IndexError> {
     match bytes.split_first() {
         Some((&RAW, rest)) => crate::schema::decode(rest, what),
-        Some((&ZSTD, rest)) => {
-            let (len, frame) = rest
-                .split_first_chunk::<4>()
-                .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
-            let len = u32::from_be_bytes(*len) as usize;
-            let plain =
-                decompress(frame, len).map_err(|e| IndexError::Corrupt(format!("{what}: {e}")))?;
-            crate::schema::decode(&plain, what)
-        }
+        Some((&ZSTD, rest)) => crate::schema::decode(&zstd_unframe(rest, what)?, what),
         _ => Err(IndexError::Corrupt(format!("{what}: unknown segment kind"))),
     }
 }
@@ -121,7 +131,7 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-pub(crate) fn decompress(frame: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
+fn decompress(frame: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
     DECOMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         let d = match slot.as_mut() {

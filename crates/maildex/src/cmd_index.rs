@@ -131,13 +131,7 @@ pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
             eprintln!("{user}: unusable index moved aside to {}", aside.display());
         }
         let bar = progress_bar(tty, &user);
-        let report = store.rebuild(&mut |p| {
-            if let Some(bar) = &bar {
-                bar.set_length(p.total as u64);
-                bar.set_position(p.done as u64);
-                bar.set_message(format!("{} messages", p.messages));
-            }
-        })?;
+        let report = store.rebuild(&mut |p| show(bar.as_ref(), p))?;
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
@@ -183,6 +177,15 @@ fn progress_bar(tty: bool, user: &str) -> Option<indicatif::ProgressBar> {
     })
 }
 
+/// Moves a rebuild's progress bar to `p`.
+fn show(bar: Option<&indicatif::ProgressBar>, p: &maildex_store::Progress) {
+    if let Some(bar) = bar {
+        bar.set_length(p.total as u64);
+        bar.set_position(p.done as u64);
+        bar.set_message(format!("{} messages", p.messages));
+    }
+}
+
 /// `index rebuild --fts-only`: the full-text records of every indexed message rewritten
 /// from the files; a user without an index yet is skipped (its first use indexes it whole).
 fn rebuild_texts(a: &UsersCmdArgs) -> Result<ExitCode> {
@@ -198,13 +201,7 @@ fn rebuild_texts(a: &UsersCmdArgs) -> Result<ExitCode> {
         let store = open_store(&config, &user)?;
         let bar = progress_bar(tty, &user);
         let t = std::time::Instant::now();
-        let (n, bad) = store.rebuild_texts(&mut |p| {
-            if let Some(bar) = &bar {
-                bar.set_length(p.total as u64);
-                bar.set_position(p.done as u64);
-                bar.set_message(format!("{} messages", p.messages));
-            }
-        })?;
+        let (n, bad) = store.rebuild_texts(&mut |p| show(bar.as_ref(), p))?;
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
