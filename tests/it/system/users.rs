@@ -259,7 +259,11 @@ fn passwd_file_fields_are_honoured_or_named_once_each() {
         ("home", 1, "mail_location"),
         ("userdb_home", 1, "mail_location"),
         ("userdb_mail", 1, "mail_location"),
-        ("quota_rule", 1, "only the `*:storage=` quota rule"),
+        (
+            "quota_rule",
+            1,
+            "only the `*:storage=` (or `*:bytes=`) quota rule",
+        ),
         ("nodelay", 2, "not supported"),
     ] {
         let lines = warnings(&log, field);
