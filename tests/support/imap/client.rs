@@ -391,7 +391,9 @@ impl Client {
                 Err(e)
                     if matches!(
                         e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
                     ) => {}
                 Err(_) => break true,
             }
@@ -437,7 +439,8 @@ impl Client {
         }
     }
 
-    /// Reads more bytes; false on timeout, `Err` at EOF or on a read error.
+    /// Reads more bytes; false on timeout, `Err` at EOF or on a read error (a read a signal
+    /// interrupted counts as read: the caller asks again).
     fn fill(&mut self, deadline: Instant) -> Result<bool, String> {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             return Ok(false);
@@ -454,6 +457,8 @@ impl Client {
                 self.buf.extend_from_slice(&b[..n]);
                 Ok(true)
             }
+            // a signal to the test process (a child server exiting) cut the read short
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(true),
             Err(e)
                 if matches!(
                     e.kind(),
