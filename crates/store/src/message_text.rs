@@ -61,7 +61,7 @@ impl UserStore {
                     failed.get_or_insert(e);
                 }
             };
-            if u64::from(last - first) <= 4 * uids.len() as u64 + 64 {
+            if crate::read::walk_whole_range(first, last, uids.len()) {
                 r.for_each_text(id, first..=last, |uid, raw| {
                     if let Ok(i) = uids.binary_search(&uid) {
                         visit(i, uid, raw);
@@ -105,7 +105,7 @@ impl UserStore {
                 .all(|n| maildex_index::may_contain(sig, n.as_bytes()))
         };
         self.index.read(|r| {
-            if u64::from(last - first) <= 4 * uids.len() as u64 + 64 {
+            if crate::read::walk_whole_range(first, last, uids.len()) {
                 r.for_each_sig(id, first..=last, |uid, sig| {
                     if let Ok(i) = uids.binary_search(&uid) {
                         out[i] = passes(sig);

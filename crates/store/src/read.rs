@@ -189,6 +189,13 @@ impl SortEntry {
     }
 }
 
+/// Whether reading `n` UIDs from `first` to `last` is cheaper as one walk over the whole
+/// range (skipping the UIDs not asked for) than as one lookup per UID: the choice of every
+/// per-message column read (sort keys, search fields, texts, signatures).
+pub(crate) fn walk_whole_range(first: u32, last: u32, n: usize) -> bool {
+    u64::from(last - first) <= 4 * n as u64 + 64
+}
+
 /// A message file opened for reading.
 #[derive(Debug)]
 pub struct MessageFile {
@@ -316,7 +323,7 @@ impl UserStore {
         let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
             return Ok(Vec::new());
         };
-        if u64::from(last - first) <= 4 * uids.len() as u64 + 64 {
+        if walk_whole_range(first, last, uids.len()) {
             let id = mailbox.id;
             let wanted = |uid: u32| uids.binary_search(&uid).is_ok();
             return Ok(self.index.read(|r| {
@@ -383,7 +390,7 @@ impl UserStore {
         };
         let id = mailbox.id;
         Ok(self.index.read(|r| {
-            if u64::from(last - first) <= 4 * uids.len() as u64 + 64 {
+            if walk_whole_range(first, last, uids.len()) {
                 r.for_each_search(id, first..=last, |uid, raw| {
                     if let Ok(i) = uids.binary_search(&uid) {
                         f(i, raw);
