@@ -46,6 +46,7 @@
 //! RFC 2047 decoder is not (it drops a whole word for one bad `=XX` where Dovecot keeps the
 //! rest, and takes `?` inside the encoded text), so that one is ours.
 
+mod casemap;
 mod charset;
 mod date;
 mod header;
@@ -53,6 +54,7 @@ mod message;
 mod search;
 mod sort;
 
+pub use casemap::casemap;
 pub use charset::to_utf8;
 pub use date::sent_day;
 pub use header::{compress_lwsp, decode_header, field_values, fields};
@@ -61,4 +63,4 @@ pub use search::{
     address_text, any_contains, any_contains_bytes, normalize, search_fields, search_text,
     SearchText,
 };
-pub use sort::{base_subject, casemap, message_ids, sent_date, sort_keys};
+pub use sort::{base_subject, message_ids, sent_date, sort_keys};
