@@ -100,6 +100,9 @@ pub enum ThreadAlgorithm {
     OrderedSubject,
     /// `REFERENCES`
     References,
+    /// `REFS`: Dovecot's REFERENCES without the subject merging (step 5), threads ordered by
+    /// their latest message (draft-ietf-morg-inthread's REFS, as Dovecot 2.3 has it)
+    Refs,
 }
 
 impl ThreadAlgorithm {
@@ -108,6 +111,7 @@ impl ThreadAlgorithm {
         match self {
             ThreadAlgorithm::OrderedSubject => "ORDEREDSUBJECT",
             ThreadAlgorithm::References => "REFERENCES",
+            ThreadAlgorithm::Refs => "REFS",
         }
     }
 }

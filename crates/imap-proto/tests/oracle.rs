@@ -300,7 +300,8 @@ fn command() -> impl Strategy<Value = Command> {
             any::<bool>(),
             prop::sample::select(vec![
                 ThreadAlgorithm::OrderedSubject,
-                ThreadAlgorithm::References
+                ThreadAlgorithm::References,
+                ThreadAlgorithm::Refs
             ]),
             prop::collection::vec(search_key(), 1..3)
         )

@@ -461,6 +461,10 @@ fn sort_and_thread() {
     assert_eq!(args.algorithm, ThreadAlgorithm::References);
     assert_eq!(args.keys, vec![SearchKey::From(b"x".to_vec())]);
     assert_eq!(ok("a THREAD ORDEREDSUBJECT utf-8 ALL\r\n").name(), "THREAD");
+    let Command::Thread { args, .. } = ok("a THREAD refs UTF-8 ALL\r\n") else {
+        panic!()
+    };
+    assert_eq!(args.algorithm, ThreadAlgorithm::Refs);
     assert_eq!(bad("a SORT (FOO) UTF-8 ALL\r\n"), "Unknown sort key FOO");
     assert_eq!(bad("a SORT (REVERSE) UTF-8 ALL\r\n"), "Missing argument");
     assert_eq!(bad("a SORT () UTF-8 ALL\r\n"), "Missing argument");
@@ -468,8 +472,8 @@ fn sort_and_thread() {
     assert_eq!(bad("a SORT DATE UTF-8 ALL\r\n"), "Expected sort criteria");
     assert_eq!(bad("a SORT (DATE) UTF-8\r\n"), "Missing argument");
     assert_eq!(
-        bad("a THREAD REFS UTF-8 ALL\r\n"),
-        "Unknown thread algorithm REFS"
+        bad("a THREAD REFS2 UTF-8 ALL\r\n"),
+        "Unknown thread algorithm REFS2"
     );
     assert_eq!(
         bad("a THREAD REFERENCES UTF-8 FOO\r\n"),

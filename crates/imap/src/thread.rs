@@ -1,7 +1,7 @@
-//! THREAD (RFC 5256 §4): ORDEREDSUBJECT and REFERENCES over the keys the index stores,
-//! and the `* THREAD` answer. Pure functions over key records, no session: the session
-//! loads the keys of the messages SEARCH's evaluator matched and asks [`ordered_subject`]
-//! or [`references`].
+//! THREAD (RFC 5256 §4): ORDEREDSUBJECT, REFERENCES and Dovecot's REFS over the keys the
+//! index stores, and the `* THREAD` answer. Pure functions over key records, no session:
+//! the session loads the keys of the messages SEARCH's evaluator matched and asks
+//! [`threads`].
 //!
 //! Where RFC 5256 leaves room, Dovecot 2.3 decides (its answers are compared with ours
 //! in `tests/it/imap/dovecot_sort.rs`): siblings and threads are ordered by sent date
@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 
+use maildex_imap_proto::ThreadAlgorithm;
 use maildex_store::SortEntry;
 
 /// A message as THREAD sees it.
@@ -155,14 +156,27 @@ impl Forest<'_, '_> {
     }
 }
 
-/// THREAD=REFERENCES (RFC 5256 §4). `msgs` are in sequence (UID) order.
-pub fn references(msgs: &[Msg<'_>]) -> Vec<Node> {
+/// The threads of `msgs` (in sequence order) by `algorithm`; `all` is every message of
+/// the mailbox when `msgs` are a search's matches (REFS orders tied threads by it), `None`
+/// when `msgs` are all of them.
+pub fn threads(algorithm: ThreadAlgorithm, msgs: &[Msg<'_>], all: Option<&[Msg<'_>]>) -> Vec<Node> {
+    match algorithm {
+        ThreadAlgorithm::OrderedSubject => ordered_subject(msgs),
+        ThreadAlgorithm::References => references(msgs),
+        ThreadAlgorithm::Refs => refs(msgs, all.unwrap_or(msgs)),
+    }
+}
+
+/// Steps (1)-(3) of REFERENCES (RFC 5256 §4), shared with REFS: the containers linked by
+/// Message-ID and References, and the roots, in container order. `msgs` are in sequence
+/// (UID) order.
+fn linked<'m, 'a>(msgs: &'m [Msg<'a>]) -> (Forest<'m, 'a>, Vec<Root>, HashMap<&'a str, usize>) {
     let mut f = Forest {
         msgs,
         nodes: Vec::with_capacity(msgs.len() * 2),
         children: Vec::new(),
     };
-    let mut ids: HashMap<&str, usize> = HashMap::with_capacity(msgs.len() * 2);
+    let mut ids: HashMap<&'a str, usize> = HashMap::with_capacity(msgs.len() * 2);
     fn container<'k>(
         f: &mut Forest<'_, '_>,
         ids: &mut HashMap<&'k str, usize>,
@@ -242,6 +256,12 @@ pub fn references(msgs: &[Msg<'_>]) -> Vec<Node> {
             }
         }
     }
+    (f, roots, ids)
+}
+
+/// THREAD=REFERENCES (RFC 5256 §4). `msgs` are in sequence (UID) order.
+pub fn references(msgs: &[Msg<'_>]) -> Vec<Node> {
+    let (mut f, mut roots, _) = linked(msgs);
     // (4) sort the roots (a root dummy with one child is replaced by it)
     sort_roots(&mut f, &mut roots);
     // (5)(A)-(B): the subject table, walked in root order
@@ -324,6 +344,67 @@ pub fn references(msgs: &[Msg<'_>]) -> Vec<Node> {
         .iter()
         .filter(|r| !r.ignore)
         .map(|r| f.tree(r.node))
+        .filter(|n| n.number.is_some() || !n.children.is_empty())
+        .collect()
+}
+
+/// THREAD=REFS, as Dovecot 2.3 has it (`sort_root_nodes_ref2`): the threads of
+/// REFERENCES' steps (1)-(3) with no merging by subject, each thread ordered by the
+/// latest sent date (INTERNALDATE when there is none) of any message in it, then by its
+/// root's UID, a dummy root counting as UID 0. Dummy roots that tie keep the order in
+/// which their Message-IDs first occur in the mailbox (`all`, every message in UID order:
+/// its Message-ID, then its References), which is the order of Dovecot's thread index.
+/// A root dummy keeps its place even with one child (no deferred step (3)), and children
+/// are ordered as in REFERENCES. `msgs` are in sequence (UID) order.
+pub fn refs(msgs: &[Msg<'_>], all: &[Msg<'_>]) -> Vec<Node> {
+    let (f, roots, ids) = linked(msgs);
+    let mut latest: HashMap<usize, i64> = HashMap::with_capacity(roots.len());
+    for (n, c) in f.nodes.iter().enumerate() {
+        let Some(m) = c.msg else { continue };
+        let mut top = n;
+        while let Some(p) = f.nodes[top].parent {
+            top = p;
+        }
+        let date = msgs[m].entry.date();
+        latest
+            .entry(top)
+            .and_modify(|d| *d = (*d).max(date))
+            .or_insert(date);
+    }
+    // the dummy roots' Message-IDs, ranked by their first occurrence in the mailbox
+    let mut dummy_rank: HashMap<usize, usize> = ids
+        .iter()
+        .filter(|&(_, &c)| f.nodes[c].msg.is_none() && f.nodes[c].parent.is_none())
+        .map(|(_, &c)| (c, usize::MAX))
+        .collect();
+    if !dummy_rank.is_empty() {
+        let mut rank = 0;
+        for m in all {
+            let keys = &m.entry.keys;
+            for id in keys.message_id.iter().chain(&keys.references) {
+                if let Some(&c) = ids.get(id.as_str()) {
+                    if let Some(r) = dummy_rank.get_mut(&c) {
+                        if *r == usize::MAX {
+                            *r = rank;
+                        }
+                    }
+                }
+                rank += 1;
+            }
+        }
+    }
+    let mut order: Vec<(i64, u32, usize, usize)> = roots
+        .iter()
+        .map(|r| {
+            let uid = f.nodes[r.node].msg.map_or(0, |m| msgs[m].entry.uid);
+            let tie = dummy_rank.get(&r.node).copied().unwrap_or(r.node);
+            (latest.get(&r.node).copied().unwrap_or(0), uid, tie, r.node)
+        })
+        .collect();
+    order.sort_unstable_by_key(|&(date, uid, tie, _)| (date, uid, tie));
+    order
+        .into_iter()
+        .map(|(_, _, _, node)| f.tree(node))
         .filter(|n| n.number.is_some() || !n.children.is_empty())
         .collect()
 }
@@ -477,5 +558,31 @@ mod tests {
             "* THREAD ((1)(2))(3 4 5)(7 6)(8)(10 9)\r\n",
             "{t:?}"
         );
+    }
+
+    #[test]
+    fn refs_orders_threads_by_their_latest_message_without_subject_merging() {
+        let es = [
+            e(1, 10, "Re: root", "a@x", &["r@x"]),
+            e(2, 20, "Re: root", "b@x", &["r@x"]),
+            e(3, 30, "chain", "c@x", &[]),
+            e(4, 90, "Re: chain", "d@x", &["c@x"]),
+            e(5, 50, "solo", "e@x", &[]),
+            e(6, 60, "Re: solo", "f@x", &[]),
+        ];
+        let t = refs(&msgs(&es), &msgs(&es));
+        assert_eq!(wire(&t), "* THREAD ((1)(2))(5)(6)(3 4)\r\n", "{t:?}");
+        // two dummy roots of one date: the Message-ID that occurs first in the mailbox
+        // (here in a message the search did not match) goes first
+        let all = [
+            e(1, 10, "a", "a@x", &["y@x"]),
+            e(2, 100, "b", "b@x", &["z@x"]),
+            e(3, 100, "c", "c@x", &["y@x"]),
+        ];
+        let all_msgs = msgs(&all);
+        let t = refs(&all_msgs[1..], &all_msgs);
+        assert_eq!(wire(&t), "* THREAD (3)(2)\r\n", "{t:?}");
+        let t = refs(&all_msgs[1..], &all_msgs[1..]);
+        assert_eq!(wire(&t), "* THREAD (2)(3)\r\n", "{t:?}");
     }
 }

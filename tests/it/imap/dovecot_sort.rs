@@ -1,6 +1,6 @@
 //! SORT, ESORT and THREAD as Dovecot 2.3 answers them: the same generated messages are
 //! APPENDed (with the same internal dates) to a private Dovecot and to maildex, then every
-//! sort key alone, reversed and combined, both threading algorithms and a few search
+//! sort key alone, reversed and combined, the three threading algorithms and a few search
 //! criteria run on both, and the answers must be identical, tie order included.
 //!
 //! The corpus has what sorting and threading get wrong: RFC 2047 subjects in UTF-8 and
@@ -217,11 +217,12 @@ fn commands() -> Vec<String> {
         out.push(format!("UID SORT (REVERSE SUBJECT) US-ASCII {crit}"));
         out.push(format!("THREAD REFERENCES UTF-8 {crit}"));
         out.push(format!("THREAD ORDEREDSUBJECT UTF-8 {crit}"));
+        out.push(format!("THREAD REFS UTF-8 {crit}"));
     }
     out.push("SORT RETURN (MIN MAX COUNT ALL) (DATE) UTF-8 ALL".into());
     out.push("UID SORT RETURN (ALL) (REVERSE SUBJECT) UTF-8 ALL".into());
     out.push("SORT RETURN (COUNT) (SIZE) UTF-8 SUBJECT nothing-at-all".into());
-    for alg in ["REFERENCES", "ORDEREDSUBJECT"] {
+    for alg in ["REFERENCES", "ORDEREDSUBJECT", "REFS"] {
         out.push(format!("THREAD {alg} UTF-8 ALL"));
         out.push(format!("UID THREAD {alg} UTF-8 ALL"));
     }

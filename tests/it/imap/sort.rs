@@ -79,7 +79,7 @@ fn sort_orders_by_every_key_with_ties_by_sequence() {
     assert!(c
         .ok("CAPABILITY")
         .all()
-        .contains("SORT SORT=DISPLAY ESORT THREAD=ORDEREDSUBJECT THREAD=REFERENCES"));
+        .contains("SORT SORT=DISPLAY ESORT THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS"));
     assert_eq!(sorted(&mut c, "SORT (ARRIVAL) UTF-8 ALL"), "3 2 5 4 1");
     // DATE: 3 has no Date and 4 a broken one, so their arrival counts; 1 and 5 tie
     assert_eq!(sorted(&mut c, "SORT (DATE) UTF-8 ALL"), "3 2 1 5 4");

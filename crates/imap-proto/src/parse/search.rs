@@ -130,6 +130,7 @@ pub(crate) fn thread(p: &mut Parser<'_>) -> PResult<ThreadArgs> {
     let algorithm = match p.word()?.as_str() {
         "ORDEREDSUBJECT" => ThreadAlgorithm::OrderedSubject,
         "REFERENCES" => ThreadAlgorithm::References,
+        "REFS" => ThreadAlgorithm::Refs,
         other => {
             let shown: String = other.chars().take(32).collect();
             return fail(format!("Unknown thread algorithm {shown}"));

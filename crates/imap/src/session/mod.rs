@@ -540,6 +540,7 @@ impl Session {
                     "ESORT",
                     "THREAD=ORDEREDSUBJECT",
                     "THREAD=REFERENCES",
+                    "THREAD=REFS",
                 ] {
                     caps.push(c.into());
                 }

@@ -114,10 +114,22 @@ impl Session {
                 entry,
             })
             .collect();
-        let threads = match args.algorithm {
-            ThreadAlgorithm::OrderedSubject => thread::ordered_subject(&msgs),
-            ThreadAlgorithm::References => thread::references(&msgs),
+        // REFS orders tied threads by where their Message-IDs first occur in the mailbox
+        let every = if args.algorithm == ThreadAlgorithm::Refs && !whole {
+            let all = self.matches(vec![SearchKey::All]).await?;
+            self.sort_entries(&all, SortNeed::ALL).await?
+        } else {
+            Vec::new()
         };
+        let every: Vec<thread::Msg<'_>> = every
+            .iter()
+            .map(|(seq, entry)| thread::Msg {
+                number: *seq,
+                entry,
+            })
+            .collect();
+        let all = (!every.is_empty()).then_some(every.as_slice());
+        let threads = thread::threads(args.algorithm, &msgs, all);
         thread::thread_response(&mut self.out, &threads);
         self.refresh_fast(uid_cmd).await?;
         Ok(Done::ok("Thread completed."))
@@ -191,10 +203,7 @@ impl Session {
                         entry,
                     })
                     .collect();
-                match algorithm {
-                    ThreadAlgorithm::OrderedSubject => thread::ordered_subject(&msgs),
-                    ThreadAlgorithm::References => thread::references(&msgs),
-                }
+                thread::threads(algorithm, &msgs, None)
             })
         })
         .await??;
