@@ -68,7 +68,7 @@ fn reply_json(runs: &[(Duration, Reply)]) -> Value {
 }
 
 /// One listing: connect, LOGIN + SELECT (timed apart), the command.
-fn one(server: &dyn Server, user: &str, command: &str) -> Result<(Duration, Reply)> {
+pub(crate) fn one(server: &dyn Server, user: &str, command: &str) -> Result<(Duration, Reply)> {
     let t = Instant::now();
     let mut c = Imap::open(
         server.imap(),

@@ -17,7 +17,10 @@
 //!   hit counts and the message files opened, Dovecot and maildex side by side.
 //! - `maildex-bench sort`: SORT and THREAD REFERENCES of a whole INBOX, first after
 //!   delivery and warm, files opened, Dovecot and maildex side by side.
+//! - `maildex-bench delivered`: the first mutt listing of mail delivered over LMTP one
+//!   message at a time, against the same mail indexed in one go, Dovecot and maildex.
 
+mod delivered;
 mod idle_cost;
 mod imap_client;
 mod listing;
@@ -186,6 +189,25 @@ enum Cmd {
         /// Warm runs per query.
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// The maildex binary (default: `maildex` next to this program).
+        #[arg(long)]
+        maildex_bin: Option<PathBuf>,
+        /// Dovecot's `mail_fsync` (see `all`).
+        #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
+        dovecot_mail_fsync: String,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The first mutt listing of mail delivered over LMTP one message at a time, and of the
+    /// same mail as a copied Maildir indexed in one go, Dovecot and maildex side by side.
+    Delivered {
+        /// Messages delivered (one run each).
+        #[arg(long, value_delimiter = ',', default_values_t = [2_000])]
+        sizes: Vec<usize>,
+        /// Warm listings after the first.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
         /// The maildex binary (default: `maildex` next to this program).
         #[arg(long)]
         maildex_bin: Option<PathBuf>,
@@ -465,6 +487,24 @@ fn main() -> Result<()> {
                 sizes,
                 rounds,
                 plot,
+                maildex_bin,
+                work: tmp.path().to_owned(),
+                dovecot_mail_fsync,
+            })?;
+            write_json(json, &r)
+        }
+        Cmd::Delivered {
+            sizes,
+            rounds,
+            maildex_bin,
+            dovecot_mail_fsync,
+            json,
+        } => {
+            let maildex_bin = maildex_bin_or_default(maildex_bin)?;
+            let tmp = scratch("mxd")?;
+            let r = delivered::run(&delivered::DeliveredOpts {
+                sizes,
+                rounds,
                 maildex_bin,
                 work: tmp.path().to_owned(),
                 dovecot_mail_fsync,
