@@ -221,6 +221,7 @@ mod tests {
         User {
             name: name.into(),
             quota: None,
+            owner: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! What maildex does with each field of a Dovecot passwd-file line beyond the name and
 //! the password (Dovecot doc "passwd-file"; `passwd_file_add()` in
-//! src/auth/db-passwd-file.c): `allow_nets` and the `*:storage=` quota rule are honoured;
+//! src/auth/db-passwd-file.c): `allow_nets`, the `*:storage=` quota rule and the owner
+//! (`uid`/`gid` columns, `userdb_uid`/`userdb_gid`, see [`crate::owner`]) are honoured;
 //! every other field that is set is named in one warning per field at load (with the
 //! number of users and the first of them), never ignored silently, and never one line per
 //! user (a site file of 100,000 users must not flood the log).
@@ -10,8 +11,6 @@ use std::collections::BTreeMap;
 use maildex_auth::{LogName, UserEntry};
 
 /// Why a field does nothing here (a warning's text).
-const PER_USER_OWNER: &str = "not honoured: every user's files are created as the daemon's \
-     user ([daemon] user), not a per-user uid/gid";
 const PER_USER_PATH: &str = "not honoured: mail and index live where [storage] \
      mail_location and index_root say";
 const QUOTA_NOT_ENFORCED: &str = "only the `*:storage=` (or `*:bytes=`) quota rule is \
@@ -28,28 +27,21 @@ pub(crate) struct Ignored {
 impl Ignored {
     /// Notes what `entry` sets that maildex does not honour.
     pub(crate) fn note_entry(&mut self, entry: &UserEntry) {
-        // the passwd-file's own columns 3, 4 and 6
-        if entry.uid.is_some() {
-            self.note("uid", PER_USER_OWNER, entry);
-        }
-        if entry.gid.is_some() {
-            self.note("gid", PER_USER_OWNER, entry);
-        }
+        // the passwd-file's own column 6 (3 and 4, uid and gid, are honoured: crate::owner)
         if entry.home.is_some() {
             self.note("home", PER_USER_PATH, entry);
         }
         for field in &entry.extra {
             let (key, value) = field.split_once('=').unwrap_or((field.as_str(), ""));
             let why = match key {
-                // honoured (crate::nets, crate::quota)
-                "allow_nets" => continue,
+                // honoured (crate::nets, crate::quota, crate::owner)
+                "allow_nets" | "userdb_uid" | "userdb_gid" => continue,
                 "userdb_quota_rule" | "quota_rule"
                     if value.starts_with("*:storage=") || value.starts_with("*:bytes=") =>
                 {
                     continue
                 }
                 "userdb_quota_rule" | "quota_rule" => QUOTA_NOT_ENFORCED,
-                "userdb_uid" | "userdb_gid" => PER_USER_OWNER,
                 "userdb_home" | "userdb_mail" => PER_USER_PATH,
                 _ => UNKNOWN,
             };
@@ -117,15 +109,11 @@ mod tests {
         assert_eq!(
             ignored.summary(),
             vec![
-                ("gid", PER_USER_OWNER, 1),
                 ("home", PER_USER_PATH, 1),
                 ("nodelay", UNKNOWN, 2),
                 ("quota_rule", QUOTA_NOT_ENFORCED, 1),
-                ("uid", PER_USER_OWNER, 1),
-                ("userdb_gid", PER_USER_OWNER, 1),
                 ("userdb_home", PER_USER_PATH, 1),
                 ("userdb_mail", PER_USER_PATH, 1),
-                ("userdb_uid", PER_USER_OWNER, 1),
             ]
         );
     }

@@ -9,7 +9,7 @@ use maildex_config::Config;
 
 use crate::nets::AllowNets;
 use crate::userdb::{PassRecord, Unavailable, UserDb};
-use crate::{fields, quota, AccountsError, User};
+use crate::{fields, quota, AccountsError, Owner, User};
 
 /// The users file, read into memory.
 #[derive(Debug)]
@@ -22,6 +22,8 @@ pub(crate) struct FileDb {
     default_quota: Option<u64>,
     /// Folded user name -> where the user may log in from (`allow_nets=`).
     allow_nets: HashMap<String, AllowNets>,
+    /// Folded user name -> the owner of the user's files (uid/gid columns or fields).
+    owners: HashMap<String, Owner>,
 }
 
 impl FileDb {
@@ -30,6 +32,7 @@ impl FileDb {
         let users = UsersFile::load(path)?;
         let mut quotas = HashMap::new();
         let mut allow_nets = HashMap::new();
+        let mut owners = HashMap::new();
         let mut ignored = fields::Ignored::default();
         for e in users.list() {
             let field_error = |reason| AccountsError::UserField {
@@ -40,6 +43,9 @@ impl FileDb {
             };
             if let Some(q) = quota::rule_from_extra(&e.extra).map_err(field_error)? {
                 quotas.insert(e.name.to_ascii_lowercase(), q);
+            }
+            if let Some(o) = entry_owner(e).map_err(field_error)? {
+                owners.insert(e.name.to_ascii_lowercase(), o);
             }
             ignored.note_entry(e);
             for field in e
@@ -59,6 +65,7 @@ impl FileDb {
             quotas,
             default_quota: config.storage.quota,
             allow_nets,
+            owners,
         })
     }
 
@@ -70,6 +77,7 @@ impl FileDb {
                 .get(&entry.name.to_ascii_lowercase())
                 .copied()
                 .unwrap_or(self.default_quota),
+            owner: self.owners.get(&entry.name.to_ascii_lowercase()).copied(),
         }
     }
 }
@@ -103,6 +111,21 @@ impl UserDb for FileDb {
     fn weak_schemes(&self) -> Vec<(String, String)> {
         self.users.weak_schemes()
     }
+}
+
+/// The owner of an entry's files: the passwd-file's uid and gid columns, overridden by
+/// `userdb_uid=`/`userdb_gid=` (Dovecot: a `userdb_` extra field wins over the column).
+fn entry_owner(e: &UserEntry) -> Result<Option<Owner>, String> {
+    let field = |key: &str| {
+        e.extra.iter().rev().find_map(|f| {
+            f.split_once('=')
+                .filter(|(k, _)| *k == key)
+                .map(|(_, v)| v.to_owned())
+        })
+    };
+    let uid = field("userdb_uid").or(e.uid.map(|u| u.to_string()));
+    let gid = field("userdb_gid").or(e.gid.map(|g| g.to_string()));
+    Owner::parse(uid.as_deref(), gid.as_deref())
 }
 
 /// Refuses a users file in which two users' Maildirs or index folders are one folder

@@ -30,6 +30,7 @@ mod filedb;
 mod ldap;
 mod lookups;
 mod nets;
+pub mod owner;
 mod quota;
 mod remote;
 mod sql;
@@ -47,6 +48,7 @@ use maildex_store::{AutoCreate, MailboxSetting, SpecialUse, StoreError, StoreOpt
 pub use aliases::Aliases;
 pub use ldap::LdapConfigError;
 pub use maildex_auth::LogName;
+pub use owner::Owner;
 pub use quota::{usage, StorageQuota};
 pub use sql::SqlConfigError;
 pub use userdb::{Unavailable, UserDb};
@@ -133,6 +135,10 @@ pub enum AccountsError {
     /// The user directory cannot be asked now.
     #[error(transparent)]
     Unavailable(#[from] Unavailable),
+    /// The directory gives the user an owner this process cannot create files as
+    /// (issue 20 #4; the text says what is unsupported and the fix).
+    #[error("{0}")]
+    Owner(String),
     /// The user's store failed.
     #[error("user {user}: {error}")]
     Store {
@@ -175,6 +181,9 @@ pub struct User {
     /// Storage quota in bytes (per-user rule, else the config default); `None` is
     /// unlimited.
     pub quota: Option<u64>,
+    /// The owner the directory gives the user's files (userdb `uid`/`gid`); `None`: the
+    /// process's own. See [`owner`] for what is honoured.
+    pub owner: Option<Owner>,
 }
 
 /// Where one message for a recipient goes.
@@ -741,6 +750,15 @@ impl Accounts {
         if let Some((s, used)) = stores.open.get_mut(&key) {
             *used = now;
             return Ok(Arc::clone(s));
+        }
+        // before anything of the user's is created or opened: files made as another owner
+        // than the directory's would be unreadable to the user's other tools (and to us
+        // after a switch)
+        if let Some(why) = user
+            .owner
+            .and_then(|o| o.refusal(&user.name, owner::process_identity()))
+        {
+            return Err(AccountsError::Owner(why));
         }
         let paths =
             self.config

@@ -26,7 +26,7 @@ use sqlx::{Column, Row};
 use crate::nets::AllowNets;
 use crate::remote::{acceptable_name, Reachability};
 use crate::userdb::{PassRecord, Unavailable, UserDb};
-use crate::{quota, User};
+use crate::{quota, Owner, User};
 
 /// A query variable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -431,7 +431,18 @@ impl SqlDb {
                 }
             }
         }
-        Ok(User { name, quota })
+        // Dovecot's userdb fields, with or without the `userdb_` prefix (crate::owner)
+        let uid = match text(row, "userdb_uid")? {
+            Some(v) => Some(v),
+            None => text(row, "uid")?,
+        };
+        let gid = match text(row, "userdb_gid")? {
+            Some(v) => Some(v),
+            None => text(row, "gid")?,
+        };
+        let owner = Owner::parse(uid.as_deref(), gid.as_deref())
+            .map_err(|e| Unavailable(format!("user {name}: {e}")))?;
+        Ok(User { name, quota, owner })
     }
 
     /// Warns once per column that this server does not use.
@@ -477,6 +488,10 @@ const PASS_COLUMNS: &[&str] = &[
     "allow_nets",
     "quota_rule",
     "userdb_quota_rule",
+    "uid",
+    "gid",
+    "userdb_uid",
+    "userdb_gid",
 ];
 const USER_COLUMNS: &[&str] = &[
     "user",
@@ -484,6 +499,10 @@ const USER_COLUMNS: &[&str] = &[
     "domain",
     "quota_rule",
     "userdb_quota_rule",
+    "uid",
+    "gid",
+    "userdb_uid",
+    "userdb_gid",
 ];
 
 impl UserDb for SqlDb {

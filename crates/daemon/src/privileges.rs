@@ -7,8 +7,6 @@
 //! mail. glibc applies set*id calls to every thread of the process, so the runtime's
 //! threads started before the switch run as the user too.
 
-use std::ffi::CString;
-
 use maildex_config::DaemonConfig;
 
 /// Why the daemon could not switch to its configured user.
@@ -135,37 +133,13 @@ pub fn switch_to(user: &str, id: Identity) -> Result<(), PrivilegeError> {
 }
 
 fn lookup_user(name: &str) -> Result<(u32, u32), PrivilegeError> {
-    let missing = || PrivilegeError::NoUser(name.to_owned());
-    let c = CString::new(name).map_err(|_| missing())?;
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: passwd is plain old data; getpwnam_r writes it and the strings into `buf`,
-    // which outlives every use, and reports through `found`.
-    unsafe {
-        let mut pw: libc::passwd = std::mem::zeroed();
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut found);
-        if rc == 0 && !found.is_null() {
-            return Ok((pw.pw_uid, pw.pw_gid));
-        }
-    }
-    // a numeric id that has no name
-    name.parse::<u32>().map(|u| (u, u)).map_err(|_| missing())
+    maildex_accounts::owner::system_user(name)
+        .ok_or_else(|| PrivilegeError::NoUser(name.to_owned()))
 }
 
 fn lookup_group(name: &str) -> Result<u32, PrivilegeError> {
-    let missing = || PrivilegeError::NoGroup(name.to_owned());
-    let c = CString::new(name).map_err(|_| missing())?;
-    let mut buf = vec![0 as libc::c_char; 64 * 1024];
-    // SAFETY: as in lookup_user, with getgrnam_r and a group record.
-    unsafe {
-        let mut gr: libc::group = std::mem::zeroed();
-        let mut found: *mut libc::group = std::ptr::null_mut();
-        let rc = libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut found);
-        if rc == 0 && !found.is_null() {
-            return Ok(gr.gr_gid);
-        }
-    }
-    name.parse::<u32>().map_err(|_| missing())
+    maildex_accounts::owner::system_group(name)
+        .ok_or_else(|| PrivilegeError::NoGroup(name.to_owned()))
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use clap::Args;
 use maildex_accounts::{Accounts, User};
 use maildex_store::{DeliverOptions, StoreError, UserStore};
 
-use crate::common::{become_mail_owner, error_text, load_config};
+use crate::common::{become_owner, error_text, load_config};
 
 /// sysexits(3) codes.
 pub mod sysexits {
@@ -91,10 +91,6 @@ fn deliver(a: &DeliverArgs, message_id: &mut Option<String>) -> (u8, String) {
         Ok(c) => c,
         Err(e) => return (sysexits::CONFIG, error_text(&e)),
     };
-    // run as root, write as the mail's owner (as the daemon does)
-    if let Err(e) = become_mail_owner(&config) {
-        return (sysexits::TEMPFAIL, error_text(&e));
-    }
     let accounts = match Accounts::load(config) {
         Ok(a) => a,
         Err(e) => return (sysexits::TEMPFAIL, e.to_string()),
@@ -114,6 +110,11 @@ fn deliver(a: &DeliverArgs, message_id: &mut Option<String>) -> (u8, String) {
             format!("5.1.1 unknown user {}", maildex_auth::LogName::new(&a.user)),
         );
     };
+    // run as root, write as the mail's owner (the directory's for this user, else the
+    // daemon's), as the daemon does; the directory was read as root
+    if let Err(e) = become_owner(accounts.config(), &[(user.name.clone(), user.owner)]) {
+        return (sysexits::TEMPFAIL, error_text(&e));
+    }
     // already at or over the quota: refused before reading the message (LMTP's RCPT check)
     match accounts.over_quota(&user, 0) {
         Ok(false) => {}

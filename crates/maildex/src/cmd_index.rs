@@ -59,7 +59,7 @@ pub struct UsersCmdArgs {
 
 pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
-    become_mail_owner(&config)?;
+    become_mail_owner(&config, std::slice::from_ref(&a.user))?;
     if existing_paths(&config, &a.user)?.is_none() {
         return Ok(ExitCode::SUCCESS);
     }
@@ -107,11 +107,12 @@ pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
     }
     let a = &r.users;
     let config = load_config(&a.config.config)?;
-    become_mail_owner(&config)?;
+    let names = users(&config, &a.users)?;
+    become_mail_owner(&config, &names)?;
     let tty = std::io::stderr().is_terminal();
     let (mut messages, mut mailboxes, mut unreadable, mut skipped) = (0, 0, 0, 0);
     let started = std::time::Instant::now();
-    for user in users(&config, &a.users)? {
+    for user in names {
         let paths = config
             .storage
             .paths_for(&user)
@@ -190,11 +191,12 @@ fn show(bar: Option<&indicatif::ProgressBar>, p: &maildex_store::Progress) {
 /// from the files; a user without an index yet is skipped (its first use indexes it whole).
 fn rebuild_texts(a: &UsersCmdArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
-    become_mail_owner(&config)?;
+    let names = users(&config, &a.users)?;
+    become_mail_owner(&config, &names)?;
     let tty = std::io::stderr().is_terminal();
     let (mut messages, mut unreadable) = (0, 0);
     let started = std::time::Instant::now();
-    for user in users(&config, &a.users)? {
+    for user in names {
         if existing_paths(&config, &user)?.is_none() {
             continue;
         }
@@ -229,9 +231,10 @@ fn rebuild_texts(a: &UsersCmdArgs) -> Result<ExitCode> {
 pub fn check(c: &CheckArgs) -> Result<ExitCode> {
     let a = &c.users;
     let config = load_config(&a.config.config)?;
-    become_mail_owner(&config)?;
+    let names = users(&config, &a.users)?;
+    become_mail_owner(&config, &names)?;
     let mut total = 0;
-    for user in users(&config, &a.users)? {
+    for user in names {
         if existing_paths(&config, &user)?.is_none() {
             continue;
         }
@@ -279,9 +282,10 @@ pub fn check(c: &CheckArgs) -> Result<ExitCode> {
 
 pub fn compact(a: &UsersCmdArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
-    become_mail_owner(&config)?;
+    let names = users(&config, &a.users)?;
+    become_mail_owner(&config, &names)?;
     let mut failed = 0;
-    for user in users(&config, &a.users)? {
+    for user in names {
         let paths = config
             .storage
             .paths_for(&user)

@@ -157,6 +157,12 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         .await?;
         warn_weak_schemes(bound.accounts());
         maildex_daemon::privileges::apply(&config.daemon)?;
+        // issue 20 #4: a users file whose uid/gid fields name another owner than the one
+        // we now run as would get files that owner cannot use (maildex_accounts::owner)
+        bound
+            .accounts()
+            .refuse_foreign_owners()
+            .context("refusing to start")?;
         warn_unreadable_after_switch(&config);
         println!("config: {}", config_path.display());
         if a.dev {

@@ -3,7 +3,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use maildex_accounts::Owner;
 use maildex_config::{Config, LogFormat, UserPaths};
 use maildex_daemon::privileges::{self, Identity};
 use maildex_store::UserStore;
@@ -109,31 +110,85 @@ pub fn open_store_upgrading(config: &Config, user: &str) -> Result<UserStore> {
 }
 
 /// Started as root, an admin command that touches users' mail switches for good to the
-/// mail's owner first, as doveadm runs as the userdb's uid: the `[daemon] user` (and
-/// group) when one is configured, else the owner of the mail root (the nearest existing
-/// folder of `mail_location`'s fixed prefix). So every file it creates belongs to the user
-/// the daemon runs as, and a file that user cannot read is reported, not worked around.
-/// A mail root owned by root keeps root. Not root: nothing changes.
-pub fn become_mail_owner(config: &Config) -> Result<()> {
+/// mail's owner first, as doveadm runs as the userdb's uid: the owner the directory gives
+/// the users (their uid/gid fields, issue 20 #4), else the `[daemon] user` (and group)
+/// when one is configured, else the owner of the mail root (the nearest existing folder of
+/// `mail_location`'s fixed prefix). So every file it creates belongs to the user the daemon
+/// runs as, and a file that user cannot read is reported, not worked around. A mail root
+/// owned by root keeps root. Users of different owners cannot be served by one process:
+/// the command says so and asks for one user at a time. Not root: nothing changes, and a
+/// user whose owner is someone else is refused.
+pub fn become_mail_owner(config: &Config, users: &[String]) -> Result<()> {
+    let owners = owners_of(config, users)?;
+    become_owner(config, &owners)
+}
+
+/// The owner the directory gives each of `users` (`None`: none, or no such user).
+fn owners_of(config: &Config, users: &[String]) -> Result<Vec<(String, Option<Owner>)>> {
+    if users.is_empty() {
+        return Ok(Vec::new());
+    }
+    let accounts = maildex_accounts::Accounts::load(config.clone())?;
+    users
+        .iter()
+        .map(|u| Ok((u.clone(), accounts.lookup(u)?.and_then(|u| u.owner))))
+        .collect()
+}
+
+/// [`become_mail_owner`] for users whose owners are known: `(name, owner)` each.
+pub fn become_owner(config: &Config, owners: &[(String, Option<Owner>)]) -> Result<()> {
     if !privileges::is_root() {
+        let me = maildex_accounts::owner::process_identity();
+        for (user, owner) in owners {
+            if let Some(why) = owner.and_then(|o| o.refusal(user, me)) {
+                bail!("{why}; run this command as root or as that user");
+            }
+        }
         return Ok(());
     }
-    let (name, id) = match &config.daemon.user {
+    let (default_name, default) = match &config.daemon.user {
         Some(user) => (
             user.clone(),
             privileges::resolve(user, config.daemon.group.as_deref())?,
         ),
         None => {
             let prefix = config.storage.mail_location.fixed_prefix();
-            let Some(md) = prefix.ancestors().find_map(|p| std::fs::metadata(p).ok()) else {
-                return Ok(());
-            };
-            let id = Identity {
-                uid: md.uid(),
-                gid: md.gid(),
-            };
+            let id = prefix
+                .ancestors()
+                .find_map(|p| std::fs::metadata(p).ok())
+                .map_or(Identity { uid: 0, gid: 0 }, |md| Identity {
+                    uid: md.uid(),
+                    gid: md.gid(),
+                });
             (id.uid.to_string(), id)
         }
+    };
+    let mut wanted: Option<(&str, Identity)> = None;
+    for (user, owner) in owners {
+        let id = match owner {
+            Some(o) => {
+                let (uid, gid) = o.or((default.uid, default.gid));
+                Identity { uid, gid }
+            }
+            None => default,
+        };
+        match wanted {
+            Some((first, w)) if w != id => bail!(
+                "users {first} (uid {} gid {}) and {user} (uid {} gid {}) have different \
+                 owners and one process writes as one owner: run the command for one user \
+                 at a time (--user)",
+                w.uid,
+                w.gid,
+                id.uid,
+                id.gid
+            ),
+            Some(_) => {}
+            None => wanted = Some((user, id)),
+        }
+    }
+    let (name, id) = match wanted {
+        Some((user, id)) if id != default => (format!("the owner of {user}"), id),
+        _ => (default_name, default),
     };
     if id.uid == 0 {
         return Ok(());

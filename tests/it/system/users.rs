@@ -225,8 +225,8 @@ fn a_users_mail_is_synced_at_first_use_after_the_start() {
 }
 
 const FIELD_USERS: &str = "\
-alice:{PLAIN}pw:5000:5000::/home/alice::allow_nets=127.0.0.0/8 userdb_mail=maildir:~/Maildir \
-userdb_home=/srv/alice userdb_uid=6000 userdb_gid=6000 nodelay=y\n\
+alice:{PLAIN}pw::::/home/alice::allow_nets=127.0.0.0/8 userdb_mail=maildir:~/Maildir \
+userdb_home=/srv/alice nodelay=y\n\
 bob:{PLAIN}pw::::::allow_nets=10.0.0.0/8 quota_rule=Trash:storage=+10M nodelay=y\n\
 carol:{PLAIN}pw::::::userdb_quota_rule=*:storage=1K\n";
 
@@ -252,10 +252,6 @@ fn passwd_file_fields_are_honoured_or_named_once_each() {
     let log = daemon.log_text();
 
     for (field, users, why) in [
-        ("uid", 1, "daemon's user"),
-        ("gid", 1, "daemon's user"),
-        ("userdb_uid", 1, "daemon's user"),
-        ("userdb_gid", 1, "daemon's user"),
         ("home", 1, "mail_location"),
         ("userdb_home", 1, "mail_location"),
         ("userdb_mail", 1, "mail_location"),

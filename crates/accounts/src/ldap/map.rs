@@ -105,6 +105,10 @@ const HONOURED: &[&str] = &[
     "quota_rule",
     "userdb_quota_rule",
     "allow_nets",
+    "uid",
+    "gid",
+    "userdb_uid",
+    "userdb_gid",
 ];
 
 pub(super) fn parse_attrs(key: &'static str, text: &str) -> Result<Vec<AttrMap>, LdapConfigError> {
@@ -204,7 +208,6 @@ pub(super) fn warn_unused(key: &str, maps: &[AttrMap]) {
             continue;
         }
         let why = match m.field.trim_start_matches("userdb_") {
-            "uid" | "gid" => "not honoured: every user's files are created as the daemon's user",
             "home" | "mail" => {
                 "not honoured: mail and index live where [storage] mail_location and index_root say"
             }

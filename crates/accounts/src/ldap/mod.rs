@@ -32,7 +32,7 @@ use maildex_config::{LdapConfig, LdapScope};
 use crate::nets::AllowNets;
 use crate::remote::{acceptable_name, Reachability};
 use crate::userdb::{verify_hash, PassRecord, Unavailable, UserDb};
-use crate::{quota, User};
+use crate::{quota, Owner, User};
 
 mod map;
 
@@ -468,7 +468,16 @@ impl LdapDb {
                 }
             }
         }
-        Ok(User { name, quota })
+        // Dovecot's userdb fields, with or without the `userdb_` prefix (crate::owner)
+        let field = |f: &str| {
+            fields
+                .get(&format!("userdb_{f}"))
+                .or_else(|| fields.get(f))
+                .map(String::as_str)
+        };
+        let owner = Owner::parse(field("uid"), field("gid"))
+            .map_err(|e| Unavailable(format!("user {name}: {e}")))?;
+        Ok(User { name, quota, owner })
     }
 }
 
@@ -514,6 +523,7 @@ impl UserDb for LdapDb {
                 user: User {
                     name: login.clone(),
                     quota: self.default_quota,
+                    owner: None,
                 },
                 password: bind_marker(),
                 allow_nets: None,

@@ -13,4 +13,5 @@ mod drop_root;
 mod maildir_links;
 mod permission_errors;
 mod readme_setup;
+mod user_owners;
 mod users_reload;

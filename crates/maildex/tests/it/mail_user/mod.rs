@@ -22,15 +22,20 @@ pub fn is_root() -> bool {
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
 
-fn id(flag: &str) -> Option<u32> {
-    let o = Command::new("id").args([flag, MAIL_USER]).output().ok()?;
+fn id(flag: &str, user: &str) -> Option<u32> {
+    let o = Command::new("id").args([flag, user]).output().ok()?;
     String::from_utf8_lossy(&o.stdout).trim().parse().ok()
 }
 
-/// The uid and gid of [`MAIL_USER`], creating the user if it does not exist (tests run in
-/// parallel: a `useradd` that lost the race to another test is fine).
+/// The uid and gid of [`MAIL_USER`], creating the user if it does not exist.
 pub fn mail_user() -> (u32, u32) {
-    if id("-u").is_none() {
+    system_user(MAIL_USER)
+}
+
+/// The uid and gid of the system user `name`, creating it (`useradd --system`) if it does
+/// not exist (tests run in parallel: a `useradd` that lost the race to another test is fine).
+pub fn system_user(name: &str) -> (u32, u32) {
+    if id("-u", name).is_none() {
         let _ = Command::new("useradd")
             .args([
                 "--system",
@@ -38,12 +43,12 @@ pub fn mail_user() -> (u32, u32) {
                 "--shell",
                 "/usr/sbin/nologin",
             ])
-            .arg(MAIL_USER)
+            .arg(name)
             .status();
     }
     (
-        id("-u").expect("useradd maildex-test"),
-        id("-g").expect("group of maildex-test"),
+        id("-u", name).expect("useradd"),
+        id("-g", name).expect("group of the new user"),
     )
 }
 
