@@ -24,6 +24,7 @@ mod imap {
     mod listing;
     mod login;
     mod mailboxes;
+    mod maildirsize;
     mod mime;
     mod protocol;
     mod proxy_protocol;

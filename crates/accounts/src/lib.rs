@@ -706,6 +706,8 @@ impl Accounts {
     /// [`Accounts::load_syncing_on_first_use`]).
     pub fn store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
         let store = self.open_store(user)?;
+        // Maildir++ maildirsize for the other tools, while the user has a quota
+        store.set_quota_limit(user.quota);
         self.sync_on_first_use(user, &store);
         Ok(store)
     }

@@ -21,6 +21,7 @@ pub mod folder;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod keywords;
+pub mod maildirsize;
 pub mod mutf7;
 pub mod own_writes;
 pub mod scan;

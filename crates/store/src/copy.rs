@@ -167,6 +167,12 @@ impl UserStore {
                     return Err(e);
                 }
             };
+            if outcome.is_some() && (!moving || same) {
+                // a MOVE between mailboxes changes no total; within one the removal follows
+                let bytes: u64 = placed.iter().map(|p| p.state.size).sum();
+                let count = i64::try_from(placed.len()).unwrap_or(i64::MAX);
+                self.quota_file_change(i64::try_from(bytes).unwrap_or(i64::MAX), count);
+            }
             if let (Some(o), true, true) = (&outcome, moving, same) {
                 // MOVE within one mailbox: the copies are in; now the originals go
                 let wanted: Vec<u32> = o.pairs.iter().map(|(s_uid, _)| *s_uid).collect();

@@ -387,7 +387,10 @@ impl UserStore {
             .and_then(|r| {
                 drop(held);
                 match r {
-                    Some(d) => Ok(d),
+                    Some(d) => {
+                        self.quota_file_change(i64::try_from(d.size).unwrap_or(i64::MAX), 1);
+                        Ok(d)
+                    }
                     // no usable uidlist, another UIDVALIDITY, or the UID names another
                     // file: a full sync settles the mailbox and indexes this file too
                     None => {

@@ -103,6 +103,13 @@ impl UserStore {
             }
             Ok(removed)
         })?;
+        let bytes: u64 = states
+            .iter()
+            .filter(|(uid, _)| removed.binary_search(uid).is_ok())
+            .map(|(_, s)| s.size)
+            .sum();
+        let count = i64::try_from(removed.len()).unwrap_or(i64::MAX);
+        self.quota_file_change(-i64::try_from(bytes).unwrap_or(i64::MAX), -count);
         Ok(removed)
     }
 }

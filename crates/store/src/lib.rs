@@ -27,6 +27,7 @@ mod message_text;
 mod op_error;
 mod opctx;
 mod orders;
+mod quota_file;
 mod read;
 mod rebuild;
 pub mod section;
@@ -182,6 +183,9 @@ pub struct UserStore {
     _feed_listener: Arc<maildex_index::CommitListener>,
     /// Sort orders kept between queries ([`UserStore::sort_order`]).
     orders: orders::Orders,
+    /// The storage limit `maildirsize` states ([`UserStore::set_quota_limit`]); held while
+    /// the file is written.
+    quota_limit: Mutex<Option<u64>>,
 }
 
 /// The in-process serialisation of one mailbox's syncs and writes, and which syncs ran.
@@ -255,6 +259,7 @@ impl UserStore {
             feed,
             _feed_listener: listener,
             orders: orders::Orders::default(),
+            quota_limit: Mutex::default(),
         })
     }
 

@@ -193,6 +193,7 @@ impl UserStore {
             }
             fs::remove_dir_all(&trash).map_err(|e| StoreError::io(&trash, e))?;
             self.forget_lock(&name);
+            self.quota_file_recalculate();
             Ok(())
         })
     }
