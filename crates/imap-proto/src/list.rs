@@ -46,7 +46,7 @@ pub enum ListReturn {
 }
 
 /// STATUS data items (RFC 3501 §6.3.10, RFC 8438 SIZE, RFC 7162
-/// HIGHESTMODSEQ, RFC 9051 §6.3.11 DELETED).
+/// HIGHESTMODSEQ, RFC 9051 §6.3.11 DELETED, RFC 9208 §4.2 DELETED-STORAGE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StatusItem {
     /// `MESSAGES`
@@ -65,6 +65,8 @@ pub enum StatusItem {
     HighestModSeq,
     /// `DELETED` (RFC 9051)
     Deleted,
+    /// `DELETED-STORAGE` (RFC 9208 §4.2): what EXPUNGE would give back, in KiB
+    DeletedStorage,
     /// `APPENDLIMIT` (RFC 7889 §3.2): the largest message APPEND takes into the mailbox
     AppendLimit,
 }
@@ -81,6 +83,7 @@ impl StatusItem {
             StatusItem::Size => "SIZE",
             StatusItem::HighestModSeq => "HIGHESTMODSEQ",
             StatusItem::Deleted => "DELETED",
+            StatusItem::DeletedStorage => "DELETED-STORAGE",
             StatusItem::AppendLimit => "APPENDLIMIT",
         }
     }

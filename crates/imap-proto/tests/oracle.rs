@@ -220,8 +220,9 @@ fn command() -> impl Strategy<Value = Command> {
             StatusItem::Size,
             StatusItem::HighestModSeq,
             StatusItem::Deleted,
+            StatusItem::DeletedStorage,
         ],
-        1..8,
+        1..9,
     );
     prop_oneof![
         simple,

@@ -189,14 +189,15 @@ fn list_basic_and_extended() {
 #[test]
 fn status_items() {
     assert_eq!(
-        ok("a STATUS blurdybloop (UIDNEXT MESSAGES HIGHESTMODSEQ deleted)\r\n"),
+        ok("a STATUS blurdybloop (UIDNEXT MESSAGES HIGHESTMODSEQ deleted Deleted-Storage)\r\n"),
         Command::Status {
             mailbox: Mailbox::new("blurdybloop"),
             items: vec![
                 StatusItem::UidNext,
                 StatusItem::Messages,
                 StatusItem::HighestModSeq,
-                StatusItem::Deleted
+                StatusItem::Deleted,
+                StatusItem::DeletedStorage
             ]
         }
     );

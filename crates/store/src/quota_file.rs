@@ -83,4 +83,20 @@ impl UserStore {
             Ok((bytes, count))
         })?)
     }
+
+    /// The RFC822.SIZE of the `\Deleted` messages of mailbox `name` (0 when it is not
+    /// indexed): what EXPUNGE would take off the quota's use (RFC 9208 §4.2
+    /// DELETED-STORAGE). Reads the mailbox's message states (no file).
+    pub fn deleted_vsize(&self, name: &str) -> Result<u64, StoreError> {
+        let Some((id, _)) = self.indexed_mailbox(Self::canonical(name))? else {
+            return Ok(0);
+        };
+        Ok(self.index.read(move |r| {
+            Ok(r.states(id)?
+                .iter()
+                .filter(|(_, s)| s.is_deleted())
+                .map(|(_, s)| s.vsize)
+                .sum())
+        })?)
+    }
 }

@@ -1,9 +1,11 @@
 //! QUOTA (RFC 9208; issue 20 #5): GETQUOTAROOT and GETQUOTA tell the users file's storage
 //! limit and the bytes the user's mailboxes take (all of them, in KiB), as LMTP and APPEND
-//! count them; SETQUOTA is refused. Responses are parsed by imap-codec.
+//! count them; SETQUOTA is refused; STATUS DELETED and DELETED-STORAGE tell what EXPUNGE
+//! would give back. Responses are parsed by imap-codec.
 
 use imap_codec::imap_types::extensions::quota::Resource;
 use imap_codec::imap_types::response::{Data, Response};
+use imap_codec::imap_types::status::StatusDataItem;
 
 use crate::support::daemon::{Opts, Server};
 use crate::support::imap::{simple, Client, Reply};
@@ -142,4 +144,83 @@ fn getquotaroot_and_getquota_report_the_storage_limit_and_use() {
     let r = anon.cmd("GETQUOTAROOT INBOX");
     refused(&r, "BAD");
     s.assert_clean("alice");
+}
+
+/// The items of the reply's STATUS line, from imap-codec's parse.
+fn status_items(r: &Reply) -> Vec<StatusDataItem> {
+    r.untagged
+        .iter()
+        .find_map(|u| match &u.parsed {
+            Some(Response::Data(Data::Status { items, .. })) => Some(items.to_vec()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no STATUS line: {}", r.all()))
+}
+
+#[test]
+fn status_deleted_and_deleted_storage_tell_what_expunge_gives_back() {
+    let s = Server::start_with(Opts {
+        users: "alice:{PLAIN}pw::::::userdb_quota_rule=*:storage=10M\n".into(),
+        ..Opts::default()
+    });
+    for i in 0..3 {
+        s.deliver(
+            "alice",
+            &simple(&format!("m{i}"), &"x".repeat(1500 * (i + 1))),
+        );
+    }
+    let mut c = s.login("alice");
+    c.ok("SELECT INBOX");
+    let sizes: Vec<u64> = c
+        .ok("FETCH 1:* RFC822.SIZE")
+        .all()
+        .lines()
+        .filter_map(|l| l.split("RFC822.SIZE ").nth(1))
+        .map(|n| n.trim_end_matches(')').trim().parse().unwrap())
+        .collect();
+    c.ok("STORE 1,3 +FLAGS.SILENT (\\Deleted)");
+    let used = size_of(&mut c, "INBOX");
+    c.ok("UNSELECT");
+
+    // RFC 9051 §6.3.11 DELETED: how many have \Deleted; RFC 9208 §4.2 DELETED-STORAGE: what
+    // EXPUNGE gives back, in KiB as STORAGE counts it
+    let reclaim = sizes[0] + sizes[2];
+    let r = c.ok("STATUS INBOX (MESSAGES DELETED DELETED-STORAGE)");
+    assert_eq!(
+        status_items(&r),
+        vec![
+            StatusDataItem::Messages(3),
+            StatusDataItem::Deleted(2),
+            StatusDataItem::DeletedStorage(reclaim.div_ceil(1024)),
+        ],
+        "{}",
+        r.all()
+    );
+    // in LIST-STATUS too (RFC 5819)
+    let r = c.ok("LIST \"\" INBOX RETURN (STATUS (DELETED-STORAGE))");
+    assert_eq!(
+        status_items(&r),
+        vec![StatusDataItem::DeletedStorage(reclaim.div_ceil(1024))],
+        "{}",
+        r.all()
+    );
+
+    c.ok("SELECT INBOX");
+    c.ok("EXPUNGE");
+    assert_eq!(
+        size_of(&mut c, "INBOX"),
+        used - reclaim,
+        "EXPUNGE gave that back"
+    );
+    c.ok("UNSELECT");
+    let r = c.ok("STATUS INBOX (DELETED DELETED-STORAGE)");
+    assert_eq!(
+        status_items(&r),
+        vec![
+            StatusDataItem::Deleted(0),
+            StatusDataItem::DeletedStorage(0)
+        ],
+        "{}",
+        r.all()
+    );
 }

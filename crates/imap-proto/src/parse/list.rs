@@ -242,6 +242,7 @@ fn status_items(p: &mut Parser<'_>) -> PResult<Vec<StatusItem>> {
             "SIZE" => StatusItem::Size,
             "HIGHESTMODSEQ" => StatusItem::HighestModSeq,
             "DELETED" => StatusItem::Deleted,
+            "DELETED-STORAGE" => StatusItem::DeletedStorage,
             "APPENDLIMIT" => StatusItem::AppendLimit,
             other => return fail(format!("Unknown STATUS item {other}")),
         };

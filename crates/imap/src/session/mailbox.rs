@@ -136,13 +136,15 @@ fn wire(name: &str) -> Vec<u8> {
 }
 
 /// Writes `* STATUS name (items)` from a mailbox record (RFC 3501 §7.2.4); `append_limit`
-/// is the APPENDLIMIT of every mailbox (RFC 7889 §3.2: the same as the capability's).
+/// is the APPENDLIMIT of every mailbox (RFC 7889 §3.2: the same as the capability's),
+/// `deleted_vsize` the RFC822.SIZE of its `\Deleted` messages (0 unless asked for).
 fn status_line(
     out: &mut Vec<u8>,
     name: &str,
     m: &MailboxRecord,
     items: &[StatusItem],
     append_limit: u64,
+    deleted_vsize: u64,
 ) {
     out.extend_from_slice(b"* STATUS ");
     write_name(out, name);
@@ -160,6 +162,9 @@ fn status_line(
             StatusItem::Size => m.counts.vsize,
             StatusItem::HighestModSeq => m.highest_modseq,
             StatusItem::Deleted => u64::from(m.counts.deleted),
+            // RFC 9208 §4.2: what EXPUNGE would give back, in the unit of STORAGE (1024
+            // octets, rounded up as GETQUOTA's use is), counted as QUOTA counts the use
+            StatusItem::DeletedStorage => deleted_vsize.div_ceil(1024),
             StatusItem::AppendLimit => append_limit,
         };
         out.extend_from_slice(format!("{} {value}", item.as_str()).as_bytes());
@@ -366,11 +371,9 @@ impl Session {
             self.out.extend_from_slice(&line);
             // RFC 5819 §2: a STATUS after each selectable mailbox's LIST
             if let (Some(items), true) = (&status_items, selectable.contains(name)) {
-                let store = self.store()?;
-                let n = name.clone();
-                if let Some(rec) = blocking(move || store.mailbox_status(&n)).await?? {
+                if let Some((rec, deleted)) = self.status_of(name, items).await? {
                     let limit = self.shared.settings.limits.max_append;
-                    status_line(&mut self.out, name, &rec, items, limit);
+                    status_line(&mut self.out, name, &rec, items, limit, deleted);
                 }
             }
         }
@@ -414,6 +417,30 @@ impl Session {
         Ok(Done::ok("Lsub completed."))
     }
 
+    /// A mailbox's record and, when `items` ask for DELETED-STORAGE, the RFC822.SIZE of its
+    /// `\Deleted` messages (else 0); `None` when there is no such mailbox.
+    async fn status_of(
+        &mut self,
+        name: &str,
+        items: &[StatusItem],
+    ) -> Result<Option<(MailboxRecord, u64)>, CmdError> {
+        let store: Arc<UserStore> = self.store()?;
+        let n = name.to_owned();
+        let deleted = items.contains(&StatusItem::DeletedStorage);
+        Ok(blocking(move || {
+            let Some(rec) = store.mailbox_status(&n)? else {
+                return Ok(None);
+            };
+            let size = if deleted && rec.counts.deleted > 0 {
+                store.deleted_vsize(&n)?
+            } else {
+                0
+            };
+            Ok::<_, maildex_store::StoreError>(Some((rec, size)))
+        })
+        .await??)
+    }
+
     pub(super) async fn status(
         &mut self,
         mailbox: Mailbox,
@@ -424,16 +451,14 @@ impl Session {
         if items.contains(&StatusItem::HighestModSeq) {
             self.enable_condstore();
         }
-        let store: Arc<UserStore> = self.store()?;
-        let n = name.clone();
-        let Some(rec) = blocking(move || store.mailbox_status(&n)).await?? else {
+        let Some((rec, deleted)) = self.status_of(&name, &items).await? else {
             return Err(CmdError::no(
                 ResponseCode::NonExistent,
                 "Mailbox doesn't exist.",
             ));
         };
         let limit = self.shared.settings.limits.max_append;
-        status_line(&mut self.out, &name, &rec, &items, limit);
+        status_line(&mut self.out, &name, &rec, &items, limit, deleted);
         // the selected mailbox may have changed too (RFC 3501 §7: any command may carry updates)
         self.refresh(true).await?;
         Ok(Done::ok("Status completed."))
