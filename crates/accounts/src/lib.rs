@@ -706,9 +706,10 @@ impl Accounts {
     /// [`Accounts::load_syncing_on_first_use`]).
     pub fn store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
         let store = self.open_store(user)?;
-        // Maildir++ maildirsize for the other tools, while the user has a quota
-        store.set_quota_limit(user.quota);
         self.sync_on_first_use(user, &store);
+        // Maildir++ maildirsize for the other tools while the user has a quota (a new or
+        // changed limit rewrites it from the index, synced just now at a first use)
+        store.set_quota_limit(user.quota);
         Ok(store)
     }
 

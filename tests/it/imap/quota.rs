@@ -54,15 +54,20 @@ fn refused(r: &Reply, start: &str) {
     assert!(after_tag.starts_with(start), "{}", r.all());
 }
 
-/// The sum of RFC822.SIZE over a mailbox.
-fn size_of(c: &mut Client, mailbox: &str) -> u64 {
-    c.ok(&format!("EXAMINE {mailbox}"));
+/// The RFC822.SIZE of each message of the selected mailbox.
+fn sizes(c: &mut Client) -> Vec<u64> {
     let r = c.ok("FETCH 1:* RFC822.SIZE");
     r.all()
         .lines()
         .filter_map(|l| l.split("RFC822.SIZE ").nth(1))
         .map(|n| n.trim_end_matches(')').trim().parse::<u64>().unwrap())
-        .sum()
+        .collect()
+}
+
+/// The sum of RFC822.SIZE over a mailbox.
+fn size_of(c: &mut Client, mailbox: &str) -> u64 {
+    c.ok(&format!("EXAMINE {mailbox}"));
+    sizes(c).iter().sum()
 }
 
 #[test]
@@ -171,13 +176,7 @@ fn status_deleted_and_deleted_storage_tell_what_expunge_gives_back() {
     }
     let mut c = s.login("alice");
     c.ok("SELECT INBOX");
-    let sizes: Vec<u64> = c
-        .ok("FETCH 1:* RFC822.SIZE")
-        .all()
-        .lines()
-        .filter_map(|l| l.split("RFC822.SIZE ").nth(1))
-        .map(|n| n.trim_end_matches(')').trim().parse().unwrap())
-        .collect();
+    let sizes = sizes(&mut c);
     c.ok("STORE 1,3 +FLAGS.SILENT (\\Deleted)");
     let used = size_of(&mut c, "INBOX");
     c.ok("UNSELECT");
