@@ -360,3 +360,27 @@ fn ldap_rates() {
     }
     print_rates("directory", &rows);
 }
+
+/// Issue 20 #4: an owner the directory maps (`uidNumber=uid`, Dovecot's userdb field) that
+/// is not the daemon's own is refused at the user's first use, with nothing written: the
+/// daemon serves every user as one owner (`maildex_accounts::owner`).
+#[test]
+fn an_ldap_user_whose_uid_is_not_the_daemons_is_refused_at_first_use() {
+    if skip() {
+        return;
+    }
+    let (slapd, _shared) = Slapd::shared();
+    slapd.add_user("l9-owner", &slappasswd("owner-pw"), None);
+    let auth = slapd.auth_config("cache_size = 0", "").replace(
+        "user_attrs = \"mail=user,",
+        "user_attrs = \"mail=user,uidNumber=uid,gidNumber=gid,",
+    );
+    let s = Server::start_with(Opts {
+        auth: Some(auth),
+        ..Opts::default()
+    });
+    // the entries carry uidNumber 10001, which no test process runs as
+    let r = login(&s, "l9-owner@example.org", "owner-pw");
+    assert!(r.contains("NO [UNAVAILABLE]"), "{r}");
+    assert!(!s.maildir("l9-owner@example.org").exists());
+}
