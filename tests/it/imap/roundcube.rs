@@ -194,6 +194,11 @@ fn roundcube_in_headless_chromium() {
             "Roundcube never sent {verb}: {sent:?}"
         );
     }
+    // Roundcube takes the first of REFS, REFERENCES, ORDEREDSUBJECT that is offered
+    assert!(
+        imap_log.contains("THREAD REFS "),
+        "Roundcube did not thread with REFS"
+    );
 
     // what the browser did is on the server
     let mut c = s.login("alice");
