@@ -8,11 +8,28 @@ use maildex_store::UserStore;
 /// How long a store nobody holds stays open after its last use.
 pub(crate) const STORE_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Most stores kept open that nobody holds. Each keeps four file descriptors (LMDB's data
+/// file twice and its lock file, the index lock); without a cap, 10,000 users delivered to
+/// within [`STORE_IDLE`] (the seed benchmark, a mailing-list fan-out) ran the daemon out of
+/// descriptors and every later delivery got 451.
+pub(crate) const MAX_IDLE_OPEN: usize = 1_000;
+
 /// Open stores by folded user name, with when each was last handed out.
-#[derive(Default)]
 pub(crate) struct Stores {
     pub(crate) open: HashMap<String, (Arc<UserStore>, std::time::Instant)>,
     pub(crate) swept: Option<std::time::Instant>,
+    /// [`MAX_IDLE_OPEN`] (smaller in tests).
+    pub(crate) max_idle: usize,
+}
+
+impl Default for Stores {
+    fn default() -> Self {
+        Stores {
+            open: HashMap::new(),
+            swept: None,
+            max_idle: MAX_IDLE_OPEN,
+        }
+    }
 }
 
 impl Stores {
@@ -21,6 +38,9 @@ impl Stores {
     /// one store per user per process, and the count cannot grow while we hold the lock,
     /// since new holders get their clone here.
     pub(crate) fn sweep(&mut self, now: std::time::Instant) {
+        if self.open.len() >= self.max_idle {
+            self.close_least_recent();
+        }
         if self
             .swept
             .is_some_and(|t| now.duration_since(t) < STORE_IDLE / 2)
@@ -31,6 +51,22 @@ impl Stores {
         self.open.retain(|_, (store, used)| {
             Arc::strong_count(store) > 1 || now.duration_since(*used) < STORE_IDLE
         });
+    }
+
+    /// Closes the least recently used stores nobody holds, down to half of `max_idle`
+    /// (so the sort is paid once per `max_idle / 2` first uses, not at each).
+    fn close_least_recent(&mut self) {
+        let mut idle: Vec<(std::time::Instant, String)> = self
+            .open
+            .iter()
+            .filter(|(_, (store, _))| Arc::strong_count(store) == 1)
+            .map(|(name, (_, used))| (*used, name.clone()))
+            .collect();
+        idle.sort_unstable();
+        let excess = self.open.len().saturating_sub(self.max_idle / 2);
+        for (_, name) in idle.into_iter().take(excess) {
+            self.open.remove(&name);
+        }
     }
 }
 
@@ -50,6 +86,42 @@ mod tests {
         );
         let config = Config::from_toml_str(&text, &dir.join("maildex.toml")).unwrap();
         Accounts::load(config).unwrap()
+    }
+
+    /// Accounts on the users file already in `dir`, no default folders.
+    fn accounts_reloaded(dir: &std::path::Path) -> Arc<Accounts> {
+        let text = format!(
+            "[storage]\nmail_location = \"{d}/mail/%u\"\nindex_root = \"{d}/index/%u\"\n\
+             fsync = false\n[mailboxes]\n[auth]\nusers_file = \"{d}/users\"\n",
+            d = dir.display()
+        );
+        let config = Config::from_toml_str(&text, &dir.join("maildex.toml")).unwrap();
+        Accounts::load(config).unwrap()
+    }
+
+    #[test]
+    fn stores_nobody_holds_are_capped_so_many_users_in_a_minute_do_not_exhaust_files() {
+        // 10,000 users each delivered to once within a minute kept 10,000 LMDB envs (four
+        // descriptors each) open until the sweep: EMFILE, and 451 for every later delivery
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (0..12).map(|i| format!("u{i}")).collect();
+        let users: String = names.iter().map(|n| format!("{n}:{{PLAIN}}pw\n")).collect();
+        std::fs::write(dir.path().join("users"), users).unwrap();
+        let a = accounts_reloaded(dir.path());
+        a.stores.lock().unwrap().max_idle = 4;
+        let held = a.store(&a.lookup("u0").unwrap().unwrap()).unwrap();
+        for n in &names[1..] {
+            a.store(&a.lookup(n).unwrap().unwrap()).unwrap();
+        }
+        let stores = a.stores.lock().unwrap();
+        assert!(
+            stores.open.len() <= 4 + 1,
+            "{} stores open",
+            stores.open.len()
+        );
+        // the held one stays, and the most recently used
+        assert!(Arc::ptr_eq(&held, &stores.open["u0"].0));
+        assert!(stores.open.contains_key("u11"));
     }
 
     #[test]
