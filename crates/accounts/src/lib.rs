@@ -747,13 +747,10 @@ impl Accounts {
 
     fn open_store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
         let key = user.name.to_ascii_lowercase();
-        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
-        stores.sweep(now);
-        if let Some((s, used)) = stores.open.get_mut(&key) {
-            *used = now;
-            return Ok(Arc::clone(s));
-        }
+        stores::open_once(&self.stores, &key, || self.open_new_store(user))
+    }
+
+    fn open_new_store(&self, user: &User) -> Result<UserStore, AccountsError> {
         // before anything of the user's is created or opened: files made as another owner
         // than the directory's would be unreadable to the user's other tools (and to us
         // after a switch)
@@ -785,8 +782,6 @@ impl Accounts {
         if let Err(e) = store.create_special_folders() {
             tracing::warn!(user = %user.name, error = %e, "could not create the configured folders");
         }
-        let store = Arc::new(store);
-        stores.open.insert(key, (Arc::clone(&store), now));
         Ok(store)
     }
 

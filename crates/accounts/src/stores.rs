@@ -1,7 +1,7 @@
 //! The per-process cache of open stores (see [`crate::Accounts::store`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use maildex_store::UserStore;
 
@@ -20,6 +20,8 @@ pub(crate) struct Stores {
     pub(crate) swept: Option<std::time::Instant>,
     /// [`MAX_IDLE_OPEN`] (smaller in tests).
     pub(crate) max_idle: usize,
+    /// A gate per user whose store is being opened ([`open_once`]).
+    pub(crate) opening: HashMap<String, Arc<Mutex<()>>>,
 }
 
 impl Default for Stores {
@@ -28,6 +30,7 @@ impl Default for Stores {
             open: HashMap::new(),
             swept: None,
             max_idle: MAX_IDLE_OPEN,
+            opening: HashMap::new(),
         }
     }
 }
@@ -70,12 +73,60 @@ impl Stores {
     }
 }
 
+/// The open store of `key`, else the one `open` makes, kept in `stores`. `open` runs
+/// outside the lock of all stores (a new user's Maildir, LMDB env and folders take a dozen
+/// or more fsyncs, and first uses of other users go on meanwhile), behind a gate of its
+/// own user, so that a user still gets one store per process: a second first use of the
+/// same user waits at the gate and then finds the store.
+pub(crate) fn open_once<E>(
+    stores: &Mutex<Stores>,
+    key: &str,
+    open: impl FnOnce() -> Result<UserStore, E>,
+) -> Result<Arc<UserStore>, E> {
+    let lock = || stores.lock().unwrap_or_else(|p| p.into_inner());
+    let found = |s: &mut Stores| {
+        let now = std::time::Instant::now();
+        s.open.get_mut(key).map(|(store, used)| {
+            *used = now;
+            Arc::clone(store)
+        })
+    };
+    let gate = {
+        let mut s = lock();
+        s.sweep(std::time::Instant::now());
+        if let Some(store) = found(&mut s) {
+            return Ok(store);
+        }
+        Arc::clone(s.opening.entry(key.to_owned()).or_default())
+    };
+    let _turn = gate.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(store) = found(&mut lock()) {
+        return Ok(store);
+    }
+    let opened = open().map(Arc::new);
+    let mut s = lock();
+    // the gate goes when nobody else waits at it (the map's and ours are the only ones)
+    if s.opening
+        .get(key)
+        .is_some_and(|g| Arc::strong_count(g) <= 2)
+    {
+        s.opening.remove(key);
+    }
+    let store = opened?;
+    s.open.insert(
+        key.to_owned(),
+        (Arc::clone(&store), std::time::Instant::now()),
+    );
+    Ok(store)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Accounts;
     use maildex_config::Config;
     use std::sync::Arc;
+    use std::time::Duration;
 
     fn accounts(dir: &std::path::Path) -> Arc<Accounts> {
         std::fs::write(dir.join("users"), "alice:{PLAIN}pw\n").unwrap();
@@ -122,6 +173,43 @@ mod tests {
         // the held one stays, and the most recently used
         assert!(Arc::ptr_eq(&held, &stores.open["u0"].0));
         assert!(stores.open.contains_key("u11"));
+    }
+
+    #[test]
+    fn a_first_use_does_not_wait_for_another_users_store_being_opened() {
+        // opening a new user's store makes its Maildir, LMDB env and folders (a dozen or
+        // more fsyncs); under the one lock of all stores, first deliveries to many users
+        // ran one at a time
+        let dir = tempfile::tempdir().unwrap();
+        let stores = Mutex::new(Stores::default());
+        let open = |name: &str| {
+            let d = dir.path();
+            UserStore::open_upgrading(
+                &d.join("mail").join(name),
+                &d.join("index").join(name),
+                maildex_store::StoreOptions::default(),
+            )
+        };
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (fast_tx, fast_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let (stores, open) = (&stores, &open);
+            let slow = s.spawn(move || {
+                open_once(stores, "slow", || {
+                    started_tx.send(()).unwrap();
+                    let fast_done = fast_rx.recv_timeout(Duration::from_secs(5)).is_ok();
+                    open("slow").map(|st| (st, fast_done)).map(|(st, done)| {
+                        assert!(done, "the other user's open waited for this one");
+                        st
+                    })
+                })
+            });
+            started_rx.recv().unwrap();
+            open_once(stores, "fast", || open("fast")).unwrap();
+            let _ = fast_tx.send(());
+            slow.join().unwrap().unwrap();
+        });
+        assert_eq!(stores.lock().unwrap().open.len(), 2);
     }
 
     #[test]
