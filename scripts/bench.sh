@@ -12,5 +12,8 @@ cd "$(dirname "$0")/.."
 
 source scripts/packages.sh
 ensure_packages dovecot-core dovecot-imapd dovecot-lmtpd strace fonts-dejavu-core
+# the seed benchmark (`maildex-bench seed`): Dovecot's SQL and LDAP user lookups, and the
+# MariaDB and slapd it starts privately on loopback
+ensure_packages dovecot-mysql dovecot-ldap mariadb-server mariadb-client slapd ldap-utils
 cargo build --release -q --locked -p maildex -p maildex-benches
 exec ./target/release/maildex-bench all "$@"

@@ -15,6 +15,9 @@
 //!   and Dovecot in one run.
 //! - `maildex-bench search`: SEARCH on header and metadata criteria, warm, with server CPU,
 //!   hit counts and the message files opened, Dovecot and maildex side by side.
+//! - `maildex-bench seed`: the seed benchmark (issue 20): LMTP to unique users kept in
+//!   MariaDB and in OpenLDAP, logins per second with and without the auth cache, start-up
+//!   with many SQL users; Dovecot with the same directories side by side.
 //! - `maildex-bench sort`: SORT and THREAD REFERENCES of a whole INBOX, first after
 //!   delivery and warm, files opened, Dovecot and maildex side by side.
 //! - `maildex-bench delivered`: the first mutt listing of mail delivered over LMTP one
@@ -32,6 +35,8 @@ mod rebuild;
 mod report;
 mod resync;
 mod search;
+mod seed;
+mod seed_dirs;
 mod servers;
 mod sort;
 mod suite;
@@ -239,6 +244,33 @@ enum Cmd {
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
+    },
+    /// The seed benchmark: LMTP to unique users whose accounts live in MariaDB, then in
+    /// OpenLDAP (both started on loopback by the benchmark), logins per second with the
+    /// cache on and off, start-up with many users in MariaDB; Dovecot side by side.
+    #[command(group(ArgGroup::new("size").required(true).args(["quick", "full"])))]
+    Seed {
+        /// 100 users, 10 logins, 10,000 users at start-up: about half a minute.
+        #[arg(long)]
+        quick: bool,
+        /// The issue's sizes: 10,000 users, 1,000 logins, 100,000 users at start-up.
+        #[arg(long)]
+        full: bool,
+        /// The maildex binary (default: `maildex` next to this program).
+        #[arg(long)]
+        maildex_bin: Option<PathBuf>,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Draw LMTP messages/s by directory for both servers into this PNG.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Users (one message each) instead of the size's.
+        #[arg(long)]
+        users: Option<usize>,
+        /// Only these parts, comma-separated (default: all).
+        #[arg(long, value_delimiter = ',', value_parser = ["lmtp", "logins", "startup"])]
+        only: Vec<String>,
     },
     /// Rewrites the plots and the docs section of a mode from benches/results/MODE.json
     /// (after a change of the report, without measuring again).
@@ -501,7 +533,7 @@ fn main() -> Result<()> {
             json,
         } => {
             let maildex_bin = maildex_bin_or_default(maildex_bin)?;
-            let tmp = scratch("mxd")?;
+            let tmp = scratch("mxv")?;
             let r = delivered::run(&delivered::DeliveredOpts {
                 sizes,
                 rounds,
@@ -509,6 +541,39 @@ fn main() -> Result<()> {
                 work: tmp.path().to_owned(),
                 dovecot_mail_fsync,
             })?;
+            write_json(json, &r)
+        }
+        Cmd::Seed {
+            quick,
+            full: _,
+            maildex_bin,
+            json,
+            plot,
+            users: given_users,
+            only,
+        } => {
+            let tmp = scratch("mxd")?;
+            let (users, sessions, login_users, folder_users, startup_users) = if quick {
+                (100, 4, 10, 20, 10_000)
+            } else {
+                (10_000, 10, 1_000, 1_000, 100_000)
+            };
+            let r = seed::run(&seed::SeedOpts {
+                users: given_users.unwrap_or(users),
+                parts: only,
+                sessions,
+                login_users,
+                login_clients: 4,
+                startup_users,
+                folder_users,
+                maildex_bin: maildex_bin_or_default(maildex_bin)?,
+                work: tmp.path().to_owned(),
+                seed: 42,
+                scale: 1.0,
+            })?;
+            if let Some(p) = plot {
+                plot::seed_lmtp(&r, &p)?;
+            }
             write_json(json, &r)
         }
         Cmd::Report { mode } => {

@@ -247,6 +247,89 @@ pub fn sort(r: &Value, path: &Path) -> Result<()> {
     )
 }
 
+/// LMTP messages/s by directory (MariaDB, OpenLDAP), a bar per server
+/// (`maildex-bench seed --plot`).
+pub fn seed_lmtp(r: &Value, path: &Path) -> Result<()> {
+    let text = font();
+    // (label, directory, pass): new users, then the same users again
+    let dirs = [
+        ("MariaDB, new users", "MariaDB", "first"),
+        ("MariaDB, again", "MariaDB", "second"),
+        ("OpenLDAP, new users", "OpenLDAP", "first"),
+        ("OpenLDAP, again", "OpenLDAP", "second"),
+    ];
+    let servers = [("dovecot", DOVECOT), ("maildex", MAILDEX)];
+    let rate =
+        |d: &(&str, &str, &str), s: &str| r["lmtp"][d.1][s][d.2]["per_sec"].as_f64().unwrap_or(0.0);
+    let y_max = dirs
+        .iter()
+        .flat_map(|d| servers.iter().map(move |(s, _)| rate(d, s)))
+        .fold(1.0, f64::max)
+        * 1.2;
+    let e = |e: &dyn std::fmt::Display| anyhow!("plot {}: {e}", path.display());
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut b = ChartBuilder::on(&root);
+    b.margin(20);
+    if text {
+        b.caption(
+            "LMTP, one message to each of many users: messages/s",
+            ("sans-serif", 22),
+        )
+        .x_label_area_size(45)
+        .y_label_area_size(70);
+    }
+    let mut chart = b
+        .build_cartesian_2d(0.0..dirs.len() as f64, 0.0..y_max)
+        .map_err(|x| e(&x))?;
+    // the directory's name under the middle of its pair of bars
+    let x_label = |x: &f64| {
+        let i = (x - 0.5).round();
+        if (x - 0.5 - i).abs() < 0.01 && i >= 0.0 && (i as usize) < dirs.len() {
+            dirs[i as usize].0.to_owned()
+        } else {
+            String::new()
+        }
+    };
+    let mut mesh = chart.configure_mesh();
+    mesh.disable_x_mesh();
+    if text {
+        mesh.y_desc("messages/s")
+            .label_style(("sans-serif", 15))
+            .x_labels(dirs.len() * 2 + 1)
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&|y| format!("{y:.0}"));
+    } else {
+        mesh.x_labels(0).y_labels(0);
+    }
+    mesh.draw().map_err(|x| e(&x))?;
+    for (k, (server, color)) in servers.iter().enumerate() {
+        let bars = dirs.iter().enumerate().map(|(i, d)| {
+            let x0 = i as f64 + 0.15 + k as f64 * 0.35;
+            Rectangle::new([(x0, 0.0), (x0 + 0.33, rate(d, server))], color.filled())
+        });
+        let series = chart.draw_series(bars).map_err(|x| e(&x))?;
+        if text {
+            let c = *color;
+            series
+                .label(*server)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], c.filled()));
+        }
+    }
+    if text {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 15))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(|x| e(&x))?;
+    }
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,6 +345,16 @@ mod tests {
             },
             "idle": {"servers": {"dovecot": {"base": {"pss_kib": 2048}, "points": [{"connections": 10, "pss_kib": 8192}]}}}
         });
+        let pass =
+            |x: f64| serde_json::json!({"first": {"per_sec": x}, "second": {"per_sec": x * 2.0}});
+        let seed = serde_json::json!({"lmtp": {
+            "MariaDB": {"maildex": pass(900.0), "dovecot": pass(400.0)},
+            "OpenLDAP": {"maildex": pass(800.0), "dovecot": pass(350.0)}
+        }});
+        let path = tmp.path().join("s.png");
+        seed_lmtp(&seed, &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
         for (f, p) in [
             (listing as fn(&Value, &Path) -> Result<()>, "l.png"),
             (idle, "i.png"),

@@ -106,7 +106,23 @@ impl DovecotServer {
         max_connections: usize,
         mail_fsync: &str,
     ) -> Result<DovecotServer> {
+        DovecotServer::start_with_auth(scratch, mail, users, max_connections, mail_fsync, None, "")
+    }
+
+    /// [`DovecotServer::start`] with `auth` (passdb and userdb blocks) instead of the
+    /// passwd-file of `users`, and `extra` lines of dovecot.conf.
+    pub fn start_with_auth(
+        scratch: &Path,
+        mail: &Path,
+        users: &[String],
+        max_connections: usize,
+        mail_fsync: &str,
+        auth: Option<String>,
+        extra: &str,
+    ) -> Result<DovecotServer> {
         let opts = Options {
+            auth,
+            extra_config: extra.to_owned(),
             mail_location: format!("maildir:{}/%d/%n/Maildir", mail.display()),
             users: users
                 .iter()
@@ -185,6 +201,25 @@ impl MaildexServer {
     /// Writes a config and users file under `dir`, starts `maildex serve` and waits for its
     /// ports. Any failure means "not available" to the caller.
     pub fn start(bin: &Path, dir: &Path, mail: &Path, users: &[String]) -> Result<MaildexServer> {
+        std::fs::create_dir_all(dir)?;
+        let users_file = dir.join("users");
+        let mut text = String::new();
+        for u in users {
+            text.push_str(&format!("{u}@{DOMAIN}:{{PLAIN}}{PASSWORD}::::::\n"));
+        }
+        std::fs::write(&users_file, text)?;
+        let auth = format!("[auth]\nusers_file = \"{}\"\n", users_file.display());
+        MaildexServer::start_with_auth(bin, dir, mail, &auth)
+    }
+
+    /// [`MaildexServer::start`] with `auth` as the config's `[auth]` part (with its
+    /// `[auth.sql]` or `[auth.ldap]` table) instead of a users file.
+    pub fn start_with_auth(
+        bin: &Path,
+        dir: &Path,
+        mail: &Path,
+        auth: &str,
+    ) -> Result<MaildexServer> {
         if !bin.is_file() {
             bail!(
                 "no maildex binary at {} (build it: cargo build --release -p maildex)",
@@ -197,22 +232,15 @@ impl MaildexServer {
             SocketAddr::from(([127, 0, 0, 1], port()?)),
             SocketAddr::from(([127, 0, 0, 1], port()?)),
         );
-        let users_file = dir.join("users");
-        let mut text = String::new();
-        for u in users {
-            text.push_str(&format!("{u}@{DOMAIN}:{{PLAIN}}{PASSWORD}::::::\n"));
-        }
-        std::fs::write(&users_file, text)?;
         let conf = dir.join("maildex.toml");
         std::fs::write(
             &conf,
             format!(
                 "[imap]\nlisten = [\"{imap}\"]\nlisten_tls = []\n\n[lmtp]\nlisten = [\"{lmtp}\"]\n\n\
                  [storage]\nmail_location = \"{m}/%d/%n/Maildir\"\nindex_root = \"{d}/index/%d/%n\"\nfsync = true\n\n\
-                 [auth]\nusers_file = \"{u}\"\n\n[log]\nlevel = \"warn\"\n",
+                 [log]\nlevel = \"warn\"\n\n{auth}",
                 m = mail.display(),
                 d = dir.display(),
-                u = users_file.display()
             ),
         )?;
         let mut s = MaildexServer {

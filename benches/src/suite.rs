@@ -338,7 +338,7 @@ const EXT4_RECENTLY_DELETED: Duration = Duration::from_secs(5 + 300 + 10);
 /// a maildex run within five minutes of a Dovecot run spent 10-12% of its CPU in that
 /// scan (`perf record`), one started later 0.1%. maildex frees no inode per delivery, so a
 /// server alone on its disk pays only for its own churn; waiting makes each run do the same.
-fn settle_writeback(after: Option<Instant>) {
+pub(crate) fn settle_writeback(after: Option<Instant>) {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     if let Some(wait) = after.and_then(|t| EXT4_RECENTLY_DELETED.checked_sub(t.elapsed())) {

@@ -68,14 +68,21 @@ pub(crate) fn dovecot_conf(opts: &Options, layout: &Layout<'_>) -> String {
         let _ = writeln!(c, "default_internal_user = {user}");
         let _ = writeln!(c, "default_login_user = {user}");
     }
-    let _ = writeln!(
-        c,
-        "passdb {{\n  driver = passwd-file\n  args = {s}/users\n}}"
-    );
-    let _ = writeln!(
-        c,
-        "userdb {{\n  driver = passwd-file\n  args = {s}/users\n}}"
-    );
+    match &opts.auth {
+        Some(auth) => {
+            let _ = writeln!(c, "{auth}");
+        }
+        None => {
+            let _ = writeln!(
+                c,
+                "passdb {{\n  driver = passwd-file\n  args = {s}/users\n}}"
+            );
+            let _ = writeln!(
+                c,
+                "userdb {{\n  driver = passwd-file\n  args = {s}/users\n}}"
+            );
+        }
+    }
     let _ = writeln!(
         c,
         "service imap-login {{\n  inet_listener imap {{\n    port = {}\n  }}\n  inet_listener imaps {{\n    port = 0\n  }}\n  process_limit = {procs}\n}}",
@@ -138,6 +145,20 @@ mod tests {
             assert!(c.contains(want), "missing {want:?} in\n{c}");
         }
         assert!(!c.contains("default_internal_user"));
+    }
+
+    #[test]
+    fn auth_blocks_replace_the_passwd_file() {
+        let l = Layout {
+            scratch: Path::new("/s"),
+            imap_port: 1,
+            lmtp_port: 2,
+        };
+        let mut o = opts();
+        o.auth = Some("passdb {\n  driver = sql\n  args = /s/sql.conf\n}".into());
+        let c = dovecot_conf(&o, &l);
+        assert!(c.contains("driver = sql\n"), "{c}");
+        assert!(!c.contains("passwd-file"), "{c}");
     }
 
     #[test]

@@ -191,6 +191,9 @@ pub struct Options {
     pub extra_config: String,
     /// `mail_fsync`: `optimized` (Dovecot's default), `always` or `never`.
     pub mail_fsync: String,
+    /// passdb and userdb blocks written instead of the passwd-file ones (SQL or LDAP
+    /// users: `passdb { driver = sql ... }`); [`Options::users`] then only get homes.
+    pub auth: Option<String>,
 }
 
 impl Default for Options {
@@ -204,6 +207,7 @@ impl Default for Options {
             start_timeout: Duration::from_secs(15),
             extra_config: String::new(),
             mail_fsync: "optimized".into(),
+            auth: None,
         }
     }
 }
