@@ -119,14 +119,7 @@ fn draw(
                     .map_err(|x| e(&x))?;
             }
             if text {
-                chart
-                    .configure_series_labels()
-                    .background_style(WHITE.mix(0.9))
-                    .border_style(BLACK)
-                    .label_font(("sans-serif", 15))
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .draw()
-                    .map_err(|x| e(&x))?;
+                legend(&mut chart, SeriesLabelPosition::UpperLeft, path)?;
             }
         }};
     }
@@ -141,6 +134,22 @@ fn draw(
     }
     root.present().map_err(|x| e(&x))?;
     Ok(())
+}
+
+/// The boxed legend of the labelled series, at `pos`.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+    path: &Path,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .position(pos)
+        .draw()
+        .map_err(|x| anyhow!("plot {}: {x}", path.display()))
 }
 
 /// Listing time (mutt listing, first and warm) against INBOX size, both servers.
@@ -317,14 +326,7 @@ pub fn seed_lmtp(r: &Value, path: &Path) -> Result<()> {
         }
     }
     if text {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 15))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(|x| e(&x))?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight, path)?;
     }
     root.present().map_err(|x| e(&x))?;
     Ok(())

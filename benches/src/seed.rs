@@ -179,6 +179,30 @@ fn counted<T>(dir: &Dir<'_>, f: impl FnOnce() -> Result<T>) -> Result<(T, u64, f
     Ok((v, q1.saturating_sub(q0).saturating_sub(own), cpu1 - cpu0))
 }
 
+/// maildex on `dir/mail` (made first, so the disk's write counters can be read for it from
+/// the start) with the `[auth]` part `auth`.
+fn start_maildex(o: &SeedOpts, dir: &Path, auth: &str) -> Result<MaildexServer> {
+    std::fs::create_dir_all(dir.join("mail"))?;
+    MaildexServer::start_with_auth(&o.maildex_bin, dir, &dir.join("mail"), auth)
+}
+
+/// Dovecot in `o.work/name` with `dir`'s users and `extra` lines of dovecot.conf.
+fn start_dovecot(o: &SeedOpts, name: &str, dir: &Dir<'_>, extra: &str) -> Result<DovecotServer> {
+    let scratch = o.work.join(name);
+    let mail = scratch.join("mail");
+    std::fs::create_dir_all(&mail)?;
+    let auth = dir.dovecot_auth(&scratch, &mail)?;
+    DovecotServer::start_with_auth(
+        &scratch.join("s"),
+        &mail,
+        &[],
+        100,
+        "optimized",
+        Some(auth),
+        extra,
+    )
+}
+
 /// One LMTP run against a started server: one message to each of `users` users.
 fn lmtp_run(server: &dyn Server, dir: &Dir<'_>, o: &SeedOpts, users: usize) -> Result<Value> {
     crate::suite::settle_writeback(None);
@@ -208,27 +232,15 @@ fn lmtp_both(dir: &Dir<'_>, o: &SeedOpts) -> Result<Value> {
         Dir::Ldap(_) => "ldap",
     };
     let mx_dir = o.work.join(format!("mx-{tag}"));
-    // made first, so the disk's write counters can be read for it from the start
-    std::fs::create_dir_all(mx_dir.join("mail"))?;
-    let mx = {
-        let s = MaildexServer::start_with_auth(
-            &o.maildex_bin,
-            &mx_dir,
-            &mx_dir.join("mail"),
-            &dir.maildex_auth(10_000, false),
-        )?;
-        two_passes(&s, dir, o)?
-    };
+    let mx = two_passes(
+        &start_maildex(o, &mx_dir, &dir.maildex_auth(10_000, false))?,
+        dir,
+        o,
+    )?;
     // maildex as shipped: its five default folders made at each user's first delivery
     let folders = if matches!(dir, Dir::Sql(_)) && o.folder_users > 0 {
         let mx_dir = o.work.join(format!("mx-{tag}-folders"));
-        std::fs::create_dir_all(mx_dir.join("mail"))?;
-        let s = MaildexServer::start_with_auth(
-            &o.maildex_bin,
-            &mx_dir,
-            &mx_dir.join("mail"),
-            &dir.maildex_auth(10_000, true),
-        )?;
+        let s = start_maildex(o, &mx_dir, &dir.maildex_auth(10_000, true))?;
         eprintln!("  maildex with its default folders:");
         let v = lmtp_run(&s, dir, o, o.folder_users)?;
         drop(s);
@@ -236,22 +248,7 @@ fn lmtp_both(dir: &Dir<'_>, o: &SeedOpts) -> Result<Value> {
     } else {
         Value::Null
     };
-    let dc_dir = o.work.join(format!("dc-{tag}"));
-    let mail = dc_dir.join("mail");
-    std::fs::create_dir_all(&mail)?;
-    let dc = {
-        let auth = dir.dovecot_auth(&dc_dir, &mail)?;
-        let s = DovecotServer::start_with_auth(
-            &dc_dir.join("s"),
-            &mail,
-            &[],
-            100,
-            "optimized",
-            Some(auth),
-            "",
-        )?;
-        two_passes(&s, dir, o)?
-    };
+    let dc = two_passes(&start_dovecot(o, &format!("dc-{tag}"), dir, "")?, dir, o)?;
     let rate = |v: &Value, pass: &str| v[pass]["per_sec"].as_f64().unwrap_or(0.0);
     let (ratio, ratio2) = (
         rate(&mx, "first") / rate(&dc, "first").max(1e-9),
@@ -342,31 +339,10 @@ fn login_all(db: &Mariadb, o: &SeedOpts) -> Result<Value> {
     for cache in [true, false] {
         let key = if cache { "cache_on" } else { "cache_off" };
         let mx_dir = o.work.join(format!("mx-{key}"));
-        let mx = {
-            let s = MaildexServer::start_with_auth(
-                &o.maildex_bin,
-                &mx_dir,
-                &mx_dir.join("mail"),
-                &dir.maildex_auth(if cache { 10_000 } else { 0 }, false),
-            )?;
-            logins(&s, &dir, cache, o)?
-        };
-        let dc_dir = o.work.join(format!("dc-{key}"));
-        let mail = dc_dir.join("mail");
-        std::fs::create_dir_all(&mail)?;
-        let dc = {
-            let auth = dir.dovecot_auth(&dc_dir, &mail)?;
-            let s = DovecotServer::start_with_auth(
-                &dc_dir.join("s"),
-                &mail,
-                &[],
-                100,
-                "optimized",
-                Some(auth),
-                dovecot_cache(cache),
-            )?;
-            logins(&s, &dir, cache, o)?
-        };
+        let auth = dir.maildex_auth(if cache { 10_000 } else { 0 }, false);
+        let mx = logins(&start_maildex(o, &mx_dir, &auth)?, &dir, cache, o)?;
+        let dc = start_dovecot(o, &format!("dc-{key}"), &dir, dovecot_cache(cache))?;
+        let dc = logins(&dc, &dir, cache, o)?;
         let ratio = mx["per_sec"].as_f64().unwrap_or(0.0) / dc["per_sec"].as_f64().unwrap_or(1.0);
         eprintln!("  maildex/Dovecot logins/s, {key}: {ratio:.2}x");
         out.insert(
@@ -382,13 +358,9 @@ fn startup(db: &Mariadb, hash: &str, o: &SeedOpts) -> Result<Value> {
     db.clear_users()?;
     db.add_users((0..o.startup_users).map(address), hash)?;
     let dir = o.work.join("mx-start");
+    let auth = Dir::Sql(db).maildex_auth(10_000, false);
     let t = Instant::now();
-    let s = MaildexServer::start_with_auth(
-        &o.maildex_bin,
-        &dir,
-        &dir.join("mail"),
-        &Dir::Sql(db).maildex_auth(10_000, false),
-    )?;
+    let s = start_maildex(o, &dir, &auth)?;
     let secs = t.elapsed().as_secs_f64();
     let rss = s
         .root_pid()
