@@ -8,17 +8,31 @@ use maildex_store::UserStore;
 /// How long a store nobody holds stays open after its last use.
 pub(crate) const STORE_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Most stores kept open that nobody holds. Each keeps four file descriptors (LMDB's data
-/// file twice and its lock file, the index lock); without a cap, 10,000 users delivered to
-/// within [`STORE_IDLE`] (the seed benchmark, a mailing-list fan-out) ran the daemon out of
-/// descriptors and every later delivery got 451.
-pub(crate) const MAX_IDLE_OPEN: usize = 1_000;
+/// Most stores kept open that nobody holds: an eighth of the descriptors the process may
+/// open (`RLIMIT_NOFILE`, 2,500 at 20,000), at least 100. Each keeps four descriptors
+/// (LMDB's data file twice and its lock file, the index lock), so idle stores take at most
+/// half of them; without a cap, 10,000 users delivered to within [`STORE_IDLE`] (the seed
+/// benchmark, a mailing-list fan-out) ran the daemon out of descriptors and every later
+/// delivery got 451. A store closed early costs its user's next delivery an env open.
+pub(crate) fn max_idle_open() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the pointer, valid and sized for it
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+    } else {
+        1_024
+    };
+    (soft / 8).clamp(100, 100_000)
+}
 
 /// Open stores by folded user name, with when each was last handed out.
 pub(crate) struct Stores {
     pub(crate) open: HashMap<String, (Arc<UserStore>, std::time::Instant)>,
     pub(crate) swept: Option<std::time::Instant>,
-    /// [`MAX_IDLE_OPEN`] (smaller in tests).
+    /// [`max_idle_open`] (smaller in tests).
     pub(crate) max_idle: usize,
     /// A gate per user whose store is being opened ([`open_once`]).
     pub(crate) opening: HashMap<String, Arc<Mutex<()>>>,
@@ -29,7 +43,7 @@ impl Default for Stores {
         Stores {
             open: HashMap::new(),
             swept: None,
-            max_idle: MAX_IDLE_OPEN,
+            max_idle: max_idle_open(),
             opening: HashMap::new(),
         }
     }
@@ -39,26 +53,40 @@ impl Stores {
     /// Closes the stores only this cache holds that were not used for [`STORE_IDLE`]
     /// (at most every [`STORE_IDLE`] / 2). A store held by a session or a delivery stays:
     /// one store per user per process, and the count cannot grow while we hold the lock,
-    /// since new holders get their clone here.
-    pub(crate) fn sweep(&mut self, now: std::time::Instant) {
+    /// since new holders get their clone here. The stores are returned, for the caller to
+    /// drop (close) once it has let go of the lock.
+    #[must_use = "the closed stores are dropped by the caller, outside the lock"]
+    pub(crate) fn sweep(&mut self, now: std::time::Instant) -> Vec<Arc<UserStore>> {
+        let mut closed = Vec::new();
         if self.open.len() >= self.max_idle {
-            self.close_least_recent();
+            closed = self.close_least_recent();
         }
         if self
             .swept
             .is_some_and(|t| now.duration_since(t) < STORE_IDLE / 2)
         {
-            return;
+            return closed;
         }
         self.swept = Some(now);
-        self.open.retain(|_, (store, used)| {
-            Arc::strong_count(store) > 1 || now.duration_since(*used) < STORE_IDLE
-        });
+        let idle: Vec<String> = self
+            .open
+            .iter()
+            .filter(|(_, (store, used))| {
+                Arc::strong_count(store) == 1 && now.duration_since(*used) >= STORE_IDLE
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        closed.extend(
+            idle.iter()
+                .filter_map(|n| self.open.remove(n))
+                .map(|(s, _)| s),
+        );
+        closed
     }
 
     /// Closes the least recently used stores nobody holds, down to half of `max_idle`
     /// (so the sort is paid once per `max_idle / 2` first uses, not at each).
-    fn close_least_recent(&mut self) {
+    fn close_least_recent(&mut self) -> Vec<Arc<UserStore>> {
         let mut idle: Vec<(std::time::Instant, String)> = self
             .open
             .iter()
@@ -67,9 +95,11 @@ impl Stores {
             .collect();
         idle.sort_unstable();
         let excess = self.open.len().saturating_sub(self.max_idle / 2);
-        for (_, name) in idle.into_iter().take(excess) {
-            self.open.remove(&name);
-        }
+        idle.into_iter()
+            .take(excess)
+            .filter_map(|(_, name)| self.open.remove(&name))
+            .map(|(store, _)| store)
+            .collect()
     }
 }
 
@@ -91,14 +121,21 @@ pub(crate) fn open_once<E>(
             Arc::clone(store)
         })
     };
-    let gate = {
+    let (gate, closed) = {
         let mut s = lock();
-        s.sweep(std::time::Instant::now());
+        let closed = s.sweep(std::time::Instant::now());
         if let Some(store) = found(&mut s) {
+            drop(s);
+            drop(closed);
             return Ok(store);
         }
-        Arc::clone(s.opening.entry(key.to_owned()).or_default())
+        (
+            Arc::clone(s.opening.entry(key.to_owned()).or_default()),
+            closed,
+        )
     };
+    // LMDB envs closed here, not under the lock every first use takes
+    drop(closed);
     let _turn = gate.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(store) = found(&mut lock()) {
         return Ok(store);
@@ -222,13 +259,13 @@ mod tests {
         // held by a session: one store, kept however long it is unused
         assert!(Arc::ptr_eq(&first, &a.store(&alice).unwrap()));
         let later = std::time::Instant::now() + STORE_IDLE * 2;
-        a.stores.lock().unwrap().sweep(later);
+        drop(a.stores.lock().unwrap().sweep(later));
         assert!(Arc::ptr_eq(&first, &a.store(&alice).unwrap()));
         // nobody holds it: closed by the next sweep a while later, reopened on demand
         drop(first);
         let mut stores = a.stores.lock().unwrap();
         stores.swept = None;
-        stores.sweep(later);
+        drop(stores.sweep(later));
         assert!(stores.open.is_empty());
         drop(stores);
         assert!(
