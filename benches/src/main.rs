@@ -250,7 +250,7 @@ enum Cmd {
     /// cache on and off, start-up with many users in MariaDB; Dovecot side by side.
     #[command(group(ArgGroup::new("size").required(true).args(["quick", "full"])))]
     Seed {
-        /// 100 users, 10 logins, 10,000 users at start-up: about half a minute.
+        /// 100 users, 10 logins, 10,000 users at start-up: under a minute.
         #[arg(long)]
         quick: bool,
         /// The sizes: 10,000 users, 1,000 logins, 100,000 users at start-up.
