@@ -263,11 +263,12 @@ impl std::fmt::Debug for Accounts {
     }
 }
 
-/// Store options from the config (`[storage] index_map_size`, `fsync`).
+/// Store options from the config (`[storage] index_map_size`, `fsync`, `full_text`).
 pub fn store_options(config: &Config) -> StoreOptions {
     let mut opts = StoreOptions::default();
     opts.index.map_size = config.storage.index_map_size as usize;
     opts.fsync = config.storage.fsync;
+    opts.full_text = config.storage.full_text;
     opts.index.durable = config.storage.fsync;
     opts.mailboxes = config.mailboxes.iter().map(mailbox_setting).collect();
     opts

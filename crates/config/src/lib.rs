@@ -26,7 +26,7 @@
 //! - `[tls]`: `cert`, `key`; absent means plain IMAP only.
 //! - `[storage]`: `mail_location` (required), `index_root`, `index_map_size`
 //!   (default 64 MiB), `fsync` (default true), `quota` (default none), `quota_warning`
-//!   (a percentage of the quota, 1-99; default none).
+//!   (a percentage of the quota, 1-99; default none), `full_text` (default true).
 //! - `[auth]`: `users_file` (required unless `[auth.sql]` is set; not both), `cache_size`
 //!   (default 10000 lookups; 0 turns the cache off), `cache_ttl` (default 1 h),
 //!   `cache_negative_ttl` (default 1 h). `[auth.sql]`: `driver` (`pgsql`, `mysql`,
@@ -384,6 +384,10 @@ pub struct StorageConfig {
     /// Percentage of a user's quota at which a delivery that crosses it also delivers a
     /// notice to the user's INBOX (as Dovecot's `quota_warning`); `None`: no notice.
     pub quota_warning: Option<u8>,
+    /// Store the text SEARCH BODY/TEXT compare in the index when a message is indexed
+    /// (`fts-text`, `fts-sig`), so no SEARCH reads a message file. Off: nothing is stored
+    /// and BODY/TEXT read the message files, with the same answers.
+    pub full_text: bool,
 }
 
 /// `[log]`.
@@ -489,6 +493,7 @@ pub fn dev(data_dir: &Path) -> Config {
             fsync: true,
             quota: None,
             quota_warning: None,
+            full_text: true,
         },
         auth: AuthConfig::file(data_dir.join("users")),
         log: LogConfig {
@@ -613,6 +618,7 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
                 ))
             }
         },
+        full_text: storage_raw.full_text.unwrap_or(true),
     };
 
     if raw

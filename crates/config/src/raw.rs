@@ -80,6 +80,7 @@ pub(crate) struct RawStorage {
     pub fsync: Option<bool>,
     pub quota: Option<ByteSize>,
     pub quota_warning: Option<u8>,
+    pub full_text: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

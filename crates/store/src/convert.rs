@@ -75,9 +75,13 @@ pub(crate) fn unix_secs(t: SystemTime) -> i64 {
 /// Files up to this size are read into memory; larger ones are mapped.
 const READ_LIMIT: u64 = 256 * 1024;
 
-/// Reads a message file and builds its index record. INTERNALDATE is the file's mtime, as
-/// Dovecot keeps it for Maildir.
-pub(crate) fn index_file(path: &Path, mut state: MessageState) -> Result<Built, StoreError> {
+/// Reads a message file and builds its index record ([`build`]). INTERNALDATE is the
+/// file's mtime, as Dovecot keeps it for Maildir.
+pub(crate) fn index_file(
+    path: &Path,
+    mut state: MessageState,
+    full_text: bool,
+) -> Result<Built, StoreError> {
     // O_NOFOLLOW, regular files only: a link planted in cur/ is not indexed (issue 15 #2)
     let mut file = maildex_maildir::open_message(path).map_err(|e| StoreError::io(path, e))?;
     let md = file.metadata().map_err(|e| StoreError::io(path, e))?;
@@ -86,20 +90,26 @@ pub(crate) fn index_file(path: &Path, mut state: MessageState) -> Result<Built, 
         let mut bytes = Vec::with_capacity(md.len() as usize);
         file.read_to_end(&mut bytes)
             .map_err(|e| StoreError::io(path, e))?;
-        build(&bytes, state)
+        build(&bytes, state, full_text)
     } else {
         // SAFETY: Maildir message files are written once in tmp/ and never modified after
         // the rename (every Maildir tool, Dovecot included, relies on this); a tool that
         // truncated one in place while we map it could fault us, as it would Dovecot.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
-        build(&map, state)
+        build(&map, state, full_text)
     }
 }
 
 /// The index record of a message: the MIME summary's fields (maildex-index) and what
 /// SEARCH's header criteria compare (maildex-text), so every path that indexes a message
-/// (delivery, APPEND, COPY of a file, sync, rebuild) stores both.
-pub(crate) fn build(bytes: &[u8], state: MessageState) -> Result<Built, StoreError> {
+/// (delivery, APPEND, COPY of a file, sync, rebuild) stores both; and, when `full_text`
+/// (`[storage] full_text`), what SEARCH BODY/TEXT compare. Without it the record has no
+/// text (`text` and `text_sig` empty: nothing is written to `fts-text`/`fts-sig`).
+pub(crate) fn build(
+    bytes: &[u8],
+    state: MessageState,
+    full_text: bool,
+) -> Result<Built, StoreError> {
     let summary = maildex_mime::summarize(bytes);
     let mut built = maildex_index::build(bytes, &summary, state)?;
     let root = &summary.root;
@@ -110,6 +120,9 @@ pub(crate) fn build(bytes: &[u8], state: MessageState) -> Result<Built, StoreErr
     // decoding and the comparison forms are maildex-text's)
     built.record.cached.sort = maildex_text::sort_keys(header, &summary.envelope);
     built.record.cached.search = maildex_text::search_fields(header);
+    if !full_text {
+        return Ok(built);
+    }
     // and what SEARCH BODY/TEXT compare, stored so no SEARCH reads the file (issue 18 #2):
     // the scan's rule (text parts decoded, HTML as written), normalised
     let text = maildex_text::MessageText::extract(

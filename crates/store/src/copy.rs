@@ -522,7 +522,7 @@ impl UserStore {
                 ),
                 None => {
                     let file = p.sub.path(&d.path).join(&p.file_name);
-                    let built = convert::index_file(&file, p.state.clone())?;
+                    let built = convert::index_file(&file, p.state.clone(), self.opts.full_text)?;
                     (built.record, built.headers)
                 }
             };

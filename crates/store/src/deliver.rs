@@ -222,7 +222,7 @@ impl UserStore {
         tmp.set_mtime(opts.internal_date.unwrap_or_else(SystemTime::now));
         tmp.sync()?;
         let target = self.placement(name, &path, opts)?;
-        let built = convert::index_file(tmp.path(), target.state.clone())?;
+        let built = convert::index_file(tmp.path(), target.state.clone(), self.opts.full_text)?;
         let serial = self.mailbox_lock(name);
         let held = serial.hold();
         // nothing after the rename may fail without removing the file again (finish)

@@ -148,6 +148,9 @@ pub struct StoreOptions {
     pub fsync: bool,
     /// The configured folders (`[mailboxes]`): roles, creation, autoexpunge.
     pub mailboxes: Vec<MailboxSetting>,
+    /// `[storage] full_text`: store the text SEARCH BODY/TEXT compare when a message is
+    /// indexed. Off: BODY/TEXT read the files of the messages without a stored text.
+    pub full_text: bool,
 }
 
 impl Default for StoreOptions {
@@ -157,6 +160,7 @@ impl Default for StoreOptions {
             lock_timeout: Duration::from_secs(30),
             fsync: true,
             mailboxes: Vec::new(),
+            full_text: true,
         }
     }
 }

@@ -4,15 +4,15 @@
 
 use std::ops::ControlFlow;
 
-use maildex_index::{Built, MessageState, TextRecord};
-use maildex_text::SearchText;
+use maildex_index::{Built, CachedFields, MessageState, TextRecord};
+use maildex_text::{Html, MessageText, SearchText};
 
-use crate::{Mailbox, StoreError, UserStore};
+use crate::{Loaded, Mailbox, StoreError, UserStore};
 
 /// The index record of a message from its bytes, built as delivery builds it (for tests
 /// and tools that need a record, and so its part tree, without a Maildir).
 pub fn build_record(bytes: &[u8], state: MessageState) -> Result<Built, StoreError> {
-    crate::convert::build(bytes, state)
+    crate::convert::build(bytes, state, true)
 }
 
 /// Names a text record in a decoding error.
@@ -40,9 +40,11 @@ pub(crate) fn decode_text(stored: &[u8], id: u32, uid: u32) -> Result<SearchText
 
 impl UserStore {
     /// Calls `f` with (index in `uids`, text) for each message of `mailbox` in `uids`
-    /// (ascending) that has a stored text record: what SEARCH BODY and TEXT compare. A UID
-    /// not called for is not in the index (expunged meanwhile) or lacks its record (drift
-    /// that `index check` reports and repairs).
+    /// (ascending): what SEARCH BODY and TEXT compare. The text is the stored record
+    /// (`fts-text`); a message without one (indexed while `[storage] full_text` was off,
+    /// or drift) has its file read and extracted by the same rule instead, so no answer
+    /// misses it. A UID not called for is not in the index (expunged meanwhile), or has no
+    /// record and a file that cannot be read (renamed or removed by another tool since).
     pub fn visit_search_texts(
         &self,
         mailbox: &Mailbox,
@@ -53,10 +55,14 @@ impl UserStore {
             return Ok(());
         };
         let id = mailbox.id();
+        let mut stored = vec![false; uids.len()];
         self.index.read(|r| {
             let mut failed = None;
             let mut visit = |i: usize, uid: u32, raw: &[u8]| match decode_text(raw, id, uid) {
-                Ok(t) => f(i, t),
+                Ok(t) => {
+                    stored[i] = true;
+                    f(i, t)
+                }
                 Err(e) => {
                     failed.get_or_insert(e);
                 }
@@ -76,9 +82,42 @@ impl UserStore {
                 }
             }
             Ok(failed.map_or(Ok(()), Err))
-        })?
+        })??;
+        let missing: Vec<u32> = uids
+            .iter()
+            .zip(&stored)
+            .filter_map(|(&uid, &s)| (!s).then_some(uid))
+            .collect();
+        // the files are read outside the read transaction, a batch of part trees at a time
+        let parts = CachedFields {
+            parts: true,
+            ..CachedFields::default()
+        };
+        for chunk in missing.chunks(FILE_BATCH) {
+            for (&uid, m) in chunk.iter().zip(self.load(mailbox, chunk, parts, false)?) {
+                let Some(Loaded {
+                    state,
+                    cached: Some(cached),
+                    ..
+                }) = m
+                else {
+                    continue;
+                };
+                let (Ok(i), Some(bytes)) =
+                    (uids.binary_search(&uid), self.read_message(mailbox, &state))
+                else {
+                    continue;
+                };
+                let text = MessageText::extract(&bytes, &cached.parts, Html::AsWritten);
+                f(i, SearchText::new(text));
+            }
+        }
+        Ok(())
     }
 }
+
+/// Messages without a stored text whose part trees are loaded at once.
+const FILE_BATCH: usize = 256;
 
 impl UserStore {
     /// Which messages of `mailbox` in `uids` (ascending) may contain every one of
@@ -129,6 +168,8 @@ impl UserStore {
     /// Whether the stored text record of message `uid` of mailbox `id` is missing
     /// (`Some(true)`) or differs from what its file `path` gives (`Some(false)`), for
     /// `index check`. `None`: it agrees, or the file cannot be read (reported otherwise).
+    /// With `[storage] full_text` off a missing record is no drift (BODY/TEXT read the
+    /// file then), but a stored one is still compared: SEARCH uses it.
     pub(crate) fn text_drift(
         &self,
         id: u32,
@@ -136,7 +177,10 @@ impl UserStore {
         path: &std::path::Path,
         state: &MessageState,
     ) -> Result<Option<bool>, StoreError> {
-        let Ok(built) = crate::convert::index_file(path, state.clone()) else {
+        if !self.opts.full_text && self.index.read(|r| Ok(r.text(id, uid)?.is_none()))? {
+            return Ok(None);
+        }
+        let Ok(built) = crate::convert::index_file(path, state.clone(), true) else {
             return Ok(None);
         };
         let want = TextRecord::decode(&built.record.cached.text, &What(id, uid))?;
@@ -175,7 +219,7 @@ impl UserStore {
         let path = sub
             .path(&self.mailbox_path(mailbox)?)
             .join(&state.file_name);
-        let built = match crate::convert::index_file(&path, state) {
+        let built = match crate::convert::index_file(&path, state, true) {
             Ok(b) => b,
             Err(StoreError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(false)
@@ -191,10 +235,11 @@ impl UserStore {
 
 impl UserStore {
     /// `maildex index rebuild --fts-only`: rewrites the full-text record of every indexed
-    /// message from its file (after a change of the text rules, or to repair them all),
-    /// leaving UIDs, flags and modseqs as they are. Reports after each mailbox. Returns
-    /// (records written, files that could not be read: renamed or removed meanwhile, which
-    /// the next sync takes care of).
+    /// message from its file (after a change of the text rules, after `[storage]
+    /// full_text` was turned on, or to repair them all), leaving UIDs, flags and modseqs as
+    /// they are; with `full_text` off it removes them instead (no file is read). Reports
+    /// after each mailbox. Returns (records written or removed, files that could not be
+    /// read: renamed or removed meanwhile, which the next sync takes care of).
     pub fn rebuild_texts(
         &self,
         progress: &mut dyn FnMut(&crate::rebuild::Progress),
@@ -206,6 +251,16 @@ impl UserStore {
             let dir = self.mailbox_path(&m.name)?;
             let states = self.index.read(|r| r.states(id))?;
             for chunk in states.chunks(256) {
+                if !self.opts.full_text {
+                    let uids: Vec<u32> = chunk.iter().map(|(uid, _)| *uid).collect();
+                    written += self.index.write_retrying(move |w| {
+                        for &uid in &uids {
+                            w.remove_text(id, uid)?;
+                        }
+                        Ok(uids.len())
+                    })?;
+                    continue;
+                }
                 let mut batch = Vec::with_capacity(chunk.len());
                 for (uid, state) in chunk {
                     let sub = if state.in_new {
@@ -214,7 +269,7 @@ impl UserStore {
                         maildex_maildir::Sub::Cur
                     };
                     let path = sub.path(&dir).join(&state.file_name);
-                    match crate::convert::index_file(&path, state.clone()) {
+                    match crate::convert::index_file(&path, state.clone(), true) {
                         Ok(b) => {
                             let c = b.record.cached;
                             batch.push((*uid, c.text, c.text_sig));
@@ -328,10 +383,12 @@ mod tests {
         assert_eq!(diffs, vec![text(2, false), text(3, true)]);
         assert_eq!(diffs[1].to_string(), "INBOX: UID 3 has no full-text record");
         assert!(diffs.iter().all(Difference::is_drift));
-        // a search sees what is stored: UID 3 has no text, UID 2 the wrong one
+        // a search sees what is stored (UID 2 the wrong one), and UID 3's file
         let got = texts(&s, &[1, 2, 3]);
-        assert_eq!(got.len(), 2);
+        assert_eq!(got.len(), 3);
         assert!(!got[1].1.body_contains("second"));
+        assert_eq!(got[2].0, 2);
+        assert!(got[2].1.body_contains("third"));
         assert!(s.repair_text("INBOX", 2).unwrap());
         assert!(s.repair_text("INBOX", 3).unwrap());
         assert!(!s.repair_text("INBOX", 9).unwrap());

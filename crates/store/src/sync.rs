@@ -360,7 +360,7 @@ impl UserStore {
             });
             let mut sent = Ok(());
             for chunk in to_add.chunks(BATCH) {
-                let parsed = parse_in_parallel(chunk, path, workers);
+                let parsed = parse_in_parallel(chunk, path, workers, self.opts.full_text);
                 let mut built: Vec<(u32, Built)> = Vec::with_capacity(chunk.len());
                 for ((uid, e), result) in chunk.iter().zip(parsed) {
                     let file = e.sub.path(path).join(&e.file_name);
@@ -466,9 +466,14 @@ fn parse_in_parallel(
     chunk: &[(u32, &Entry)],
     path: &Path,
     workers: usize,
+    full_text: bool,
 ) -> Vec<Result<Built, StoreError>> {
     let build = |(_, e): &(u32, &Entry)| {
-        convert::index_file(&e.sub.path(path).join(&e.file_name), entry_state(e))
+        convert::index_file(
+            &e.sub.path(path).join(&e.file_name),
+            entry_state(e),
+            full_text,
+        )
     };
     if workers <= 1 || chunk.len() < 2 {
         return chunk.iter().map(build).collect();

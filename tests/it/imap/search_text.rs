@@ -9,7 +9,7 @@
 use rand::{Rng, SeedableRng};
 
 use super::search_index::{append, astring, corpus, equals_scan, uids};
-use crate::support::daemon::Server;
+use crate::support::daemon::{Opts, Server};
 use crate::support::imap::{simple, Client};
 use maildex_store::text::{self, Html, MessageText, SearchText};
 
@@ -249,10 +249,35 @@ fn body_and_text_search_from_the_index_equals_a_scan_of_the_files() {
         s.deliver("alice", &m);
     }
     c.ok("SELECT INBOX");
-    let msgs = scan_files(&s);
+    random_searches_equal_a_scan(&s, &mut c);
+}
+
+/// The same with `[storage] full_text` turned off after the appends: those messages answer
+/// from their stored text, the delivered ones (no record) from their files.
+#[test]
+fn body_and_text_search_with_and_without_stored_text_equals_a_scan_of_the_files() {
+    let s = with_full_text(true, None);
+    let mut c = s.login("alice");
+    let appended = corpus(1802, 40);
+    for (flags, raw) in &appended {
+        append(&mut c, flags, raw);
+    }
+    drop(c);
+    let s = restart(s, false);
+    for m in delivered() {
+        s.deliver("alice", &m);
+    }
+    let mut c = s.login("alice");
+    c.ok("SELECT INBOX");
+    assert_eq!(text_records(&s), appended.len());
+    random_searches_equal_a_scan(&s, &mut c);
+}
+
+fn random_searches_equal_a_scan(s: &Server, c: &mut Client) {
+    let msgs = scan_files(s);
     assert!(msgs.len() > 50, "{}", msgs.len());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(18_02);
-    let selective = equals_scan(&mut c, 200, msgs.len(), || {
+    let selective = equals_scan(c, 200, msgs.len(), || {
         let keys: Vec<Key> = (0..rng.gen_range(1..3))
             .map(|_| tree(&mut rng, &msgs, 2))
             .collect();
@@ -271,4 +296,116 @@ fn body_and_text_search_from_the_index_equals_a_scan_of_the_files() {
         selective > 80,
         "only {selective} of 200 searches were selective"
     );
+}
+
+fn with_full_text(on: bool, dir: Option<tempfile::TempDir>) -> Server {
+    Server::start_with(Opts {
+        storage_extra: format!("full_text = {on}\n"),
+        dir,
+        ..Opts::default()
+    })
+}
+
+/// Stops `s` and starts a daemon on its folder with `full_text = on`.
+fn restart(mut s: Server, on: bool) -> Server {
+    s.stop();
+    let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
+    drop(s);
+    with_full_text(on, Some(dir))
+}
+
+/// Full-text records in alice's index.
+fn text_records(s: &Server) -> usize {
+    let u = s.accounts.lookup("alice").unwrap().unwrap();
+    let store = s.accounts.store(&u).unwrap();
+    store
+        .index()
+        .read(|r| {
+            let mut n = 0;
+            for (id, _) in r.mailboxes()? {
+                r.for_each_text(id, 1..=u32::MAX, |_, _| {
+                    n += 1;
+                    Ok(std::ops::ControlFlow::Continue(()))
+                })?;
+            }
+            Ok(n)
+        })
+        .unwrap()
+}
+
+/// `[storage] full_text = false`: no text is stored, and BODY/TEXT give the same answers
+/// from the message files (a truncated file then matches nothing: they were read).
+#[test]
+fn with_full_text_off_body_and_text_read_the_files_with_the_same_answers() {
+    let s = with_full_text(false, None);
+    for m in delivered() {
+        s.deliver("alice", &m);
+    }
+    let mut c = s.login("alice");
+    append(
+        &mut c,
+        "",
+        b"From: e@example.org\r\nSubject: appended\r\n\r\nan appended message\r\n",
+    );
+    c.ok("SELECT INBOX");
+    assert_eq!(answers(&mut c), expected());
+    c.ok("CREATE Archive");
+    c.ok("UID COPY 1:* Archive");
+    c.ok("SELECT Archive");
+    assert_eq!(answers(&mut c), expected());
+    assert_eq!(text_records(&s), 0);
+    // index check does not report the records it was told not to write
+    s.assert_clean("alice");
+    truncate_all(&s, ".Archive");
+    assert_eq!(uids(&mut c, "UID SEARCH BODY fox"), Vec::<u32>::new());
+}
+
+/// A mailbox indexed with `full_text` on, then served with it off (more mail arrives),
+/// then on again, answers right throughout; once on, `index check` reports the missing
+/// records and `index rebuild --fts-only` fills them, after which no file is read.
+#[test]
+fn full_text_turned_off_and_on_again_never_misses_a_match() {
+    let s = with_full_text(true, None);
+    let all = delivered();
+    for m in &all[..3] {
+        s.deliver("alice", m);
+    }
+    let s = restart(s, false);
+    for m in &all[3..] {
+        s.deliver("alice", m);
+    }
+    let mut c = s.login("alice");
+    append(
+        &mut c,
+        "",
+        b"From: e@example.org\r\nSubject: appended\r\n\r\nan appended message\r\n",
+    );
+    c.ok("SELECT INBOX");
+    assert_eq!(answers(&mut c), expected());
+    assert_eq!(text_records(&s), 3);
+    s.assert_clean("alice");
+    drop(c);
+    let s = restart(s, true);
+    let mut c = s.login("alice");
+    c.ok("SELECT INBOX");
+    assert_eq!(answers(&mut c), expected());
+    let u = s.accounts.lookup("alice").unwrap().unwrap();
+    let store = s.accounts.store(&u).unwrap();
+    let missing: Vec<u32> = store
+        .check()
+        .unwrap()
+        .into_iter()
+        .map(|d| match d {
+            maildex_store::Difference::Text {
+                uid, missing: true, ..
+            } => uid,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(missing, [4, 5, 6, 7]);
+    let (written, unreadable) = store.rebuild_texts(&mut |_| {}).unwrap();
+    assert_eq!((written, unreadable), (7, 0));
+    s.assert_clean("alice");
+    truncate_all(&s, "INBOX");
+    assert_eq!(answers(&mut c), expected());
 }

@@ -208,7 +208,8 @@ impl Session {
                                 decide(p, Some(t));
                             }
                         })?;
-                        // no text record (drift `index check` repairs): no text matches
+                        // not visited: expunged meanwhile, or no stored text and a file
+                        // another tool renamed or removed since: no text matches
                         for (p, _) in undecided.iter().zip(&visited).filter(|(_, v)| !**v) {
                             decide(p, None);
                         }
