@@ -233,11 +233,18 @@ impl MaildexServer {
             SocketAddr::from(([127, 0, 0, 1], port()?)),
         );
         let conf = dir.join("maildex.toml");
+        // `[storage] full_text` from MAILDEX_BENCH_FULL_TEXT (`true`/`false`; default the
+        // config's default), for LMTP and index size with and without the stored text
+        let full_text = match std::env::var("MAILDEX_BENCH_FULL_TEXT") {
+            Ok(v) if v == "true" || v == "false" => format!("full_text = {v}\n"),
+            Ok(v) => bail!("MAILDEX_BENCH_FULL_TEXT={v}: true or false"),
+            Err(_) => String::new(),
+        };
         std::fs::write(
             &conf,
             format!(
                 "[imap]\nlisten = [\"{imap}\"]\nlisten_tls = []\n\n[lmtp]\nlisten = [\"{lmtp}\"]\n\n\
-                 [storage]\nmail_location = \"{m}/%d/%n/Maildir\"\nindex_root = \"{d}/index/%d/%n\"\nfsync = true\n\n\
+                 [storage]\nmail_location = \"{m}/%d/%n/Maildir\"\nindex_root = \"{d}/index/%d/%n\"\nfsync = true\n{full_text}\n\
                  [log]\nlevel = \"warn\"\n\n{auth}",
                 m = mail.display(),
                 d = dir.display(),

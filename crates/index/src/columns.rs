@@ -27,11 +27,12 @@ pub(crate) struct Columns<'e> {
     pub structure: Segments<'e>,
     pub sort: Segments<'e>,
     pub search: Plain<'e>,
-    /// `fts-text` ([`crate::TextRecord`], stored form), not a listing column but written
-    /// and removed with them.
-    pub text: Plain<'e>,
-    /// `fts-sig` (the text's candidate signature), written and removed with `fts-text`.
-    pub sig: Plain<'e>,
+    /// `fts-text` ([`crate::TextRecord`], postcard, in segments as the listing columns),
+    /// not a listing column but written and removed with them.
+    pub text: Segments<'e>,
+    /// `fts-sig` (the text's candidate signature, in segments), written and removed with
+    /// `fts-text`.
+    pub sig: Segments<'e>,
 }
 
 /// A [`Structure`] borrowed from its encoding, with the part tree as `P` (`()` skips it:
@@ -221,11 +222,11 @@ impl Columns<'_> {
         // columns
         if fields.text {
             if let Some(t) = self.text.get(txn, mailbox, uid)? {
-                c.text = t.to_vec();
+                c.text = t;
                 found = true;
             }
             if let Some(t) = self.sig.get(txn, mailbox, uid)? {
-                c.text_sig = t.to_vec();
+                c.text_sig = t;
                 found = true;
             }
         }
@@ -312,18 +313,12 @@ impl Columns<'_> {
             })?;
         }
         if fields.text {
-            let walk = |f: &mut Visit<'_>| {
-                self.text
-                    .for_each(txn, mailbox, uids.clone(), |uid, d| f(uid, d.to_vec()))
-            };
+            let walk = |f: &mut Visit<'_>| self.text.for_each(txn, mailbox, uids.clone(), f);
             merge(&walk, &mut |c, _, d| {
                 c.text = d;
                 Ok(())
             })?;
-            let walk = |f: &mut Visit<'_>| {
-                self.sig
-                    .for_each(txn, mailbox, uids.clone(), |uid, d| f(uid, d.to_vec()))
-            };
+            let walk = |f: &mut Visit<'_>| self.sig.for_each(txn, mailbox, uids.clone(), f);
             merge(&walk, &mut |c, _, d| {
                 c.text_sig = d;
                 Ok(())

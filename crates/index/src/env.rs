@@ -103,8 +103,14 @@ impl<'e> Dbs<'e> {
             search: crate::plain::Plain {
                 db: self.cache_search,
             },
-            text: crate::plain::Plain { db: self.fts_text },
-            sig: crate::plain::Plain { db: self.fts_sig },
+            text: Segments {
+                db: self.fts_text,
+                name: schema::DB_FTS_TEXT,
+            },
+            sig: Segments {
+                db: self.fts_sig,
+                name: schema::DB_FTS_SIG,
+            },
         }
     }
     pub(crate) fn headers(&self) -> Segments<'e> {

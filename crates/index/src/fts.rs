@@ -2,19 +2,15 @@
 //! written when the message is indexed, so a SEARCH reads no message file.
 //!
 //! The record is a [`TextRecord`] (the message's header blocks and text parts, decoded and
-//! normalised by maildex-text, each part apart so a match never spans two), postcard, then
-//! stored as one kind byte and the bytes: kind 0 raw (records that zstd does not shrink),
-//! kind 1 a u32 big-endian length of the postcard bytes and one zstd frame (level 3) of
-//! them. The index crate stores and returns it; it does not know the text rules.
+//! normalised by maildex-text, each part apart so a match never spans two), postcard,
+//! stored in segments of sixteen messages as the listing columns are ([`crate::segment`]):
+//! zstd over sixteen neighbours' texts, which share most of their HTML and quoting, takes
+//! about a third less than one frame per message (docs/INDEX-FORMAT.md has the figures).
+//! The index crate stores and returns it; it does not know the text rules.
 
 use serde::{Deserialize, Serialize};
 
 use crate::IndexError;
-
-const RAW: u8 = 0;
-const ZSTD: u8 = 1;
-/// Below this many postcard bytes a record is stored raw: a zstd frame does not pay.
-const MIN_COMPRESS: usize = 64;
 
 /// What SEARCH BODY and TEXT compare of one message (RFC 3501 §6.4.4), already in the form
 /// they compare it (decoded, lower-cased: maildex-text's `SearchText`).
@@ -27,41 +23,14 @@ pub struct TextRecord {
 }
 
 impl TextRecord {
-    /// The stored form (see the module docs).
+    /// The stored form: postcard (compressed with its segment).
     pub fn encode(&self) -> Result<Vec<u8>, IndexError> {
-        let plain = crate::schema::encode(self)?;
-        if plain.len() >= MIN_COMPRESS {
-            let framed = crate::segment::zstd_frame(ZSTD, &plain)?;
-            if framed.len() < plain.len() + 1 {
-                return Ok(framed);
-            }
-        }
-        let mut out = Vec::with_capacity(plain.len() + 1);
-        out.push(RAW);
-        out.extend_from_slice(&plain);
-        Ok(out)
-    }
-
-    /// The length of the postcard bytes of a stored record (its uncompressed size).
-    pub fn plain_len(stored: &[u8]) -> usize {
-        match stored.split_first() {
-            Some((&ZSTD, rest)) => rest
-                .first_chunk::<4>()
-                .map_or(0, |l| u32::from_be_bytes(*l) as usize),
-            Some((_, rest)) => rest.len(),
-            None => 0,
-        }
+        crate::schema::encode(self)
     }
 
     /// Reads a stored record; `what` names it in an error.
     pub fn decode(stored: &[u8], what: &dyn std::fmt::Display) -> Result<TextRecord, IndexError> {
-        match stored.split_first() {
-            Some((&RAW, rest)) => crate::schema::decode(rest, what),
-            Some((&ZSTD, rest)) => {
-                crate::schema::decode(&crate::segment::zstd_unframe(rest, what)?, what)
-            }
-            _ => Err(IndexError::Corrupt(format!("{what}: unknown text kind"))),
-        }
+        crate::schema::decode(stored, what)
     }
 }
 
@@ -156,30 +125,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn small_records_stay_raw_large_ones_are_compressed_and_both_read_back() {
-        let small = TextRecord {
-            headers: vec!["subject: hi\n".into()],
-            bodies: vec!["hello".into()],
-        };
-        let large = TextRecord {
+    fn records_read_back_and_corrupt_ones_are_errors() {
+        let r = TextRecord {
             headers: vec!["subject: report\n".repeat(20)],
             bodies: vec!["the same line again\n".repeat(200), String::new()],
         };
-        let s = small.encode().unwrap();
-        assert_eq!(s[0], RAW);
-        let l = large.encode().unwrap();
-        assert_eq!(l[0], ZSTD);
-        assert!(l.len() < 400, "{}", l.len());
-        assert_eq!(TextRecord::plain_len(&s), s.len() - 1);
-        assert_eq!(
-            TextRecord::plain_len(&l),
-            crate::schema::encode(&large).unwrap().len()
-        );
-        assert_eq!(TextRecord::decode(&s, &"t").unwrap(), small);
-        assert_eq!(TextRecord::decode(&l, &"t").unwrap(), large);
-        let err = TextRecord::decode(&l[..3], &"fts-text 1/2").unwrap_err();
+        let s = r.encode().unwrap();
+        assert_eq!(TextRecord::decode(&s, &"t").unwrap(), r);
+        let err = TextRecord::decode(&s[..3], &"fts-text 1/2").unwrap_err();
         assert!(err.to_string().contains("fts-text 1/2"), "{err}");
-        assert!(TextRecord::decode(&[7], &"t").is_err());
         assert!(TextRecord::decode(&[], &"t").is_err());
     }
 

@@ -31,8 +31,8 @@ pub const DB_CACHE_SORT: &str = "cache-sort";
 /// `cache-search`: segments of postcard [`SearchFields`]: what SEARCH FROM/TO/CC/BCC/
 /// SUBJECT and SENT* compare, decoded and normalised at indexing time.
 pub const DB_CACHE_SEARCH: &str = "cache-search";
-/// `fts-text`: [`msg_key`] to the stored [`crate::TextRecord`] (what SEARCH BODY and TEXT
-/// compare), one record per message.
+/// `fts-text`: segments (see [`crate::segment`]) of postcard [`crate::TextRecord`]s (what
+/// SEARCH BODY and TEXT compare).
 pub const DB_FTS_TEXT: &str = "fts-text";
 /// `fts-sig`: [`msg_key`] to the candidate signature of the message's text
 /// ([`crate::signature`]), one per message.
@@ -274,8 +274,8 @@ pub struct Cached {
     pub sort: SortKeys,
     /// What SEARCH's header criteria compare (the `cache-search` column).
     pub search: SearchFields,
-    /// What SEARCH BODY and TEXT compare: a [`crate::TextRecord`] in its stored form (the
-    /// `fts-text` column), kept as stored so COPY copies it without decoding.
+    /// What SEARCH BODY and TEXT compare: a [`crate::TextRecord`], encoded (the `fts-text`
+    /// column), kept encoded so COPY copies it without decoding.
     pub text: Vec<u8>,
     /// The candidate signature of that text ([`crate::signature`], the `fts-sig` column).
     pub text_sig: Vec<u8>,

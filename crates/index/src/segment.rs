@@ -29,6 +29,14 @@ pub const SEG: usize = 16;
 const ZSTD_LEVEL: i32 = 3;
 const RAW: u8 = 0;
 const ZSTD: u8 = 1;
+/// A segment still filling (under [`SEG`] entries) whose data is over [`RAW_MAX`]: the
+/// entry count (varint, so the raw tail is found without decompressing), then a zstd
+/// frame as kind 1's.
+const FILLING_ZSTD: u8 = 2;
+/// Data of a segment still filling above this many bytes is compressed: a message's full
+/// text (a few to hundreds of KiB) would otherwise sit uncompressed until fifteen more
+/// arrive, and a full segment that lost a message to an expunge would be stored raw.
+const RAW_MAX: usize = 32 * 1024;
 
 /// Entries of one segment: (uid, data), sorted by uid.
 ///
@@ -77,20 +85,34 @@ fn lmdb(e: heed::Error) -> IndexError {
     IndexError::from_heed(e)
 }
 
-/// Encodes a segment: a kind byte (0 raw, 1 zstd) then the postcard of its entries.
+/// Encodes a segment: a kind byte (0 raw, 1 zstd, 2 a filling segment compressed) then
+/// the postcard of its entries.
 pub(crate) fn encode(entries: &Entries) -> Result<Vec<u8>, IndexError> {
     let plain = crate::schema::encode(entries)?;
-    if entries.0.len() < SEG {
-        let mut out = Vec::with_capacity(plain.len() + 1);
-        out.push(RAW);
-        out.extend_from_slice(&plain);
+    if entries.0.len() >= SEG {
+        return zstd_frame(ZSTD, &plain);
+    }
+    if plain.len() > RAW_MAX {
+        // the postcard of the entries starts with their count, a varint
+        let count = &plain[..plain
+            .iter()
+            .position(|b| b & 0x80 == 0)
+            .map_or(0, |i| i + 1)];
+        let framed = zstd_frame(FILLING_ZSTD, &plain)?;
+        let mut out = Vec::with_capacity(framed.len() + count.len());
+        out.push(FILLING_ZSTD);
+        out.extend_from_slice(count);
+        out.extend_from_slice(&framed[1..]);
         return Ok(out);
     }
-    zstd_frame(ZSTD, &plain)
+    let mut out = Vec::with_capacity(plain.len() + 1);
+    out.push(RAW);
+    out.extend_from_slice(&plain);
+    Ok(out)
 }
 
 /// `kind`, then the length of `plain` (u32 big-endian), then one zstd frame (level 3) of
-/// it: the compressed form of segments and of full-text records.
+/// it: the compressed form of a full segment.
 pub(crate) fn zstd_frame(kind: u8, plain: &[u8]) -> Result<Vec<u8>, IndexError> {
     let len =
         u32::try_from(plain.len()).map_err(|_| IndexError::Encode("value over 4 GiB".into()))?;
@@ -120,6 +142,13 @@ pub(crate) fn decode(bytes: &[u8], what: &dyn std::fmt::Display) -> Result<Entri
     match bytes.split_first() {
         Some((&RAW, rest)) => crate::schema::decode(rest, what),
         Some((&ZSTD, rest)) => crate::schema::decode(&zstd_unframe(rest, what)?, what),
+        Some((&FILLING_ZSTD, rest)) => {
+            let n = rest
+                .iter()
+                .position(|b| b & 0x80 == 0)
+                .map_or(rest.len(), |i| i + 1);
+            crate::schema::decode(&zstd_unframe(&rest[n..], what)?, what)
+        }
         _ => Err(IndexError::Corrupt(format!("{what}: unknown segment kind"))),
     }
 }
@@ -189,6 +218,36 @@ impl Segments<'_> {
             .binary_search_by_key(&uid, |e| e.0)
             .ok()
             .map(|i| std::mem::take(&mut entries.0[i].1)))
+    }
+
+    /// Calls `f` with the stored (uid, data) of each of `uids` (ascending) of `mailbox`
+    /// that has data, decoding each segment once however many of them it holds (for
+    /// sparse sets, where walking the whole range would decode segments none of them is in).
+    pub fn for_uids(
+        &self,
+        txn: &RoTxn<WithoutTls>,
+        mailbox: u32,
+        uids: &[u32],
+        mut f: impl FnMut(u32, Vec<u8>) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        let mut held: Option<(u32, Entries)> = None;
+        for &uid in uids {
+            let inside = |h: &(u32, Entries)| {
+                h.0 <= uid && h.1 .0.last().is_some_and(|(last, _)| uid <= *last)
+            };
+            if !held.as_ref().is_some_and(inside) {
+                held = self.floor(txn, mailbox, uid)?;
+            }
+            let Some((_, entries)) = held.as_mut() else {
+                continue;
+            };
+            if let Ok(i) = entries.0.binary_search_by_key(&uid, |e| e.0) {
+                if f(uid, std::mem::take(&mut entries.0[i].1))?.is_break() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Calls `f` with each stored (uid, data) of `mailbox` in `uids`, in UID order (the data
@@ -333,7 +392,7 @@ impl Segments<'_> {
             let (k, v) = item.map_err(lmdb)?;
             let first = split_msg_key(k).map_or(0, |(_, u)| u);
             match v.split_first() {
-                Some((&RAW, rest)) => {
+                Some((&RAW | &FILLING_ZSTD, rest)) => {
                     let n = read_varint(rest).ok_or_else(|| {
                         IndexError::Corrupt(format!("{} {mailbox}/{first}: bad count", self.name))
                     })?;
@@ -420,11 +479,12 @@ impl Segments<'_> {
             return Ok(false);
         };
         entries.0.remove(i);
-        if entries.0.is_empty() {
-            self.db
-                .delete(txn, &msg_key(mailbox, first)[..])
-                .map_err(lmdb)?;
-        } else {
+        // deleted before it is put again, as in `flush`: the smaller value would keep the
+        // old one's overflow pages
+        self.db
+            .delete(txn, &msg_key(mailbox, first)[..])
+            .map_err(lmdb)?;
+        if !entries.0.is_empty() {
             self.write(txn, mailbox, first, &entries)?;
         }
         Ok(true)
@@ -506,6 +566,21 @@ mod tests {
         assert!(f.len() < 16 * 440 / 4, "{} bytes", f.len());
         assert_eq!(decode(&s, &"t").unwrap(), small);
         assert_eq!(decode(&f, &"t").unwrap(), full);
+        // a filling segment over RAW_MAX is compressed, its count readable up front
+        let big = Entries(
+            (1..=200)
+                .map(|u| (u, b"the same line of text\n".repeat(10)))
+                .collect(),
+        );
+        let mut big15 = big.clone();
+        big15.0.truncate(SEG - 1);
+        big15.0.iter_mut().for_each(|e| e.1 = e.1.repeat(20));
+        let b = encode(&big15).unwrap();
+        assert_eq!(b[0], FILLING_ZSTD);
+        assert_eq!(read_varint(&b[1..]), Some(SEG - 1));
+        assert!(b.len() < RAW_MAX / 4, "{} bytes", b.len());
+        assert_eq!(decode(&b, &"t").unwrap(), big15);
+        assert_eq!(encode(&big).unwrap()[0], ZSTD);
     }
 
     #[test]
@@ -528,5 +603,7 @@ mod tests {
         assert!(decode(&[], &"t").is_err());
         assert!(decode(&[7, 1, 2], &"t").is_err());
         assert!(decode(&[ZSTD, 0, 0, 0, 9, 1, 2], &"t").is_err());
+        assert!(decode(&[FILLING_ZSTD, 3, 0, 0, 0, 9, 1, 2], &"t").is_err());
+        assert!(decode(&[FILLING_ZSTD, 0x80], &"t").is_err());
     }
 }

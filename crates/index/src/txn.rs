@@ -310,35 +310,70 @@ impl<'t> Reader<'t> {
         self.dbs.cache().search.get(self.txn, mailbox, uid)
     }
 
-    /// Calls `f` with the stored full-text record ([`crate::TextRecord`], stored form) of
-    /// each message of `mailbox` in `uids` that has one, in UID order, read in place.
+    /// Calls `f` with the stored full-text record ([`crate::TextRecord`], encoded) of
+    /// each message of `mailbox` in `uids` that has one, in UID order (each segment
+    /// decompressed once).
     pub fn for_each_text(
         &self,
         mailbox: u32,
         uids: RangeInclusive<u32>,
-        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        self.dbs.cache().text.for_each(self.txn, mailbox, uids, f)
+        self.dbs
+            .cache()
+            .text
+            .for_each(self.txn, mailbox, uids, |uid, d| f(uid, &d))
     }
 
     /// Calls `f` with the candidate signature ([`crate::signature`]) of each message of
-    /// `mailbox` in `uids` that has one, in UID order, read in place.
+    /// `mailbox` in `uids` that has one, in UID order.
     pub fn for_each_sig(
         &self,
         mailbox: u32,
         uids: RangeInclusive<u32>,
-        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        self.dbs.cache().sig.for_each(self.txn, mailbox, uids, f)
+        self.dbs
+            .cache()
+            .sig
+            .for_each(self.txn, mailbox, uids, |uid, d| f(uid, &d))
     }
 
-    /// The candidate signature of one message, read in place.
-    pub fn sig(&self, mailbox: u32, uid: u32) -> Result<Option<&[u8]>, IndexError> {
+    /// Calls `f` with the candidate signature of each of `uids` (ascending) of `mailbox`
+    /// that has one, each segment decoded once.
+    pub fn sigs_of(
+        &self,
+        mailbox: u32,
+        uids: &[u32],
+        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        self.dbs
+            .cache()
+            .sig
+            .for_uids(self.txn, mailbox, uids, |uid, d| f(uid, &d))
+    }
+
+    /// The candidate signature of one message.
+    pub fn sig(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
         self.dbs.cache().sig.get(self.txn, mailbox, uid)
     }
 
-    /// The stored full-text record of one message, read in place.
-    pub fn text(&self, mailbox: u32, uid: u32) -> Result<Option<&[u8]>, IndexError> {
+    /// Calls `f` with the stored full-text record of each of `uids` (ascending) of
+    /// `mailbox` that has one, each segment decompressed once.
+    pub fn texts_of(
+        &self,
+        mailbox: u32,
+        uids: &[u32],
+        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        self.dbs
+            .cache()
+            .text
+            .for_uids(self.txn, mailbox, uids, |uid, d| f(uid, &d))
+    }
+
+    /// The stored full-text record of one message (its segment decompressed).
+    pub fn text(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
         self.dbs.cache().text.get(self.txn, mailbox, uid)
     }
 
@@ -691,7 +726,7 @@ impl<'t, 'e> Writer<'t, 'e> {
         Ok(Some(old))
     }
 
-    /// Replaces the full-text record (stored form) and its signature of message `uid`,
+    /// Replaces the full-text record (encoded) and its signature of message `uid`,
     /// which must be indexed (`index check --repair`, `index rebuild --fts-only`): not a
     /// change a client sees, so no modseq.
     pub fn put_text(
@@ -713,8 +748,8 @@ impl<'t, 'e> Writer<'t, 'e> {
     /// Removes the full-text record and signature of message `uid` (tests of `index
     /// check`).
     pub fn remove_text(&mut self, mailbox: u32, uid: u32) -> Result<bool, IndexError> {
-        self.dbs.cache().sig.remove(self.txn, mailbox, uid)?;
-        self.dbs.cache().text.remove(self.txn, mailbox, uid)
+        let sig = self.dbs.cache().sig.remove(self.txn, mailbox, uid)?;
+        Ok(self.dbs.cache().text.remove(self.txn, mailbox, uid)? || sig)
     }
 
     /// Claims the `\Recent` messages for one session (RFC 3501 §2.3.2: a message is recent

@@ -75,11 +75,15 @@ impl UserStore {
                     Ok(ControlFlow::Continue(()))
                 })?;
             } else {
-                for (i, &uid) in uids.iter().enumerate() {
-                    if let Some(raw) = r.text(id, uid)? {
-                        visit(i, uid, raw);
+                let mut i = 0;
+                r.texts_of(id, uids, |uid, raw| {
+                    // both ascending: i catches up with uid
+                    while uids.get(i).is_some_and(|&u| u < uid) {
+                        i += 1;
                     }
-                }
+                    visit(i, uid, raw);
+                    Ok(ControlFlow::Continue(()))
+                })?;
             }
             Ok(failed.map_or(Ok(()), Err))
         })??;
@@ -152,12 +156,16 @@ impl UserStore {
                     Ok(ControlFlow::Continue(()))
                 })
             } else {
-                for (i, &uid) in uids.iter().enumerate() {
-                    if let Some(sig) = r.sig(id, uid)? {
-                        out[i] = passes(sig);
+                let mut i = 0;
+                r.sigs_of(id, uids, |uid, sig| {
+                    while uids.get(i).is_some_and(|&u| u < uid) {
+                        i += 1;
                     }
-                }
-                Ok(())
+                    if let Some(o) = out.get_mut(i) {
+                        *o = passes(sig);
+                    }
+                    Ok(ControlFlow::Continue(()))
+                })
             }
         })?;
         Ok(out)
@@ -189,7 +197,7 @@ impl UserStore {
             let (text, sig) = (r.text(id, uid)?, r.sig(id, uid)?);
             Ok(match (text, sig) {
                 (Some(t), Some(s)) => {
-                    let t = TextRecord::decode(t, &What(id, uid)).ok();
+                    let t = TextRecord::decode(&t, &What(id, uid)).ok();
                     Some((t, s == want_sig))
                 }
                 _ => None,
