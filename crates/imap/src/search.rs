@@ -271,6 +271,20 @@ pub fn required_texts(keys: &[SearchKey]) -> Vec<String> {
     out
 }
 
+/// Whether some TEXT key is among `keys` (at any depth): only TEXT compares the header
+/// text, which the store then decodes from the header blocks.
+pub fn has_text_key(keys: &[SearchKey]) -> bool {
+    keys.iter().any(|k| match k {
+        SearchKey::Text(_) => true,
+        SearchKey::Not(k) => has_text_key(std::slice::from_ref(k)),
+        SearchKey::Or(a, b) => {
+            has_text_key(std::slice::from_ref(a)) || has_text_key(std::slice::from_ref(b))
+        }
+        SearchKey::And(ks) => has_text_key(ks),
+        _ => false,
+    })
+}
+
 /// What data `keys` (and every key nested in them) require.
 pub fn needs(keys: &[SearchKey]) -> Needs {
     let mut n = Needs::default();

@@ -40,27 +40,49 @@ pub(crate) fn decode_text(stored: &[u8], id: u32, uid: u32) -> Result<SearchText
 
 impl UserStore {
     /// Calls `f` with (index in `uids`, text) for each message of `mailbox` in `uids`
-    /// (ascending): what SEARCH BODY and TEXT compare. The text is the stored record
-    /// (`fts-text`); a message without one (indexed while `[storage] full_text` was off,
-    /// or drift) has its file read and extracted by the same rule instead, so no answer
-    /// misses it. A UID not called for is not in the index (expunged meanwhile), or has no
-    /// record and a file that cannot be read (renamed or removed by another tool since).
+    /// (ascending): what SEARCH BODY and TEXT compare. The bodies' text is the stored
+    /// record (`fts-text`); with `headers` (a TEXT key) the header text is decoded from
+    /// the stored header blocks (the record does not repeat them). A message without a
+    /// record (indexed while `[storage] full_text` was off, or drift) has its file read
+    /// and extracted by the same rule instead, so no answer misses it. A UID not called
+    /// for is not in the index (expunged meanwhile), or has no record and a file that
+    /// cannot be read (renamed or removed by another tool since).
     pub fn visit_search_texts(
         &self,
         mailbox: &Mailbox,
         uids: &[u32],
+        headers: bool,
         mut f: impl FnMut(usize, SearchText),
     ) -> Result<(), StoreError> {
         let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
             return Ok(());
         };
         let id = mailbox.id();
+        let parts = CachedFields {
+            parts: true,
+            ..CachedFields::default()
+        };
+        // the header blocks and part trees, read before the texts (dense batches walk
+        // each segment once)
+        let mut blocks = if headers {
+            self.load(mailbox, uids, parts, true)?
+        } else {
+            Vec::new()
+        };
         let mut stored = vec![false; uids.len()];
         self.index.read(|r| {
             let mut failed = None;
             let mut visit = |i: usize, uid: u32, raw: &[u8]| match decode_text(raw, id, uid) {
                 Ok(t) => {
                     stored[i] = true;
+                    let t = match blocks.get_mut(i).and_then(Option::take) {
+                        Some(Loaded {
+                            cached: Some(c),
+                            headers: Some(h),
+                            ..
+                        }) => t.with_headers(MessageText::header_texts(&h, &c.parts)),
+                        _ => t,
+                    };
                     f(i, t)
                 }
                 Err(e) => {
@@ -93,10 +115,6 @@ impl UserStore {
             .filter_map(|(&uid, &s)| (!s).then_some(uid))
             .collect();
         // the files are read outside the read transaction, a batch of part trees at a time
-        let parts = CachedFields {
-            parts: true,
-            ..CachedFields::default()
-        };
         for chunk in missing.chunks(FILE_BATCH) {
             for (&uid, m) in chunk.iter().zip(self.load(mailbox, chunk, parts, false)?) {
                 let Some(Loaded {
@@ -329,7 +347,7 @@ mod tests {
         };
         let snap = s.snapshot("INBOX", &req).unwrap().expect("INBOX");
         let mut out = Vec::new();
-        s.visit_search_texts(&snap.mailbox, uids, |i, t| out.push((i, t)))
+        s.visit_search_texts(&snap.mailbox, uids, true, |i, t| out.push((i, t)))
             .unwrap();
         out
     }

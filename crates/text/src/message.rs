@@ -56,6 +56,23 @@ impl MessageText {
         t
     }
 
+    /// The header texts of a message ([`MessageText::headers`] as [`MessageText::extract`]
+    /// gives them) from its header blocks as the index keeps them (root, then every part
+    /// in pre-order, concatenated: the `headers` column) and its part tree, without the
+    /// file. A block cut short at the end of the file is cut short in `blocks` too.
+    pub fn header_texts(blocks: &[u8], root: &PartRecord) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut at = 0usize;
+        root.walk(&mut |p| {
+            let len =
+                usize::try_from(p.body_start.saturating_sub(p.header_start)).unwrap_or(usize::MAX);
+            let end = at.saturating_add(len).min(blocks.len());
+            out.push(header_text(&blocks[at.min(end)..end]));
+            at = end;
+        });
+        out
+    }
+
     /// `in_multipart`: `part` is a body part of a multipart (its Content-* fields count
     /// without MIME-Version).
     fn walk(&mut self, msg: &[u8], part: &PartRecord, in_multipart: bool, html: Html) {
@@ -155,6 +172,18 @@ aGlkZGVu\n\
         assert_eq!(t.bodies.len(), 2, "the image is not text");
         assert_eq!(t.bodies[0], "Café world");
         assert_eq!(t.bodies[1], "<p>Hello <b>wor</b>ld &amp; caf&eacute;</p>");
+    }
+
+    #[test]
+    fn header_texts_from_the_stored_blocks_equal_the_files() {
+        let cut = &ALTERNATIVE[..ALTERNATIVE.len() - 40];
+        for msg in [ALTERNATIVE, cut, b"Subject: x\n" as &[u8], b""] {
+            let summary = maildex_mime::summarize(msg);
+            let built = maildex_index::build(msg, &summary, Default::default()).expect("build");
+            let parts = &built.record.cached.parts;
+            let from_file = MessageText::extract(msg, parts, Html::AsWritten).headers;
+            assert_eq!(MessageText::header_texts(&built.headers, parts), from_file);
+        }
     }
 
     #[test]

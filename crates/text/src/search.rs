@@ -118,6 +118,15 @@ impl SearchText {
         }
     }
 
+    /// The same text with `headers` (header texts as [`MessageText::headers`], not yet
+    /// normalised) in place of its own: a stored record holds only the bodies, and TEXT
+    /// takes the header text from the index's header blocks
+    /// ([`MessageText::header_texts`]).
+    pub fn with_headers(mut self, headers: Vec<String>) -> SearchText {
+        self.headers = headers.into_iter().map(normalize_owned).collect();
+        self
+    }
+
     /// The text of a stored record (already normalised when it was made).
     pub fn from_record(r: TextRecord) -> SearchText {
         SearchText {

@@ -29,11 +29,16 @@ impl Msg {
         &self.built.headers[..len]
     }
 
-    /// The message text, as the index stores it for SEARCH.
+    /// The message text, as the store gives it to SEARCH: the stored bodies, the header
+    /// text from the stored header blocks.
     pub fn text(&self) -> Option<SearchText> {
         let stored = &self.built.record.cached.text;
         let record = maildex_index::TextRecord::decode(stored, &"test").expect("text record");
-        Some(SearchText::from_record(record))
+        let headers = maildex_store::text::MessageText::header_texts(
+            &self.built.headers,
+            &self.built.record.cached.parts,
+        );
+        Some(SearchText::from_record(record).with_headers(headers))
     }
 
     /// A candidate with everything loaded.

@@ -202,7 +202,7 @@ impl Session {
                                 out.push((p.seq, p.uid, p.state.modseq));
                             }
                         };
-                        s.visit_search_texts(&m, &uids, |i, t| {
+                        s.visit_search_texts(&m, &uids, search::has_text_key(&k), |i, t| {
                             if let Some(p) = undecided.get(i) {
                                 visited[i] = true;
                                 decide(p, Some(t));
