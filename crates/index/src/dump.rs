@@ -159,7 +159,7 @@ pub fn message(uid: u32, rec: &MessageRecord, keywords: &[String], header_blocks
 /// in `index dump`'s page statistics).
 pub fn text_stats(r: &crate::Reader<'_>, id: u32) -> Result<String, crate::IndexError> {
     let (mut n, mut plain) = (0u64, 0u64);
-    r.for_each_text(id, 1..=u32::MAX, |_, t| {
+    r.for_each_fts(crate::Fts::Text, id, 1..=u32::MAX, |_, t| {
         n += 1;
         plain += t.len() as u64;
         Ok(std::ops::ControlFlow::Continue(()))

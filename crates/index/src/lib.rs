@@ -34,7 +34,7 @@ pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,
     PartRecord, SearchField, SearchFields, SearchView, SortKeys, SortNeed, Stamp, SEARCH_HEADERS,
 };
-pub use txn::{PageStats, Reader, Writer};
+pub use txn::{Fts, PageStats, Reader, Writer};
 
 /// What can go wrong in the index. Every variant that concerns a file names it.
 #[derive(Debug, thiserror::Error)]

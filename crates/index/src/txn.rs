@@ -310,71 +310,43 @@ impl<'t> Reader<'t> {
         self.dbs.cache().search.get(self.txn, mailbox, uid)
     }
 
-    /// Calls `f` with the stored full-text record ([`crate::TextRecord`], encoded) of
-    /// each message of `mailbox` in `uids` that has one, in UID order (each segment
-    /// decompressed once).
-    pub fn for_each_text(
+    /// Calls `f` with the stored value of `column` of each message of `mailbox` in `uids`
+    /// that has one, in UID order (each segment decompressed once).
+    pub fn for_each_fts(
         &self,
+        column: Fts,
         mailbox: u32,
         uids: RangeInclusive<u32>,
         mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        self.dbs
-            .cache()
-            .text
+        self.fts_segments(column)
             .for_each(self.txn, mailbox, uids, |uid, d| f(uid, &d))
     }
 
-    /// Calls `f` with the candidate signature ([`crate::signature`]) of each message of
-    /// `mailbox` in `uids` that has one, in UID order.
-    pub fn for_each_sig(
+    /// Calls `f` with the stored value of `column` of each of `uids` (ascending) of
+    /// `mailbox` that has one, each segment decompressed once however many of them it
+    /// holds (for sparse sets: candidates after the signatures).
+    pub fn fts_of(
         &self,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
-        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
-    ) -> Result<(), IndexError> {
-        self.dbs
-            .cache()
-            .sig
-            .for_each(self.txn, mailbox, uids, |uid, d| f(uid, &d))
-    }
-
-    /// Calls `f` with the candidate signature of each of `uids` (ascending) of `mailbox`
-    /// that has one, each segment decoded once.
-    pub fn sigs_of(
-        &self,
+        column: Fts,
         mailbox: u32,
         uids: &[u32],
         mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        self.dbs
-            .cache()
-            .sig
+        self.fts_segments(column)
             .for_uids(self.txn, mailbox, uids, |uid, d| f(uid, &d))
     }
 
-    /// The candidate signature of one message.
-    pub fn sig(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
-        self.dbs.cache().sig.get(self.txn, mailbox, uid)
+    /// The stored value of `column` of one message (its segment decompressed).
+    pub fn fts(&self, column: Fts, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
+        self.fts_segments(column).get(self.txn, mailbox, uid)
     }
 
-    /// Calls `f` with the stored full-text record of each of `uids` (ascending) of
-    /// `mailbox` that has one, each segment decompressed once.
-    pub fn texts_of(
-        &self,
-        mailbox: u32,
-        uids: &[u32],
-        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
-    ) -> Result<(), IndexError> {
-        self.dbs
-            .cache()
-            .text
-            .for_uids(self.txn, mailbox, uids, |uid, d| f(uid, &d))
-    }
-
-    /// The stored full-text record of one message (its segment decompressed).
-    pub fn text(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
-        self.dbs.cache().text.get(self.txn, mailbox, uid)
+    fn fts_segments(&self, column: Fts) -> crate::segment::Segments<'_> {
+        match column {
+            Fts::Text => self.dbs.cache().text,
+            Fts::Sig => self.dbs.cache().sig,
+        }
     }
 
     /// The raw header blocks of a message: the root header block followed by every part's
@@ -438,6 +410,15 @@ impl<'t> Reader<'t> {
             })
             .collect())
     }
+}
+
+/// The two full-text columns, written, copied and removed together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fts {
+    /// `fts-text`: the [`crate::TextRecord`]s, encoded.
+    Text,
+    /// `fts-sig`: their candidate signatures ([`crate::signature`]).
+    Sig,
 }
 
 /// Page use of one database.

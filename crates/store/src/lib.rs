@@ -60,8 +60,9 @@ pub use maildex_index::ChangeSet;
 /// does not depend on the index crate (it reaches mail only through the store).
 pub mod records {
     pub use maildex_index::{
-        flag, Built, Cached, CachedFields, MailboxRecord, MessageState, PartKindRecord, PartRecord,
-        SearchField, SearchFields, SearchView, SortKeys, SortNeed, HOT_HEADERS, SEARCH_HEADERS,
+        flag, Built, Cached, CachedFields, Fts, MailboxRecord, MessageState, PartKindRecord,
+        PartRecord, SearchField, SearchFields, SearchView, SortKeys, SortNeed, HOT_HEADERS,
+        SEARCH_HEADERS,
     };
 }
 pub use maildex_maildir::{mutf7, Flags};

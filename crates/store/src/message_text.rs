@@ -4,7 +4,7 @@
 
 use std::ops::ControlFlow;
 
-use maildex_index::{Built, CachedFields, MessageState, TextRecord};
+use maildex_index::{Built, CachedFields, Fts, MessageState, TextRecord};
 use maildex_text::{Html, MessageText, SearchText};
 
 use crate::{Loaded, Mailbox, StoreError, UserStore};
@@ -90,7 +90,7 @@ impl UserStore {
                 }
             };
             if crate::read::walk_whole_range(first, last, uids.len()) {
-                r.for_each_text(id, first..=last, |uid, raw| {
+                r.for_each_fts(Fts::Text, id, first..=last, |uid, raw| {
                     if let Ok(i) = uids.binary_search(&uid) {
                         visit(i, uid, raw);
                     }
@@ -98,7 +98,7 @@ impl UserStore {
                 })?;
             } else {
                 let mut i = 0;
-                r.texts_of(id, uids, |uid, raw| {
+                r.fts_of(Fts::Text, id, uids, |uid, raw| {
                     // both ascending: i catches up with uid
                     while uids.get(i).is_some_and(|&u| u < uid) {
                         i += 1;
@@ -167,7 +167,7 @@ impl UserStore {
         };
         self.index.read(|r| {
             if crate::read::walk_whole_range(first, last, uids.len()) {
-                r.for_each_sig(id, first..=last, |uid, sig| {
+                r.for_each_fts(Fts::Sig, id, first..=last, |uid, sig| {
                     if let Ok(i) = uids.binary_search(&uid) {
                         out[i] = passes(sig);
                     }
@@ -175,7 +175,7 @@ impl UserStore {
                 })
             } else {
                 let mut i = 0;
-                r.sigs_of(id, uids, |uid, sig| {
+                r.fts_of(Fts::Sig, id, uids, |uid, sig| {
                     while uids.get(i).is_some_and(|&u| u < uid) {
                         i += 1;
                     }
@@ -203,7 +203,11 @@ impl UserStore {
         path: &std::path::Path,
         state: &MessageState,
     ) -> Result<Option<bool>, StoreError> {
-        if !self.opts.full_text && self.index.read(|r| Ok(r.text(id, uid)?.is_none()))? {
+        if !self.opts.full_text
+            && self
+                .index
+                .read(|r| Ok(r.fts(Fts::Text, id, uid)?.is_none()))?
+        {
             return Ok(None);
         }
         let Ok(built) = crate::convert::index_file(path, state.clone(), true) else {
@@ -212,7 +216,7 @@ impl UserStore {
         let want = TextRecord::decode(&built.record.cached.text, &What(id, uid))?;
         let want_sig = built.record.cached.text_sig;
         let stored = self.index.read(|r| {
-            let (text, sig) = (r.text(id, uid)?, r.sig(id, uid)?);
+            let (text, sig) = (r.fts(Fts::Text, id, uid)?, r.fts(Fts::Sig, id, uid)?);
             Ok(match (text, sig) {
                 (Some(t), Some(s)) => {
                     let t = TextRecord::decode(&t, &What(id, uid)).ok();

@@ -85,6 +85,15 @@ fn expected() -> Vec<Vec<u32>> {
         .collect()
 }
 
+/// APPENDs the message that becomes UID 7 of [`EXPECTED`].
+fn append_seventh(c: &mut Client) {
+    append(
+        c,
+        "",
+        b"From: e@example.org\r\nSubject: appended\r\n\r\nan appended message\r\n",
+    );
+}
+
 fn truncate_all(s: &Server, folder: &str) {
     for f in s.files("alice", folder) {
         std::fs::OpenOptions::new()
@@ -104,11 +113,7 @@ fn body_and_text_answer_from_the_index_with_every_file_truncated() {
     // emptied before the first session: the first search after delivery reads no file
     truncate_all(&s, "INBOX");
     let mut c = s.login("alice");
-    append(
-        &mut c,
-        "",
-        b"From: e@example.org\r\nSubject: appended\r\n\r\nan appended message\r\n",
-    );
+    append_seventh(&mut c);
     truncate_all(&s, "INBOX");
     c.ok("SELECT INBOX");
     assert_eq!(answers(&mut c), expected());
@@ -323,10 +328,15 @@ fn text_records(s: &Server) -> usize {
         .read(|r| {
             let mut n = 0;
             for (id, _) in r.mailboxes()? {
-                r.for_each_text(id, 1..=u32::MAX, |_, _| {
-                    n += 1;
-                    Ok(std::ops::ControlFlow::Continue(()))
-                })?;
+                r.for_each_fts(
+                    maildex_store::records::Fts::Text,
+                    id,
+                    1..=u32::MAX,
+                    |_, _| {
+                        n += 1;
+                        Ok(std::ops::ControlFlow::Continue(()))
+                    },
+                )?;
             }
             Ok(n)
         })
@@ -342,11 +352,7 @@ fn with_full_text_off_body_and_text_read_the_files_with_the_same_answers() {
         s.deliver("alice", &m);
     }
     let mut c = s.login("alice");
-    append(
-        &mut c,
-        "",
-        b"From: e@example.org\r\nSubject: appended\r\n\r\nan appended message\r\n",
-    );
+    append_seventh(&mut c);
     c.ok("SELECT INBOX");
     assert_eq!(answers(&mut c), expected());
     c.ok("CREATE Archive");
@@ -375,11 +381,7 @@ fn full_text_turned_off_and_on_again_never_misses_a_match() {
         s.deliver("alice", m);
     }
     let mut c = s.login("alice");
-    append(
-        &mut c,
-        "",
-        b"From: e@example.org\r\nSubject: appended\r\n\r\nan appended message\r\n",
-    );
+    append_seventh(&mut c);
     c.ok("SELECT INBOX");
     assert_eq!(answers(&mut c), expected());
     assert_eq!(text_records(&s), 3);
