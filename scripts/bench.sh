@@ -4,14 +4,15 @@
 #   bash scripts/bench.sh --full      # the issue's sizes (about 7 minutes)
 #   bash scripts/bench.sh --smoke     # seconds; what scripts/test-all.sh runs
 # Installs what the reference side needs when it is missing (Debian's Dovecot IMAP and
-# LMTP servers, strace), quietly; Dovecot is then started by hand by the benchmark, on
-# loopback ports with its own config, never as a system service. Other arguments go to
+# LMTP servers, the fts-xapian plugin `maildex-bench search --xapian` loads, strace),
+# quietly; Dovecot is then started by hand by the benchmark, on loopback ports with its
+# own config, never as a system service. Other arguments go to
 # `maildex-bench all` (see docs/BENCHMARKS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source scripts/packages.sh
-ensure_packages dovecot-core dovecot-imapd dovecot-lmtpd strace fonts-dejavu-core
+ensure_packages dovecot-core dovecot-imapd dovecot-lmtpd dovecot-fts-xapian strace fonts-dejavu-core
 # the seed benchmark (`maildex-bench seed`): Dovecot's SQL and LDAP user lookups, and the
 # MariaDB and slapd it starts privately on loopback
 ensure_packages dovecot-mysql dovecot-ldap mariadb-server mariadb-client slapd ldap-utils

@@ -14,7 +14,8 @@
 //!   mix of APPEND, STORE, EXPUNGE, FETCH, SEARCH and COPY on shared mailboxes, maildex
 //!   and Dovecot in one run.
 //! - `maildex-bench search`: SEARCH on header and metadata criteria, warm, with server CPU,
-//!   hit counts and the message files opened, Dovecot and maildex side by side.
+//!   hit counts and the message files opened, Dovecot and maildex side by side; with
+//!   `--xapian` also Dovecot with fts-xapian, and both full-text indexes' rate and size.
 //! - `maildex-bench seed`: the seed benchmark (issue 20): LMTP to unique users kept in
 //!   MariaDB and in OpenLDAP, logins per second with and without the auth cache, start-up
 //!   with many SQL users; Dovecot with the same directories side by side.
@@ -40,6 +41,7 @@ mod seed_dirs;
 mod servers;
 mod sort;
 mod suite;
+mod xapian;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -194,6 +196,12 @@ enum Cmd {
         /// Warm runs per query.
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Also Dovecot with fts-xapian (dovecot-fts-xapian), indexed by `doveadm index` first.
+        #[arg(long)]
+        xapian: bool,
+        /// Draw SEARCH BODY time against INBOX size into this PNG (docs/bench/search_body.png).
+        #[arg(long)]
+        plot: Option<PathBuf>,
         /// The maildex binary (default: `maildex` next to this program).
         #[arg(long)]
         maildex_bin: Option<PathBuf>,
@@ -490,6 +498,8 @@ fn main() -> Result<()> {
         Cmd::Search {
             sizes,
             runs,
+            xapian,
+            plot,
             maildex_bin,
             dovecot_mail_fsync,
             json,
@@ -502,6 +512,8 @@ fn main() -> Result<()> {
                 maildex_bin,
                 work: tmp.path().to_owned(),
                 dovecot_mail_fsync,
+                xapian,
+                plot,
             })?;
             write_json(json, &r)
         }

@@ -34,6 +34,7 @@ fn font() -> bool {
 
 const DOVECOT: RGBColor = RGBColor(31, 90, 200);
 const MAILDEX: RGBColor = RGBColor(210, 40, 40);
+const XAPIAN: RGBColor = RGBColor(40, 150, 60);
 
 /// A line to draw: points, colour, dashed, legend text.
 struct Line {
@@ -332,6 +333,44 @@ pub fn seed_lmtp(r: &Value, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// SEARCH BODY (the rare word) time against INBOX size: Dovecot's scan, Dovecot with
+/// fts-xapian (when measured) and maildex (`maildex-bench search --plot`).
+pub fn search_body(r: &Value, path: &Path) -> Result<()> {
+    let sizes = r["sizes"].as_array().cloned().unwrap_or_default();
+    let mut lines = Vec::new();
+    for (server, color, label) in [
+        ("dovecot", DOVECOT, "Dovecot (scan)"),
+        ("xapian", XAPIAN, "Dovecot + fts-xapian"),
+        ("maildex", MAILDEX, "maildex"),
+    ] {
+        let points: Vec<(f64, f64)> = sizes
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s["messages"].as_f64()?,
+                    s["servers"][server]["body_rare"]["ms"].as_f64()?,
+                ))
+            })
+            .collect();
+        if !points.is_empty() {
+            lines.push(Line {
+                points,
+                color,
+                dashed: false,
+                label: label.into(),
+            });
+        }
+    }
+    draw(
+        path,
+        "SEARCH BODY (a rare word), warm: time against INBOX size",
+        "messages in INBOX",
+        "ms (log scale)",
+        &lines,
+        true,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,7 +384,11 @@ mod tests {
                 "100": {"dovecot": {"mutt": {"first": {"ms": 50.0}, "warm": {"ms": 5.0}}}},
                 "300": {"dovecot": {"mutt": {"first": {"ms": 150.0}, "warm": {"ms": 15.0}}}}
             },
-            "idle": {"servers": {"dovecot": {"base": {"pss_kib": 2048}, "points": [{"connections": 10, "pss_kib": 8192}]}}}
+            "idle": {"servers": {"dovecot": {"base": {"pss_kib": 2048}, "points": [{"connections": 10, "pss_kib": 8192}]}}},
+            "sizes": [
+                {"messages": 100, "servers": {"dovecot": {"body_rare": {"ms": 40.0}}, "xapian": {"body_rare": {"ms": 4.0}}, "maildex": {"body_rare": {"ms": 1.0}}}},
+                {"messages": 300, "servers": {"dovecot": {"body_rare": {"ms": 120.0}}, "xapian": {"body_rare": {"ms": 5.0}}, "maildex": {"body_rare": {"ms": 2.0}}}}
+            ]
         });
         let pass =
             |x: f64| serde_json::json!({"first": {"per_sec": x}, "second": {"per_sec": x * 2.0}});
@@ -360,6 +403,7 @@ mod tests {
         for (f, p) in [
             (listing as fn(&Value, &Path) -> Result<()>, "l.png"),
             (idle, "i.png"),
+            (search_body, "s.png"),
         ] {
             let path = tmp.path().join(p);
             f(&r, &path).unwrap();

@@ -3,6 +3,8 @@
 //! Dovecot and maildex on copies of the same generated INBOX, in one run: wall time, the
 //! server's CPU per run, hit counts (which must agree), and the message files each server
 //! opens during all the searches (strace, as the listing's zero-files check counts them).
+//! With `--xapian` a third server, Dovecot with the fts-xapian plugin (benches/src/xapian.rs),
+//! runs the same searches, and both full-text indexes' rate and size are recorded.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use crate::imap_client::Imap;
 use crate::listing::{median_ms, Trace};
-use crate::servers::{Server, DOMAIN, PASSWORD};
+use crate::servers::{Server, DOMAIN, MAILDEX_CONFIG, PASSWORD};
 
 /// The user whose INBOX is searched.
 const USER: &str = "search";
@@ -63,6 +65,10 @@ pub struct SearchOpts {
     pub work: PathBuf,
     /// Dovecot's `mail_fsync`.
     pub dovecot_mail_fsync: String,
+    /// Also a third server: Dovecot with fts-xapian, indexed by `doveadm index` first.
+    pub xapian: bool,
+    /// Draw SEARCH BODY time against INBOX size into this PNG.
+    pub plot: Option<PathBuf>,
 }
 
 fn open(server: &dyn Server) -> Result<Imap> {
@@ -114,6 +120,90 @@ fn timed(server: &dyn Server, runs: usize) -> Result<Value> {
     Ok(Value::Object(out))
 }
 
+/// Column heads of the servers in a table.
+fn heading(name: &str) -> &'static str {
+    match name {
+        "dovecot" => "Dovecot",
+        "xapian" => "Dovecot+xapian",
+        _ => "maildex",
+    }
+}
+
+/// A table cell `a/b` as a ratio, or "-" when either is not above zero (CPU time is
+/// counted in clock ticks: a short query may show none).
+fn ratio(a: f64, b: f64) -> String {
+    if a > 0.0 && b > 0.0 {
+        format!(" {:.1}x |", a / b)
+    } else {
+        " - |".into()
+    }
+}
+
+/// The markdown table of one size: per query each server's ms, its ratio to maildex, the
+/// server CPU per run and the hit counts, servers in the order of `names` (maildex last).
+fn table(n: usize, bytes: u64, names: &[&str], by_server: &Map<String, Value>) -> String {
+    let others = &names[..names.len() - 1];
+    let mut head = String::from("| query |");
+    let mut rule = String::from("|---|");
+    for s in names {
+        head.push_str(&format!(" {} ms |", heading(s)));
+        rule.push_str("---:|");
+    }
+    for s in others {
+        head.push_str(&format!(" ratio {} |", heading(s)));
+        rule.push_str("---:|");
+    }
+    for s in names {
+        head.push_str(&format!(" {} CPU ms |", heading(s)));
+        rule.push_str("---:|");
+    }
+    for s in others {
+        head.push_str(&format!(" ratio (CPU) {} |", heading(s)));
+        rule.push_str("---:|");
+    }
+    let hits: Vec<&str> = names.iter().map(|s| heading(s)).collect();
+    head.push_str(&format!(" hits {} |", hits.join("/")));
+    rule.push_str("---|");
+    let mut t = format!(
+        "{n} messages ({:.1} MB):\n\n{head}\n{rule}\n",
+        bytes as f64 / 1e6
+    );
+    for (name, q) in QUERIES {
+        let f = |s: &str, k: &str| by_server[s][*name][k].as_f64().unwrap_or(f64::NAN);
+        t.push_str(&format!(
+            "| `{}` |",
+            q.trim_start_matches("UID SEARCH ").replace("{7+}\r\n", "")
+        ));
+        for s in names {
+            t.push_str(&format!(" {:.1} |", f(s, "ms")));
+        }
+        for s in others {
+            t.push_str(&ratio(f(s, "ms"), f("maildex", "ms")));
+        }
+        for s in names {
+            t.push_str(&format!(" {:.1} |", f(s, "server_cpu_ms")));
+        }
+        for s in others {
+            t.push_str(&ratio(f(s, "server_cpu_ms"), f("maildex", "server_cpu_ms")));
+        }
+        let hits: Vec<String> = names.iter().map(|s| f(s, "hits").to_string()).collect();
+        t.push_str(&format!(" {} |\n", hits.join("/")));
+    }
+    let per = |k: &str| -> Vec<String> {
+        names
+            .iter()
+            .map(|s| format!("{} {}", heading(s), by_server[*s][k]))
+            .collect()
+    };
+    t.push_str(&format!(
+        "\nMessage files opened by all {} searches (strace): {}; index bytes: {}.\n\n",
+        QUERIES.len(),
+        per("files_opened").join(", "),
+        per("index_bytes").join(", "),
+    ));
+    t
+}
+
 /// Runs the measurement (see the module docs) and prints a table per size.
 pub fn run(o: &SearchOpts) -> Result<Value> {
     maildex_dovecot_harness::check_installed()?;
@@ -128,7 +218,23 @@ pub fn run(o: &SearchOpts) -> Result<Value> {
             bytes as f64 / 1e6
         );
         let users = vec![USER.to_owned()];
-        let servers = crate::mixed::start_both(
+        // the xapian server first: its copy of the corpus is taken before start_both
+        // removes the template, and its indexing runs with the other servers not started
+        let xapian = if o.xapian {
+            let (s, indexing) = crate::xapian::start_indexed(
+                &work,
+                &template,
+                USER,
+                n,
+                bytes,
+                16,
+                &o.dovecot_mail_fsync,
+            )?;
+            Some((s, indexing))
+        } else {
+            None
+        };
+        let mut servers = crate::mixed::start_both(
             &work,
             &template,
             &users,
@@ -136,6 +242,11 @@ pub fn run(o: &SearchOpts) -> Result<Value> {
             &o.dovecot_mail_fsync,
             &o.maildex_bin,
         )?;
+        let mut fts = Map::new();
+        if let Some((s, indexing)) = xapian {
+            fts.insert("xapian".into(), indexing);
+            servers.insert(1, Box::new(s));
+        }
         let mut by_server = Map::new();
         for s in &servers {
             // index the folder and fill the caches (Dovecot's cache learns the fields
@@ -158,42 +269,35 @@ pub fn run(o: &SearchOpts) -> Result<Value> {
             );
             by_server.insert(s.name().into(), r);
         }
-        let mut table = format!(
-            "{n} messages ({:.1} MB):\n\n| query | Dovecot ms | maildex ms | ratio | Dovecot CPU ms | maildex CPU ms | ratio (CPU) | hits D/m |\n|---|---:|---:|---:|---:|---:|---:|---|\n",
-            bytes as f64 / 1e6
-        );
-        for (name, q) in QUERIES {
-            let f = |s: &str, k: &str| by_server[s][*name][k].as_f64().unwrap_or(f64::NAN);
-            let (d, m) = (f("dovecot", "ms"), f("maildex", "ms"));
-            let (dc, mc) = (f("dovecot", "server_cpu_ms"), f("maildex", "server_cpu_ms"));
-            table.push_str(&format!(
-                "| `{}` | {d:.1} | {m:.1} | {:.1}x | {dc:.1} | {mc:.1} | {:.1}x | {}/{} |\n",
-                q.trim_start_matches("UID SEARCH ").replace("{7+}\r\n", ""),
-                d / m,
-                dc / mc,
-                f("dovecot", "hits"),
-                f("maildex", "hits"),
-            ));
+        if o.xapian {
+            // after the searches: maildex indexes a user at first login, which they did
+            fts.insert(
+                "maildex".into(),
+                crate::xapian::maildex_fts(
+                    &o.maildex_bin,
+                    &work.join("mx").join(MAILDEX_CONFIG),
+                    USER,
+                    n,
+                    bytes,
+                )?,
+            );
         }
-        let files = |s: &str| by_server[s]["files_opened"].as_u64().unwrap_or(0);
-        table.push_str(&format!(
-            "\nMessage files opened by all {} searches (strace): Dovecot {}, maildex {}; index bytes: Dovecot {}, maildex {}.\n\n",
-            QUERIES.len(),
-            files("dovecot"),
-            files("maildex"),
-            by_server["dovecot"]["index_bytes"],
-            by_server["maildex"]["index_bytes"],
-        ));
+        let names: Vec<&str> = servers.iter().map(|s| s.name()).collect();
+        let table = table(n, bytes, &names, &by_server);
         eprintln!("{table}");
         tables.push_str(&table);
-        sizes.push(json!({"messages": n, "mail_bytes": bytes, "servers": by_server}));
+        sizes.push(json!({"messages": n, "mail_bytes": bytes, "servers": by_server, "full_text_indexing": fts}));
         drop(servers);
         let _ = std::fs::remove_dir_all(&work);
     }
-    Ok(json!({
+    let r = json!({
         "machine": crate::suite::machine(),
         "runs": o.runs,
         "sizes": sizes,
         "table": tables,
-    }))
+    });
+    if let Some(path) = &o.plot {
+        crate::plot::search_body(&r, path)?;
+    }
+    Ok(r)
 }

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use maildex_dovecot_harness::{procs, Dovecot, Options, ProcMem, User};
 
+/// The name of the config file `MaildexServer::start` writes into its folder.
+pub const MAILDEX_CONFIG: &str = "maildex.toml";
 /// Password of every benchmark user.
 pub const PASSWORD: &str = "bench";
 /// Domain of every benchmark user.
@@ -94,6 +96,7 @@ fn remove_matching(dir: &Path, matches: &dyn Fn(&str) -> bool) {
 pub struct DovecotServer {
     dc: Dovecot,
     mail: PathBuf,
+    name: &'static str,
 }
 
 impl DovecotServer {
@@ -120,6 +123,31 @@ impl DovecotServer {
         auth: Option<String>,
         extra: &str,
     ) -> Result<DovecotServer> {
+        DovecotServer::start_as(
+            "dovecot",
+            scratch,
+            mail,
+            users,
+            max_connections,
+            mail_fsync,
+            auth,
+            extra,
+        )
+    }
+
+    /// [`DovecotServer::start_with_auth`] under another `name` (a second Dovecot in one
+    /// run, such as `maildex-bench search --xapian`'s with its fts plugin in `extra`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_as(
+        name: &'static str,
+        scratch: &Path,
+        mail: &Path,
+        users: &[String],
+        max_connections: usize,
+        mail_fsync: &str,
+        auth: Option<String>,
+        extra: &str,
+    ) -> Result<DovecotServer> {
         let opts = Options {
             auth,
             extra_config: extra.to_owned(),
@@ -137,7 +165,13 @@ impl DovecotServer {
         Ok(DovecotServer {
             dc,
             mail: mail.to_owned(),
+            name,
         })
+    }
+
+    /// The harness's Dovecot (doveadm, its scratch folder with the users' homes).
+    pub fn dovecot(&self) -> &Dovecot {
+        &self.dc
     }
 }
 
@@ -147,7 +181,7 @@ fn dovecot_index_file(name: &str) -> bool {
 
 impl Server for DovecotServer {
     fn name(&self) -> &'static str {
-        "dovecot"
+        self.name
     }
     fn imap(&self) -> SocketAddr {
         self.dc.imap_addr()
@@ -232,7 +266,7 @@ impl MaildexServer {
             SocketAddr::from(([127, 0, 0, 1], port()?)),
             SocketAddr::from(([127, 0, 0, 1], port()?)),
         );
-        let conf = dir.join("maildex.toml");
+        let conf = dir.join(MAILDEX_CONFIG);
         // `[storage] full_text` from MAILDEX_BENCH_FULL_TEXT (`true`/`false`; default the
         // config's default), for LMTP and index size with and without the stored text
         let full_text = match std::env::var("MAILDEX_BENCH_FULL_TEXT") {
