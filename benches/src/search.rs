@@ -84,11 +84,13 @@ fn open(server: &dyn Server) -> Result<Imap> {
 /// Every query once (the server's caches warm), under strace: the message files opened.
 fn files_opened(server: &dyn Server, scratch: &std::path::Path) -> Result<(usize, Vec<u64>)> {
     let pid = server.root_pid().context("server not running")?;
-    let mut c = open(server)?;
+    // attached before the login: Dovecot forks the imap process that searches then, and
+    // `strace -f -p` follows only processes forked after it attached
     let t = Trace::attach(
         pid,
         &scratch.join(format!("{}-search.strace", server.name())),
     )?;
+    let mut c = open(server)?;
     let mut hits = Vec::new();
     for (_, q) in QUERIES {
         c.ok(q)?;
