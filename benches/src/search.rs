@@ -147,21 +147,16 @@ fn table(n: usize, bytes: u64, names: &[&str], by_server: &Map<String, Value>) -
     let others = &names[..names.len() - 1];
     let mut head = String::from("| query |");
     let mut rule = String::from("|---|");
-    for s in names {
-        head.push_str(&format!(" {} ms |", heading(s)));
-        rule.push_str("---:|");
-    }
-    for s in others {
-        head.push_str(&format!(" ratio {} |", heading(s)));
-        rule.push_str("---:|");
-    }
-    for s in names {
-        head.push_str(&format!(" {} CPU ms |", heading(s)));
-        rule.push_str("---:|");
-    }
-    for s in others {
-        head.push_str(&format!(" ratio (CPU) {} |", heading(s)));
-        rule.push_str("---:|");
+    for (servers, before, after) in [
+        (names, "", " ms"),
+        (others, "ratio ", ""),
+        (names, "", " CPU ms"),
+        (others, "ratio (CPU) ", ""),
+    ] {
+        for s in servers {
+            head.push_str(&format!(" {before}{}{after} |", heading(s)));
+            rule.push_str("---:|");
+        }
     }
     let hits: Vec<&str> = names.iter().map(|s| heading(s)).collect();
     head.push_str(&format!(" hits {} |", hits.join("/")));
@@ -302,4 +297,37 @@ pub fn run(o: &SearchOpts) -> Result<Value> {
         crate::plot::search_body(&r, path)?;
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_has_a_column_per_server_and_ratios_to_maildex() {
+        let mut by_server = Map::new();
+        for (s, ms, cpu, hits) in [
+            ("dovecot", 40.0, 30.0, 5),
+            ("xapian", 2.0, 0.0, 4),
+            ("maildex", 4.0, 10.0, 5),
+        ] {
+            let mut r = Map::new();
+            for (name, _) in QUERIES {
+                r.insert(
+                    (*name).into(),
+                    json!({"ms": ms, "server_cpu_ms": cpu, "hits": hits}),
+                );
+            }
+            r.insert("files_opened".into(), json!(0));
+            r.insert("index_bytes".into(), json!(1));
+            by_server.insert(s.into(), Value::Object(r));
+        }
+        let t = table(10, 1000, &["dovecot", "xapian", "maildex"], &by_server);
+        assert!(t.contains(
+            "| query | Dovecot ms | Dovecot+xapian ms | maildex ms | ratio Dovecot | ratio Dovecot+xapian | Dovecot CPU ms | Dovecot+xapian CPU ms | maildex CPU ms | ratio (CPU) Dovecot | ratio (CPU) Dovecot+xapian | hits Dovecot/Dovecot+xapian/maildex |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+        ), "{t}");
+        assert!(t.contains(
+            "| `BODY \"postpone\"` | 40.0 | 2.0 | 4.0 | 10.0x | 0.5x | 30.0 | 0.0 | 10.0 | 3.0x | - | 5/4/5 |\n"
+        ), "{t}");
+    }
 }
