@@ -22,14 +22,19 @@
 //! time this process reaches `uidlist_append`, it acts. Actions: `kill` (SIGKILL to itself:
 //! nothing after the point runs, no destructor, no flush), `enospc` and `eio` (the step
 //! returns that `io::Error` instead of doing its work). Counting is per point, over the
-//! whole process (every thread, every user). When a fault fires, one line
+//! whole process (every thread, every user). An optional fourth part, `after=<point>`,
+//! starts the count at the first hit of that other point: `index_commit:1:eio:after=tmp_write`
+//! fails the first index commit of the first delivery (which writes its message into
+//! `tmp/` before it commits), whatever commits a user's first-use sync made before it; the
+//! number of those depends on how recently the Maildir changed, so a test cannot count
+//! them in advance. When a fault fires, one line
 //! `maildex-fault: fired <point>:<nth>:<action>` goes to stderr first, so a test can tell
 //! whether the plan was reached.
 
 use std::fmt;
 use std::io;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// The environment variable that holds the plan.
@@ -155,8 +160,8 @@ impl FromStr for Action {
 /// A `MAILDEX_FAULT` value that does not parse.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlanError {
-    /// Not `<point>:<nth>:<action>`.
-    #[error("expected <point>:<nth>:<action>, got {0:?}")]
+    /// Not `<point>:<nth>:<action>[:after=<point>]`.
+    #[error("expected <point>:<nth>:<action>[:after=<point>], got {0:?}")]
     Shape(String),
     /// No such point.
     #[error("unknown fault point {0:?}")]
@@ -178,6 +183,9 @@ pub struct Plan {
     pub nth: u64,
     /// What happens.
     pub action: Action,
+    /// Hits of `point` count only once this point has been hit.
+    pub after: Option<Point>,
+    started: AtomicBool,
     hits: [AtomicU64; Point::ALL.len()],
 }
 
@@ -188,26 +196,52 @@ impl Plan {
             point,
             nth,
             action,
+            after: None,
+            started: AtomicBool::new(true),
             hits: Default::default(),
         }
     }
 
-    /// Parses `<point>:<nth>:<action>`.
+    /// [`Plan::new`] whose count of `point` starts at the first hit of `after`.
+    pub fn after(point: Point, nth: u64, action: Action, after: Point) -> Plan {
+        Plan {
+            after: Some(after),
+            started: AtomicBool::new(false),
+            ..Plan::new(point, nth, action)
+        }
+    }
+
+    /// Parses `<point>:<nth>:<action>[:after=<point>]`.
     pub fn parse(s: &str) -> Result<Plan, PlanError> {
         let parts: Vec<&str> = s.trim().split(':').collect();
-        let [point, nth, action] = parts[..] else {
-            return Err(PlanError::Shape(s.to_string()));
+        let (point, nth, action, after) = match parts[..] {
+            [point, nth, action] => (point, nth, action, None),
+            [point, nth, action, after] => match after.strip_prefix("after=") {
+                Some(a) => (point, nth, action, Some(a.parse::<Point>()?)),
+                None => return Err(PlanError::Shape(s.to_string())),
+            },
+            _ => return Err(PlanError::Shape(s.to_string())),
         };
         let nth = nth
             .parse::<u64>()
             .ok()
             .filter(|n| *n >= 1)
             .ok_or_else(|| PlanError::Count(nth.to_string()))?;
-        Ok(Plan::new(point.parse()?, nth, action.parse()?))
+        let (point, action) = (point.parse()?, action.parse()?);
+        Ok(match after {
+            Some(a) => Plan::after(point, nth, action, a),
+            None => Plan::new(point, nth, action),
+        })
     }
 
     /// Counts a hit of `point`; the action when this is the planned one.
     pub fn count(&self, point: Point) -> Option<Action> {
+        if Some(point) == self.after {
+            self.started.store(true, Ordering::SeqCst);
+        }
+        if point == self.point && !self.started.load(Ordering::SeqCst) {
+            return None;
+        }
         let n = self.hits[point.index()].fetch_add(1, Ordering::Relaxed) + 1;
         (point == self.point && n == self.nth).then_some(self.action)
     }
@@ -220,7 +254,11 @@ impl Plan {
 
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.point, self.nth, self.action)
+        write!(f, "{}:{}:{}", self.point, self.nth, self.action)?;
+        match self.after {
+            Some(a) => write!(f, ":after={a}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -289,6 +327,22 @@ mod tests {
             Plan::parse(" uidlist_append:3:kill\n").unwrap().point,
             Point::UidlistAppend
         );
+        let plan = Plan::parse("index_commit:1:eio:after=tmp_write").unwrap();
+        assert_eq!(plan.after, Some(Point::TmpWrite));
+        assert_eq!(plan.to_string(), "index_commit:1:eio:after=tmp_write");
+    }
+
+    #[test]
+    fn a_plan_with_after_counts_from_the_first_hit_of_that_point() {
+        let plan = Plan::parse("index_commit:2:eio:after=tmp_write").unwrap();
+        // hits before the first tmp_write do not count
+        for _ in 0..5 {
+            assert_eq!(plan.count(Point::IndexCommit), None);
+        }
+        assert_eq!(plan.count(Point::TmpWrite), None);
+        assert_eq!(plan.count(Point::IndexCommit), None);
+        assert_eq!(plan.count(Point::IndexCommit), Some(Action::Eio));
+        assert_eq!(plan.count(Point::IndexCommit), None);
     }
 
     #[test]
@@ -298,6 +352,10 @@ mod tests {
         assert!(matches!(
             Plan::parse("link:1:kill:x"),
             Err(PlanError::Shape(_))
+        ));
+        assert!(matches!(
+            Plan::parse("link:1:kill:after=nowhere"),
+            Err(PlanError::UnknownPoint(_))
         ));
         assert_eq!(
             Plan::parse("linky:1:kill").unwrap_err(),
