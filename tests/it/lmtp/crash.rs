@@ -3,7 +3,10 @@
 //! middle of it. After a restart on the same config:
 //! - every (user, message) that got `250` is in that user's Maildir exactly once, and no
 //!   message is there twice;
-//! - `maildex index check --all` is clean;
+//! - `maildex index check --all` is clean (so every message has its full-text record);
+//! - `UID SEARCH BODY` finds every load message in the Maildir, acknowledged or not, from
+//!   the word in its base64 text part, and one message alone from its own token (issue 18:
+//!   a crash between delivery and indexing never hides a delivered message from SEARCH);
 //! - no file is left in any `tmp/` (each user's first use after the restart syncs the
 //!   user's mail, which removes crash leftovers, see
 //!   `maildex_maildir::deliver::clean_stale_tmp`).
@@ -26,7 +29,8 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::support::lmtp::Client;
+use crate::support::imap::Client;
+use crate::support::lmtp::Client as LmtpClient;
 use crate::support::process::{
     assert_settled, env_or, free_port, kill_tests_shared, maildex_bin, Daemon,
 };
@@ -36,6 +40,8 @@ const CLIENTS: usize = 4;
 /// Transactions per client and load phase: the load is bounded in count, not only in time.
 const PER_CLIENT: usize = 60;
 const HEADER: &str = "X-Test-Id: ";
+/// The word every load message's base64 text part holds (probes do not).
+const SEARCH_WORD: &str = "Zustellnummer";
 
 /// (user, test id) pairs.
 type Acks = BTreeSet<(String, String)>;
@@ -48,7 +54,8 @@ fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
     let bin = maildex_bin();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let config = write_config(dir.path(), port, "");
+    let imap_port = free_port();
+    let config = write_config_imap(dir.path(), port, Some(imap_port), "");
     let users: Vec<String> = (0..USERS).map(|i| format!("user{i:02}")).collect();
     for u in &users {
         let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
@@ -85,6 +92,8 @@ fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
             acked.insert((user.clone(), probe.clone()));
             sent.insert((user.clone(), probe.clone()));
         }
+        // issue 18: what the kill left is found by SEARCH BODY, from the full-text index
+        check_searchable(([127, 0, 0, 1], imap_port).into(), &users, iter);
         daemon.terminate();
 
         check_maildirs(dir.path(), &users, &acked, &sent);
@@ -238,12 +247,18 @@ fn io_errors_at_each_delivery_step_answer_4xx_and_leave_nothing() {
 
 /// The daemon's config; `storage_extra` goes into `[storage]`.
 fn write_config(root: &Path, port: u16, storage_extra: &str) -> PathBuf {
+    write_config_imap(root, port, None, storage_extra)
+}
+
+/// [`write_config`] with IMAP listening on `imap` (plain, loopback) when given.
+fn write_config_imap(root: &Path, port: u16, imap: Option<u16>, storage_extra: &str) -> PathBuf {
     let r = root.display();
     let path = root.join("maildex.toml");
+    let imap = imap.map_or(String::new(), |p| format!("\"127.0.0.1:{p}\""));
     std::fs::write(
         &path,
         format!(
-            "[imap]\nlisten = []\nlisten_tls = []\n\
+            "[imap]\nlisten = [{imap}]\nlisten_tls = []\n\
              [lmtp]\nlisten = [\"127.0.0.1:{port}\"]\n\
              [storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
              fsync = true\nindex_map_size = \"16MiB\"\n{storage_extra}\n\
@@ -256,11 +271,11 @@ fn write_config(root: &Path, port: u16, storage_extra: &str) -> PathBuf {
 
 /// An LMTP connection (the tests' client) on which every I/O error or timeout reads as
 /// `None` (not acknowledged).
-struct Conn(Client);
+struct Conn(LmtpClient);
 
 impl Conn {
     fn new(stream: TcpStream) -> Conn {
-        let c = Client::wrap(stream);
+        let c = LmtpClient::wrap(stream);
         let _ = c.stream.set_read_timeout(Some(Duration::from_secs(30)));
         Conn(c)
     }
@@ -328,11 +343,25 @@ impl Conn {
     }
 }
 
-/// A corpus message of realistic size with our id header first, as DATA text: CRLF line
-/// ends, dot-stuffed (RFC 5321 §4.5.2).
+/// A corpus message of realistic size, nested as `message/rfc822` after a base64 text part
+/// that holds the id's search token ([`token`]), with our id header first, as DATA text:
+/// CRLF line ends, dot-stuffed (RFC 5321 §4.5.2).
 fn data_text(rng: &mut ChaCha8Rng, n: usize, id: &str) -> Vec<u8> {
-    let raw = maildex_corpus::message(rng, n, 1.0);
-    let mut out = format!("{HEADER}{id}\r\n").into_bytes();
+    use base64::Engine as _;
+    let inner = maildex_corpus::message(rng, n, 1.0);
+    let text = format!("{SEARCH_WORD} {}\n", token(id));
+    let mut raw = format!(
+        "{HEADER}{id}\nSubject: crash load {n}\nMIME-Version: 1.0\n\
+         Content-Type: multipart/mixed; boundary=\"crash-b\"\n\n\
+         --crash-b\nContent-Type: text/plain; charset=utf-8\n\
+         Content-Transfer-Encoding: base64\n\n{}\n\
+         --crash-b\nContent-Type: message/rfc822\n\n",
+        base64::engine::general_purpose::STANDARD.encode(text)
+    )
+    .into_bytes();
+    raw.extend_from_slice(&inner);
+    raw.extend_from_slice(b"\n--crash-b--\n");
+    let mut out = Vec::with_capacity(raw.len() + raw.len() / 32);
     for line in raw.split_inclusive(|b| *b == b'\n') {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -352,6 +381,74 @@ fn deliver_one(addr: SocketAddr, user: &str, id: &str) -> Option<bool> {
     let data = format!("{HEADER}{id}\r\nSubject: {id}\r\n\r\nafter the restart\r\n");
     c.transaction(&[user], data.as_bytes(), &mut acked)?;
     Some(acked.len() == 1)
+}
+
+/// The search token of test id `id`, unique as a substring among the ids of a run
+/// (`crash-3-1-17` is `crashx3x1x17z`: no other id's token holds it).
+fn token(id: &str) -> String {
+    format!("{}z", id.replace('-', "x"))
+}
+
+/// Issue 18, "a crash between delivery and indexing never leaves a delivered message that
+/// a SEARCH cannot find": on the restarted daemon, `UID SEARCH BODY` of the word in every
+/// load message's base64 text part finds exactly the load messages in each user's INBOX
+/// (acknowledged or not: whatever the kill left in the Maildir), and the token of one of
+/// them finds that message alone.
+fn check_searchable(imap: SocketAddr, users: &[String], iter: usize) {
+    let t0 = Instant::now();
+    let mut c = loop {
+        if let Some(c) = Client::try_connect(imap, Duration::from_secs(30)) {
+            break c;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "IMAP does not listen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for user in users {
+        let what = format!("iteration {iter}, {user}");
+        c.ok(&format!("LOGIN {user} pw"));
+        c.ok("EXAMINE INBOX");
+        let found = search_uids(&mut c, &format!("UID SEARCH BODY {SEARCH_WORD}"));
+        let r = c.ok("UID FETCH 1:* (UID BODY.PEEK[HEADER.FIELDS (X-Test-Id)])");
+        let mut ids: BTreeMap<u32, String> = BTreeMap::new();
+        for (_, resp) in r.fetches() {
+            let (_, items) = resp.fetch().expect("FETCH");
+            let uid = items.iter().find_map(|i| match i {
+                imap_codec::imap_types::fetch::MessageDataItem::Uid(u) => Some(u.get()),
+                _ => None,
+            });
+            let header = resp.body_sections().into_iter().flatten().next();
+            let id = header.as_deref().and_then(test_id);
+            ids.insert(uid.expect("UID"), id.unwrap_or_default());
+        }
+        let load: BTreeSet<u32> = ids
+            .iter()
+            .filter(|(_, id)| id.starts_with("crash-"))
+            .map(|(uid, _)| *uid)
+            .collect();
+        assert_eq!(found, load, "{what}: SEARCH BODY {SEARCH_WORD}");
+        if let Some((uid, id)) = ids.iter().rev().find(|(_, id)| id.starts_with("crash-")) {
+            let one = search_uids(&mut c, &format!("UID SEARCH BODY {}", token(id)));
+            assert_eq!(one, BTreeSet::from([*uid]), "{what}: SEARCH BODY of {id}");
+        }
+        c.ok("LOGOUT");
+        c = Client::connect(imap);
+    }
+}
+
+/// The UIDs of a `UID SEARCH`'s `* SEARCH` line.
+fn search_uids(c: &mut Client, command: &str) -> BTreeSet<u32> {
+    let r = c.ok(command);
+    r.lines("* SEARCH")
+        .iter()
+        .flat_map(|l| {
+            l["* SEARCH".len()..]
+                .split_whitespace()
+                .map(|n| n.parse::<u32>().unwrap())
+        })
+        .collect()
 }
 
 struct Round {
