@@ -341,6 +341,32 @@ impl Server {
             .unwrap()
     }
 
+    /// The header fields a user's mailbox learned for SEARCH
+    /// (`maildex_index::learned`), and how many of its messages' search records lack one
+    /// of them.
+    pub fn learned_headers(&self, user: &str, mailbox: &str) -> (Vec<String>, usize) {
+        let u = self.accounts.lookup(user).unwrap().unwrap();
+        let store = self.accounts.store(&u).unwrap();
+        store
+            .index()
+            .read(|r| {
+                let Some(id) = r.mailbox_id(mailbox)? else {
+                    return Ok((Vec::new(), 0));
+                };
+                let names = r.require_mailbox(id)?.learned_headers;
+                let mut lacking = 0;
+                r.for_each_search(id, 1..=u32::MAX, |_, raw| {
+                    let view = maildex_store::records::SearchView::parse(raw);
+                    let holds = view
+                        .is_some_and(|v| names.iter().all(|n| v.header(n.as_bytes()).is_some()));
+                    lacking += usize::from(!holds);
+                    Ok(std::ops::ControlFlow::Continue(()))
+                })?;
+                Ok((names, lacking))
+            })
+            .unwrap()
+    }
+
     /// Every file left in a `tmp/` of any Maildir under the scratch mail root.
     pub fn tmp_files(&self) -> Vec<PathBuf> {
         super::process::tmp_files(&self.dir.path().join("mail"))

@@ -166,6 +166,15 @@ impl Needs {
 /// already (what [`prepare`] makes of every key string), so a search of many messages
 /// normalises its strings once.
 fn normalized(needle: &[u8]) -> std::borrow::Cow<'_, str> {
+    // the common case, and what `prepare` leaves: lower-case ASCII, checked byte by byte
+    if needle
+        .iter()
+        .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+    {
+        if let Ok(s) = std::str::from_utf8(needle) {
+            return s.into();
+        }
+    }
     match std::str::from_utf8(needle) {
         Ok(s) if s.chars().all(|c| c.to_lowercase().eq(std::iter::once(c))) => s.into(),
         _ => text::normalize(&String::from_utf8_lossy(needle)).into(),
@@ -285,6 +294,34 @@ pub fn has_text_key(keys: &[SearchKey]) -> bool {
     })
 }
 
+/// The fields of HEADER keys in `keys` (nested ones too) that are neither stored nor hot:
+/// those a mailbox may learn ([`maildex_store::UserStore::learn_headers`]) after a search
+/// had to read header blocks for them.
+pub fn learnable_headers(keys: &[SearchKey]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for k in keys {
+        let found = match k {
+            SearchKey::Header(name, _) if !is_stored(name) && !is_hot(name) => {
+                vec![String::from_utf8_lossy(name).to_ascii_lowercase()]
+            }
+            SearchKey::Not(k) => learnable_headers(std::slice::from_ref(k)),
+            SearchKey::Or(a, b) => {
+                let mut v = learnable_headers(std::slice::from_ref(a));
+                v.extend(learnable_headers(std::slice::from_ref(b)));
+                v
+            }
+            SearchKey::And(ks) => learnable_headers(ks),
+            _ => Vec::new(),
+        };
+        for name in found {
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
 /// What data `keys` (and every key nested in them) require.
 pub fn needs(keys: &[SearchKey]) -> Needs {
     let mut n = Needs::default();
@@ -312,6 +349,9 @@ fn key_needs(key: &SearchKey) -> Needs {
             } else if is_hot(name) {
                 n.hot = true;
             } else {
+                // a field the mailbox learned is in the search fields of the messages
+                // indexed since (maildex_index::learned); the others read header blocks
+                n.search = true;
                 n.headers = true;
             }
         }
@@ -523,6 +563,12 @@ impl Eval<'_, '_, '_> {
         if is_stored(name) {
             let values = self.c.search?.header(name)?;
             return Some(text::any_contains_bytes(values, &normalized(needle)));
+        }
+        if !is_hot(name) {
+            // a learned field, when this message's search fields hold it
+            if let Some(values) = self.c.search.as_ref().and_then(|s| s.header(name)) {
+                return Some(text::any_contains_bytes(values, &normalized(needle)));
+            }
         }
         let block = if is_hot(name) {
             self.c.hot?

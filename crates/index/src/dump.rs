@@ -35,6 +35,7 @@ pub fn mailbox(id: u32, m: &MailboxRecord) -> String {
         m.uidlist_stamp.mtime_ns, m.uidlist_stamp.ino, m.uidlist_stamp.size
     );
     let _ = writeln!(s, "  keywords         {:?}", m.keywords);
+    let _ = writeln!(s, "  learned headers  {:?}", m.learned_headers);
     let _ = writeln!(
         s,
         "  expunge log      {} tombstones above modseq {}",

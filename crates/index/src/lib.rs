@@ -15,6 +15,7 @@ mod columns;
 pub mod dump;
 mod env;
 mod fts;
+pub mod learned;
 mod plain;
 pub mod record;
 pub mod schema;
@@ -32,7 +33,8 @@ pub use fts::{may_contain, signature, TextRecord};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,
-    PartRecord, SearchField, SearchFields, SearchView, SortKeys, SortNeed, Stamp, SEARCH_HEADERS,
+    PartRecord, SearchField, SearchFields, SearchView, SortKeys, SortNeed, Stamp, MAX_LEARNED,
+    SEARCH_HEADERS,
 };
 pub use txn::{Fts, PageStats, Reader, Writer};
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::IndexError;
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// `meta`: string keys to small values (schema version, id counters).
 pub const DB_META: &str = "meta";
@@ -162,7 +162,14 @@ pub struct MailboxRecord {
     pub expunge_floor: u64,
     /// Tombstones of this mailbox in the `expunged` database.
     pub tombstones: u32,
+    /// Header fields (lower-case names, at most [`MAX_LEARNED`]) whose values every message
+    /// indexed into this mailbox gets in [`SearchFields::learned`], as Dovecot's cache
+    /// decides to keep a field a client searched (see `maildex_store`'s `learned`).
+    pub learned_headers: Vec<String>,
 }
+
+/// How many header fields a mailbox learns at most ([`MailboxRecord::learned_headers`]).
+pub const MAX_LEARNED: usize = 8;
 
 /// One MIME part's position in the file (offsets) and its CRLF sizes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -242,6 +249,38 @@ pub struct MessageState {
     pub size: u64,
     /// RFC822.SIZE: size with CRLF line ends.
     pub vsize: u64,
+}
+
+/// A stored [`MessageState`] decoded without its file name: what SEARCH reads of every
+/// message of a mailbox, with nothing allocated. Fields in [`MessageState`]'s order.
+#[derive(Deserialize)]
+pub(crate) struct NamelessState<'a> {
+    #[serde(borrow)]
+    _file_name: &'a [u8],
+    in_new: bool,
+    flags: u8,
+    keywords: u32,
+    modseq: u64,
+    internal_date: i64,
+    save_date: i64,
+    size: u64,
+    vsize: u64,
+}
+
+impl From<NamelessState<'_>> for MessageState {
+    fn from(s: NamelessState<'_>) -> MessageState {
+        MessageState {
+            file_name: String::new(),
+            in_new: s.in_new,
+            flags: s.flags,
+            keywords: s.keywords,
+            modseq: s.modseq,
+            internal_date: s.internal_date,
+            save_date: s.save_date,
+            size: s.size,
+            vsize: s.vsize,
+        }
+    }
 }
 
 impl MessageState {
@@ -336,6 +375,10 @@ pub struct SearchFields {
     /// For each field of [`SEARCH_HEADERS`] in order, its occurrences as HEADER compares
     /// them (unfolded, RFC 2047-decoded, lower-cased; nothing else rendered).
     pub headers: Vec<Vec<String>>,
+    /// Fields the mailbox learned ([`MailboxRecord::learned_headers`]) when this record
+    /// was written or filled: (lower-case name, occurrences as in `headers`). A field not
+    /// listed here is unknown to this record, not absent from the message.
+    pub learned: Vec<(String, Vec<String>)>,
 }
 
 /// Header fields whose HEADER criterion is answered from [`SearchFields::headers`] (a
@@ -375,6 +418,19 @@ pub struct SearchView<'a> {
     /// Where each field list starts (its count): the five address and subject lists, then
     /// one per [`SEARCH_HEADERS`] field.
     at: [usize; 5 + SEARCH_HEADERS.len()],
+    /// Where [`SearchFields::learned`] starts (its count).
+    learned_at: usize,
+}
+
+/// Moves `at` past the list of strings (count, then each length and bytes) at
+/// `bytes[*at..]`; `None` when it runs past the end.
+fn list_end(bytes: &[u8], at: &mut usize) -> Option<()> {
+    let n = varint(bytes, at)?;
+    for _ in 0..n {
+        let len = usize::try_from(varint(bytes, at)?).ok()?;
+        *at = at.checked_add(len).filter(|&e| e <= bytes.len())?;
+    }
+    Some(())
 }
 
 /// The LEB128 varint at `bytes[*at..]`, moving `at` past it.
@@ -411,10 +467,18 @@ impl<'a> SearchView<'a> {
                 at = at.checked_add(len).filter(|&e| e <= bytes.len())?;
             }
         }
+        let learned_at = at;
+        let n = varint(bytes, &mut at)?;
+        for _ in 0..n {
+            let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
+            at = at.checked_add(len).filter(|&e| e <= bytes.len())?;
+            list_end(bytes, &mut at)?;
+        }
         Some(SearchView {
             bytes,
             sent_day,
             at: starts,
+            learned_at,
         })
     }
 
@@ -428,18 +492,39 @@ impl<'a> SearchView<'a> {
         self.list(field as usize)
     }
 
-    /// The occurrences of header field `name` when it is one of [`SEARCH_HEADERS`]
-    /// (case-insensitive); `None` for another field.
+    /// The occurrences of header field `name` when it is one of [`SEARCH_HEADERS`] or of
+    /// the record's [`SearchFields::learned`] fields (case-insensitive); `None` for another
+    /// field (this record cannot tell).
     pub fn header(&self, name: &[u8]) -> Option<impl Iterator<Item = &'a [u8]> + 'a> {
-        let i = SEARCH_HEADERS
+        if let Some(i) = SEARCH_HEADERS
             .iter()
-            .position(|h| h.eq_ignore_ascii_case(name))?;
-        Some(self.list(5 + i))
+            .position(|h| h.eq_ignore_ascii_case(name))
+        {
+            return Some(self.list_at(self.at[5 + i]));
+        }
+        let bytes = self.bytes;
+        let mut at = self.learned_at;
+        let n = varint(bytes, &mut at)?;
+        for _ in 0..n {
+            let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
+            let field = bytes.get(at..at.checked_add(len)?)?;
+            at += len;
+            if field.eq_ignore_ascii_case(name) {
+                return Some(self.list_at(at));
+            }
+            list_end(bytes, &mut at)?;
+        }
+        None
     }
 
     fn list(&self, i: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.list_at(self.at.get(i).copied().unwrap_or(self.bytes.len()))
+    }
+
+    /// The strings of the list whose count is at `bytes[at..]`.
+    fn list_at(&self, at: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
         let bytes = self.bytes;
-        let mut at = self.at.get(i).copied().unwrap_or(bytes.len());
+        let mut at = at;
         let n = varint(bytes, &mut at).unwrap_or(0);
         (0..n).map_while(move |_| {
             let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
@@ -679,6 +764,10 @@ mod tests {
             bcc: vec![],
             subject: vec!["grüße".into()],
             headers: vec![vec!["<id@x>".into()], vec![], vec!["a".into(), "b".into()]],
+            learned: vec![
+                ("x-mailer".into(), vec!["mutt".into()]),
+                ("x-spam".into(), vec![]),
+            ],
         };
         let raw = f.encode().unwrap();
         let v = SearchView::parse(&raw).unwrap();
@@ -698,7 +787,9 @@ mod tests {
         assert_eq!(h(b"Message-ID"), Some(vec![b"<id@x>".to_vec()]));
         assert_eq!(h(b"in-reply-to"), Some(vec![]));
         assert_eq!(h(b"LIST-ID"), Some(vec![b"a".to_vec(), b"b".to_vec()]));
-        assert_eq!(h(b"x-mailer"), None);
+        assert_eq!(h(b"X-Mailer"), Some(vec![b"mutt".to_vec()]));
+        assert_eq!(h(b"x-spam"), Some(vec![]));
+        assert_eq!(h(b"x-other"), None);
         assert!(SearchView::parse(&raw[..raw.len() - 1]).is_none());
         assert!(SearchView::parse(&[]).is_none());
     }

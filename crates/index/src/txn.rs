@@ -152,6 +152,31 @@ impl<'t> Reader<'t> {
         Ok(())
     }
 
+    /// [`Reader::for_each_state`] with the file name left empty: nothing is allocated per
+    /// message (SEARCH reads the states of a whole mailbox and needs no names).
+    pub fn for_each_state_nameless(
+        &self,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        mut f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        let lo = msg_key(mailbox, *uids.start());
+        let hi = msg_key(mailbox, *uids.end());
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        for item in self.dbs.messages.range(self.txn, &range).map_err(lmdb)? {
+            let (key, raw) = item.map_err(lmdb)?;
+            let (_, uid) = split_msg_key(key).ok_or_else(|| {
+                IndexError::Corrupt(format!("message key of {} bytes", key.len()))
+            })?;
+            let state: crate::schema::NamelessState<'_> =
+                decode(raw, &What("message", mailbox, uid))?;
+            if f(uid, state.into())?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Calls `f` with the `fields` of the cached data of each message of `mailbox` in
     /// `uids` (the other fields left empty), in UID order.
     pub fn for_each_cached(
@@ -622,6 +647,7 @@ impl<'t, 'e> Writer<'t, 'e> {
         batch: Vec<(u32, MessageRecord, Vec<u8>)>,
     ) -> Result<Vec<u64>, IndexError> {
         let mut mrec = self.reader().require_mailbox(mailbox)?;
+        let learned = crate::learned::values_fn().filter(|_| !mrec.learned_headers.is_empty());
         let mut cache_items = Vec::with_capacity(batch.len());
         let mut header_items = Vec::with_capacity(batch.len());
         let mut modseqs = Vec::with_capacity(batch.len());
@@ -633,7 +659,18 @@ impl<'t, 'e> Writer<'t, 'e> {
             if let Some(old) = &old {
                 uncount(&mut mrec, uid, old);
             }
-            let MessageRecord { mut state, cached } = msg;
+            let MessageRecord {
+                mut state,
+                mut cached,
+            } = msg;
+            if let Some(values) = learned {
+                crate::learned::complete(
+                    &mut cached,
+                    &header_blocks,
+                    &mrec.learned_headers,
+                    values,
+                );
+            }
             state.modseq = self.bump_modseq(&mut mrec);
             count(&mut mrec, uid, &state);
             mrec.uid_next = mrec.uid_next.max(uid.saturating_add(1));

@@ -22,6 +22,7 @@ mod deliver;
 mod expunge;
 mod flags;
 mod incoming;
+mod learned;
 mod mailboxes;
 mod message_text;
 mod op_error;
@@ -245,6 +246,8 @@ impl UserStore {
             .map_err(|e| StoreError::io(maildir, e))?;
         maildex_maildir::folder::create_mailbox(maildir, false)?;
         let index = Index::open(index_dir, &opts.index)?;
+        // learned header fields are computed as HEADER compares them (crates/text)
+        maildex_index::learned::set_values_fn(maildex_text::header_values);
         let stale = LockTemplate::clean_stale(index_dir);
         if stale > 0 {
             tracing::debug!(index = %index_dir.display(), stale, "removed lock templates of dead processes");

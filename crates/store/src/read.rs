@@ -374,6 +374,39 @@ impl UserStore {
             .collect())
     }
 
+    /// Calls `f` with the position in `uids` (ascending) and the state of each of those
+    /// messages of `mailbox`, its file name left empty, in one read transaction: SEARCH's
+    /// first stage over a whole mailbox allocates nothing per message. A UID that is gone
+    /// is skipped.
+    pub fn visit_states(
+        &self,
+        mailbox: &Mailbox,
+        uids: &[u32],
+        mut f: impl FnMut(usize, MessageState),
+    ) -> Result<(), StoreError> {
+        let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+            return Ok(());
+        };
+        let id = mailbox.id;
+        Ok(self.index.read(|r| {
+            if walk_whole_range(first, last, uids.len()) {
+                r.for_each_state_nameless(id, first..=last, |uid, state| {
+                    if let Ok(i) = uids.binary_search(&uid) {
+                        f(i, state);
+                    }
+                    Ok(ControlFlow::Continue(()))
+                })
+            } else {
+                for (i, &uid) in uids.iter().enumerate() {
+                    if let Some(state) = r.state(id, uid)? {
+                        f(i, state);
+                    }
+                }
+                Ok(())
+            }
+        })?)
+    }
+
     /// Calls `f` with the position in `uids` (ascending) and the stored search fields of
     /// each of those messages of `mailbox` ([`maildex_index::SearchView::parse`] reads
     /// them), in one read transaction, read in place: SEARCH FROM/TO/CC/BCC/SUBJECT and

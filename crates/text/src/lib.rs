@@ -60,7 +60,7 @@ pub use date::sent_day;
 pub use header::{compress_lwsp, decode_header, field_values, fields};
 pub use message::{Html, MessageText};
 pub use search::{
-    address_text, any_contains, any_contains_bytes, normalize, search_fields, search_text,
-    SearchText,
+    address_text, any_contains, any_contains_bytes, header_values, normalize, search_fields,
+    search_text, SearchText,
 };
 pub use sort::{base_subject, message_ids, sent_date, sort_keys};

@@ -379,6 +379,73 @@ fn header_search_from_the_index_equals_a_scan_of_the_files() {
     );
 }
 
+/// Random searches of the property above (HEADER of fields outside the stored and hot ones
+/// included) equal the scan's.
+fn random_searches_equal_the_scan(c: &mut Client, msgs: &[FileMsg], rng: &mut impl Rng, n: usize) {
+    equals_scan(c, n, msgs.len(), || {
+        let keys: Vec<Key> = (0..rng.gen_range(1..3)).map(|_| tree(rng, 3)).collect();
+        let want: Vec<u32> = msgs
+            .iter()
+            .filter(|m| keys.iter().all(|k| k.scan(m)))
+            .map(|m| m.uid)
+            .collect();
+        (
+            keys.iter().map(Key::imap).collect::<Vec<_>>().join(" "),
+            want,
+        )
+    });
+}
+
+/// A HEADER search of a field outside the stored and hot ones, in a mailbox of at least
+/// `LEARN_MIN_MESSAGES` (100) messages, makes the mailbox learn the field: its values go
+/// into every message's search fields (the existing ones filled in the background, later
+/// ones at indexing), and the next such search reads those instead of the header blocks.
+/// The answers equal the scan's before, while the fill runs, after it, and for messages
+/// indexed after it.
+#[test]
+fn learned_header_fields_answer_as_the_scan_before_during_and_after_learning() {
+    let s = Server::start();
+    let mut c = s.login("alice");
+    for (flags, raw) in corpus(19, 120) {
+        append(&mut c, flags, &raw);
+    }
+    c.ok("SELECT INBOX");
+    let msgs = scan_messages(&s);
+    assert_eq!(s.learned_headers("alice", "INBOX"), (Vec::new(), 0));
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1802);
+    // the first search reading header blocks starts the learning; later ones run during
+    // the fill
+    uids(&mut c, "UID SEARCH HEADER X-Mailer outlook");
+    random_searches_equal_the_scan(&mut c, &msgs, &mut rng, 120);
+    let t0 = std::time::Instant::now();
+    let learned = loop {
+        let (names, lacking) = s.learned_headers("alice", "INBOX");
+        if names.contains(&"x-mailer".to_string()) && lacking == 0 {
+            break names;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "not learned: {names:?}, {lacking} records lack them"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(
+        learned
+            .iter()
+            .all(|n| !["subject", "from", "message-id", "list-id"].contains(&n.as_str())),
+        "stored and hot fields are not learned: {learned:?}"
+    );
+    random_searches_equal_the_scan(&mut c, &msgs, &mut rng, 120);
+    // messages indexed after the learning hold the learned fields from the start
+    for raw in EDGE {
+        append(&mut c, "", raw);
+    }
+    c.ok("NOOP");
+    assert_eq!(s.learned_headers("alice", "INBOX"), (learned, 0));
+    let msgs = scan_messages(&s);
+    random_searches_equal_the_scan(&mut c, &msgs, &mut rng, 120);
+}
+
 #[test]
 fn header_searches_open_no_message_file() {
     let (s, mut c) = server_with_corpus();

@@ -323,9 +323,11 @@ fn header_key_on_hot_and_cold_fields() {
     );
     assert!(one(stored.clone(), &m));
     assert!(!one(K::Header(s("List-ID"), s("other")), &m));
+    // a cold field: the search fields first (a learned field is there), then the blocks
     assert_eq!(
         needs(&[K::Not(Box::new(cold.clone()))]),
         Needs {
+            search: true,
             headers: true,
             ..Needs::default()
         }

@@ -112,6 +112,8 @@ impl Session {
         let max_uid = sel.view.max_uid().unwrap_or(0);
         let keys = Arc::new(keys);
         let mut hits: Vec<Hit> = Vec::new();
+        // whether some message's HEADER key had to read its header blocks
+        let read_blocks = Arc::new(std::sync::atomic::AtomicBool::new(false));
         for batch in targets.chunks(BATCH) {
             let batch = batch.to_vec();
             let (s, k, kw, sv, rc, m) = (
@@ -122,6 +124,7 @@ impl Session {
                 recent.clone(),
                 mailbox.clone(),
             );
+            let read_blocks = Arc::clone(&read_blocks);
             let found = blocking(move || -> Result<Vec<Hit>, CmdError> {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -139,6 +142,7 @@ impl Session {
                 // the states only when a key reads them; otherwise only for the hits
                 // (their modseq), at the end
                 let mut undecided: Vec<Pending> = Vec::with_capacity(batch.len());
+                let mut out = Vec::new();
                 let pending = |seq, uid, state| Pending {
                     seq,
                     uid,
@@ -149,17 +153,22 @@ impl Session {
                     search: None,
                 };
                 if need.state {
-                    let states = s.load(&m, &uids, CachedFields::default(), false)?;
-                    for (&(seq, uid), msg) in batch.iter().zip(states) {
-                        let Some(msg) = msg else { continue };
-                        undecided.push(pending(seq, uid, msg.state));
-                    }
+                    // decided as read: only the messages a later stage must decide are kept
+                    let state_only = [Stage::State];
+                    s.visit_states(&m, &uids, |i, state| {
+                        let (seq, uid) = batch[i];
+                        let p = pending(seq, uid, state);
+                        match search::decide(&k, &p.candidate(&state_only), &ctx, None) {
+                            Some(true) => out.push((p.seq, p.uid, p.state.modseq)),
+                            Some(false) => {}
+                            None => undecided.push(p),
+                        }
+                    })?;
                 } else {
                     for &(seq, uid) in &batch {
                         undecided.push(pending(seq, uid, MessageState::default()));
                     }
                 }
-                let mut out = Vec::new();
                 let mut loaded: Vec<Stage> = Vec::new();
                 if need.state {
                     loaded.push(Stage::State);
@@ -245,6 +254,9 @@ impl Session {
                             _ => false,
                         });
                     } else {
+                        if stage == Stage::Headers {
+                            read_blocks.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
                         load_stage(&s, &m, stage, &mut undecided)?;
                     }
                     loaded.push(stage);
@@ -267,6 +279,16 @@ impl Session {
             })
             .await??;
             hits.extend(found);
+        }
+        let learn = search::learnable_headers(&keys);
+        if read_blocks.load(std::sync::atomic::Ordering::Relaxed) && !learn.is_empty() {
+            // the next such search reads the search fields instead (the store decides
+            // whether the mailbox learns them); the answer does not wait for it
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = store.learn_headers(&mailbox, &learn) {
+                    tracing::warn!(mailbox = %mailbox.name(), error = %e, "could not learn header fields for SEARCH");
+                }
+            });
         }
         Ok(hits)
     }
