@@ -265,11 +265,12 @@ impl Session {
                 if !need.state && !out.is_empty() {
                     // the hits' modseqs (and whether they are still there)
                     let uids: Vec<u32> = out.iter().map(|h| h.1).collect();
-                    let states = s.load(&m, &uids, CachedFields::default(), false)?;
-                    let mut states = states.into_iter();
-                    out.retain_mut(|h| match states.next().flatten() {
-                        Some(l) => {
-                            h.2 = l.state.modseq;
+                    let mut modseqs: Vec<Option<u64>> = vec![None; uids.len()];
+                    s.visit_states(&m, &uids, |i, state| modseqs[i] = Some(state.modseq))?;
+                    let mut modseqs = modseqs.into_iter();
+                    out.retain_mut(|h| match modseqs.next().flatten() {
+                        Some(modseq) => {
+                            h.2 = modseq;
                             true
                         }
                         None => false,
