@@ -38,6 +38,7 @@ mod imap {
     mod sessions;
     mod sort;
     mod special_use;
+    mod store_race;
 }
 
 mod lmtp {
