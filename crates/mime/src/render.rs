@@ -60,13 +60,16 @@ pub(crate) fn push_nstring(out: &mut Vec<u8>, s: Option<&[u8]>) {
 /// white space (so folded lines join with their own indentation).
 pub(crate) fn remove_newlines(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
-    for (i, &c) in s.iter().enumerate() {
-        if c != b'\r' && c != b'\n' {
-            out.push(c);
-        } else if !matches!(s.get(i + 1), None | Some(b' ' | b'\t' | b'\r' | b'\n' | 0)) {
+    // the runs between line breaks are copied whole
+    let mut start = 0;
+    for i in memchr::memchr2_iter(b'\r', b'\n', s) {
+        out.extend_from_slice(&s[start..i]);
+        if !matches!(s.get(i + 1), None | Some(b' ' | b'\t' | b'\r' | b'\n' | 0)) {
             out.push(b' ');
         }
+        start = i + 1;
     }
+    out.extend_from_slice(&s[start..]);
     out
 }
 

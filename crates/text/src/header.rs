@@ -1,7 +1,7 @@
 //! Header fields as text: field lookup in a raw header block, unfolding, RFC 2047
 //! encoded words.
 
-use crate::charset::to_utf8;
+use crate::charset::{push_utf8_lossy, to_utf8};
 
 /// RFC 5322 WSP.
 fn is_wsp(b: u8) -> bool {
@@ -28,6 +28,33 @@ pub fn fields(block: &[u8]) -> Vec<(&[u8], Vec<u8>)> {
         },
     );
     out
+}
+
+/// [`fields`] handed out one at a time, each value in one buffer reused for every field
+/// (a header block of twenty fields made twenty vectors).
+pub(crate) fn for_each_field(block: &[u8], mut each: impl FnMut(&[u8], &[u8])) {
+    let mut name: Option<&[u8]> = None;
+    let mut value = Vec::new();
+    walk_fields(
+        block,
+        |_| true,
+        |line| match line {
+            Line::Start(n, v) => {
+                if let Some(done) = name.replace(n) {
+                    each(done, &value);
+                }
+                value.clear();
+                value.extend_from_slice(v);
+            }
+            Line::More(more) => {
+                value.push(b'\n');
+                value.extend_from_slice(more);
+            }
+        },
+    );
+    if let Some(done) = name {
+        each(done, &value);
+    }
 }
 
 /// A line of a kept field, as [`walk_fields`] hands it out.
@@ -129,32 +156,37 @@ pub fn compress_lwsp(raw: &[u8]) -> Vec<u8> {
 /// is dropped (RFC 2047 §6.2). Like Dovecot, encoded words are recognised
 /// anywhere (not only as whole atoms), and a malformed one stays as written.
 pub fn decode_header(raw: &[u8]) -> String {
+    let mut out = String::new();
+    decode_header_into(raw, &mut out);
+    out
+}
+
+/// [`decode_header`] appended to `out`.
+pub(crate) fn decode_header_into(raw: &[u8], out: &mut String) {
     let v = maildex_mime::unfold(raw);
-    let mut out = String::with_capacity(v.len());
+    out.reserve(v.len());
+    let starts = memchr::memmem::Finder::new(b"=?");
     let mut i = 0;
     let mut plain_start = 0;
-    let mut last_was_word = false;
-    while i < v.len() {
-        if v[i] == b'=' && v.get(i + 1) == Some(&b'?') {
-            if let Some((text, end)) = encoded_word(&v, i) {
-                let between = &v[plain_start..i];
-                if !(last_was_word && between.iter().all(|&b| is_wsp(b))) {
-                    out.push_str(&String::from_utf8_lossy(between));
-                }
-                out.push_str(&text);
-                i = end;
-                plain_start = end;
-                last_was_word = true;
-                continue;
+    let mut had_word = false;
+    // only where `=?` starts can a word start: the bytes between are plain text
+    while let Some(at) = starts.find(&v[i..]) {
+        i += at;
+        if let Some((text, end)) = encoded_word(&v, i) {
+            let between = &v[plain_start..i];
+            // §6.2: white space alone between two encoded words is dropped
+            if !(had_word && between.iter().all(|&b| is_wsp(b))) {
+                push_utf8_lossy(out, between);
             }
+            out.push_str(&text);
+            i = end;
+            plain_start = end;
+            had_word = true;
+        } else {
+            i += 1;
         }
-        if !is_wsp(v[i]) {
-            last_was_word = false;
-        }
-        i += 1;
     }
-    out.push_str(&String::from_utf8_lossy(&v[plain_start..]));
-    out
+    push_utf8_lossy(out, &v[plain_start..]);
 }
 
 /// Decodes the encoded word `=?charset[*lang]?B|Q?text?=` starting at `start`
@@ -258,6 +290,24 @@ mod tests {
     }
 
     #[test]
+    fn fields_one_at_a_time_are_the_fields() {
+        for block in [
+            &b"Subject: one\r\n two\r\nX-A : a\nno colon\n more\nx-a: b\n\nX-A: body\n"[..],
+            b" leading: continuation\nA: 1\n\tB\n\t C\nD:",
+            b"",
+            b"\n",
+        ] {
+            let mut got = Vec::new();
+            for_each_field(block, |n, v| got.push((n.to_vec(), v.to_vec())));
+            let want: Vec<_> = fields(block)
+                .into_iter()
+                .map(|(n, v)| (n.to_vec(), v))
+                .collect();
+            assert_eq!(got, want, "{:?}", String::from_utf8_lossy(block));
+        }
+    }
+
+    #[test]
     fn encoded_words_decoded_and_joined() {
         assert_eq!(
             decode_header(b"=?UTF-8?B?SMOpbGxv?= =?ISO-8859-1?Q?w=F6rld?= !"),
@@ -281,6 +331,78 @@ mod tests {
             decode_header(b"=?utf-7?Q?Heinz_M+APw-ller?= +- =?UTF-7?B?KzJEM2VBQS0=?="),
             "Heinz M\u{fc}ller +- \u{1F600}"
         );
+    }
+
+    /// `decode_header` a byte at a time, as it was before it jumped between `=?`.
+    fn decode_bytewise(raw: &[u8]) -> String {
+        let v = maildex_mime::unfold(raw);
+        let mut out = String::new();
+        let (mut i, mut plain_start, mut last_was_word) = (0, 0, false);
+        while i < v.len() {
+            if v[i] == b'=' && v.get(i + 1) == Some(&b'?') {
+                if let Some((text, end)) = encoded_word(&v, i) {
+                    let between = &v[plain_start..i];
+                    if !(last_was_word && between.iter().all(|&b| is_wsp(b))) {
+                        out.push_str(&String::from_utf8_lossy(between));
+                    }
+                    out.push_str(&text);
+                    (i, plain_start, last_was_word) = (end, end, true);
+                    continue;
+                }
+            }
+            if !is_wsp(v[i]) {
+                last_was_word = false;
+            }
+            i += 1;
+        }
+        out.push_str(&String::from_utf8_lossy(&v[plain_start..]));
+        out
+    }
+
+    #[test]
+    fn decoding_jumps_between_words_as_a_byte_at_a_time_would() {
+        let pieces: [&[u8]; 12] = [
+            b"=?utf-8?q?a_b?=",
+            b"=?iso-8859-1?b?5A==?=",
+            b" ",
+            b"\t",
+            b"\r\n ",
+            b"=?",
+            b"?=",
+            b"x",
+            b"=?=?utf-8?q?c?=",
+            b"\xe9\xff",
+            "\u{e9}".as_bytes(),
+            b"=?utf-8?q?bad=zz?=",
+        ];
+        // every sequence of up to four pieces, and a pseudo-random sample of longer ones
+        let mut seed = 0x2545_f491_u64;
+        let mut inputs: Vec<Vec<u8>> = Vec::new();
+        for a in 0..pieces.len() {
+            for b in 0..pieces.len() {
+                for c in 0..pieces.len() {
+                    inputs.push([pieces[a], pieces[b], pieces[c]].concat());
+                }
+            }
+        }
+        for _ in 0..2_000 {
+            let mut v = Vec::new();
+            for _ in 0..8 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                v.extend_from_slice(pieces[(seed % pieces.len() as u64) as usize]);
+            }
+            inputs.push(v);
+        }
+        for v in &inputs {
+            assert_eq!(
+                decode_header(v),
+                decode_bytewise(v),
+                "{:?}",
+                String::from_utf8_lossy(v)
+            );
+        }
     }
 
     #[test]

@@ -11,11 +11,13 @@
 //! lines unfolded and RFC 2047 decoded. Each part's text stands alone: a string never runs
 //! across two parts.
 
+use std::borrow::Cow;
+
 use maildex_index::{PartKindRecord, PartRecord};
 use maildex_mime::Encoding;
 
-use crate::charset::to_utf8;
-use crate::header::{decode_header, fields};
+use crate::charset::{push_utf8_lossy, to_utf8};
+use crate::header::{decode_header_into, for_each_field};
 
 /// What to do with `text/html` bodies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,9 +99,9 @@ impl MessageText {
                 let raw = slice(msg, part.body_start, part.end);
                 let decoded = match Encoding::from_header(c.encoding.as_deref()) {
                     Some(enc @ (Encoding::Base64 | Encoding::QuotedPrintable)) => {
-                        maildex_mime::decode_all(enc, raw)
+                        Cow::Owned(maildex_mime::decode_all(enc, raw))
                     }
-                    _ => raw.to_vec(),
+                    _ => Cow::Borrowed(raw),
                 };
                 let charset = c
                     .params
@@ -124,12 +126,12 @@ impl MessageText {
 /// and decoded.
 fn header_text(block: &[u8]) -> String {
     let mut out = String::with_capacity(block.len());
-    for (name, value) in fields(block) {
-        out.push_str(&String::from_utf8_lossy(name));
+    for_each_field(block, |name, value| {
+        push_utf8_lossy(&mut out, name);
         out.push_str(": ");
-        out.push_str(&decode_header(&value));
+        decode_header_into(value, &mut out);
         out.push('\n');
-    }
+    });
     out
 }
 
