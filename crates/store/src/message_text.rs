@@ -80,7 +80,7 @@ impl UserStore {
                             cached: Some(c),
                             headers: Some(h),
                             ..
-                        }) => t.with_headers(MessageText::header_texts(&h, &c.parts)),
+                        }) => t.with_header_blocks(h, c.parts),
                         _ => t,
                     };
                     f(i, t)

@@ -1,6 +1,8 @@
 //! What SEARCH compares: both sides of a comparison go through [`normalize`].
 
-use maildex_index::{SearchFields, TextRecord};
+use std::sync::OnceLock;
+
+use maildex_index::{PartRecord, SearchFields, TextRecord};
 
 use crate::{compress_lwsp, decode_header, field_values, MessageText};
 
@@ -161,11 +163,24 @@ fn contains_short(hay: &[u8], needle: &[u8]) -> bool {
 /// A message's text normalised for SEARCH BODY and TEXT (RFC 3501 §6.4.4). Computed when
 /// the message is indexed and stored as a [`TextRecord`] (the `fts-text` column), so a
 /// SEARCH compares the stored record and reads no message file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct SearchText {
     headers: Vec<String>,
     bodies: Vec<String>,
+    /// Header blocks not decoded yet ([`SearchText::with_header_blocks`]): TEXT decodes
+    /// them the first time no body matched.
+    blocks: Option<Box<(Vec<u8>, PartRecord)>>,
+    decoded: OnceLock<Vec<String>>,
 }
+
+/// Equal texts compare the same: header blocks count as the header text they decode to.
+impl PartialEq for SearchText {
+    fn eq(&self, other: &SearchText) -> bool {
+        self.bodies == other.bodies && self.header_texts() == other.header_texts()
+    }
+}
+
+impl Eq for SearchText {}
 
 impl SearchText {
     /// Normalises every part of `text`.
@@ -173,13 +188,18 @@ impl SearchText {
         SearchText {
             headers: text.headers.into_iter().map(normalize_owned).collect(),
             bodies: text.bodies.into_iter().map(normalize_owned).collect(),
+            ..SearchText::default()
         }
     }
 
     /// The record the index stores.
     pub fn into_record(self) -> TextRecord {
+        let headers = match self.blocks {
+            None => self.headers,
+            Some(_) => self.header_texts().to_vec(),
+        };
         TextRecord {
-            headers: self.headers,
+            headers,
             bodies: self.bodies,
         }
     }
@@ -190,7 +210,33 @@ impl SearchText {
     /// ([`MessageText::header_texts`]).
     pub fn with_headers(mut self, headers: Vec<String>) -> SearchText {
         self.headers = headers.into_iter().map(normalize_owned).collect();
+        self.blocks = None;
+        self.decoded = OnceLock::new();
         self
+    }
+
+    /// [`SearchText::with_headers`] of the header text of `blocks` (the index's header
+    /// blocks of the message whose part tree is `root`), decoded only when asked for: a
+    /// TEXT key whose needle is in a body never decodes them (decoding the header blocks
+    /// made TEXT three times as slow as BODY).
+    pub fn with_header_blocks(mut self, blocks: Vec<u8>, root: PartRecord) -> SearchText {
+        self.headers = Vec::new();
+        self.blocks = Some(Box::new((blocks, root)));
+        self.decoded = OnceLock::new();
+        self
+    }
+
+    /// The normalised header texts, decoded from the header blocks the first time.
+    fn header_texts(&self) -> &[String] {
+        match &self.blocks {
+            None => &self.headers,
+            Some(b) => self.decoded.get_or_init(|| {
+                MessageText::header_texts(&b.0, &b.1)
+                    .into_iter()
+                    .map(normalize_owned)
+                    .collect()
+            }),
+        }
     }
 
     /// The text of a stored record (already normalised when it was made).
@@ -198,6 +244,7 @@ impl SearchText {
         SearchText {
             headers: r.headers,
             bodies: r.bodies,
+            ..SearchText::default()
         }
     }
 
@@ -209,7 +256,7 @@ impl SearchText {
     /// TEXT ("in the header or body"): some header block or text part holds `needle`
     /// (already [`normalize`]d).
     pub fn text_contains(&self, needle: &str) -> bool {
-        self.body_contains(needle) || self.headers.iter().any(|h| h.contains(needle))
+        self.body_contains(needle) || self.header_texts().iter().any(|h| h.contains(needle))
     }
 }
 
@@ -269,6 +316,31 @@ mod tests {
             assert_eq!(normalize(s), s.to_lowercase(), "{s:?}");
             assert_eq!(normalize_owned(s.to_owned()), s.to_lowercase(), "{s:?}");
         }
+    }
+
+    #[test]
+    fn text_decodes_the_header_blocks_only_when_no_body_matched() {
+        let msg = b"Subject: =?utf-8?q?Gr=C3=BC=C3=9Fe?= aus K\xc3\xb6ln\r\n\
+MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n\
+--b\r\nContent-Type: text/plain\r\nX-Part: Marker\r\n\r\nThe Body\r\n--b--\r\n";
+        let summary = maildex_mime::summarize(msg);
+        let built = maildex_index::build(msg, &summary, Default::default()).expect("build");
+        let parts = built.record.cached.parts;
+        let eager = SearchText::new(MessageText::extract(msg, &parts, crate::Html::AsWritten));
+        let mut stored = eager.clone().into_record();
+        stored.headers.clear();
+        let lazy = SearchText::from_record(stored).with_header_blocks(built.headers, parts);
+        assert!(lazy.text_contains("the body"));
+        assert!(
+            lazy.decoded.get().is_none(),
+            "a body matched: no header decoded"
+        );
+        assert!(!lazy.body_contains("grüße"));
+        assert!(lazy.text_contains("grüße aus köln"));
+        assert!(lazy.text_contains("x-part: marker"));
+        assert!(!lazy.text_contains("absent"));
+        assert_eq!(lazy, eager);
+        assert_eq!(lazy.into_record(), eager.into_record());
     }
 
     #[test]
