@@ -87,18 +87,22 @@ impl<'e> Dbs<'e> {
             hot: Segments {
                 db: self.cache_hot,
                 name: schema::DB_CACHE_HOT,
+                compress: true,
             },
             envelope: Segments {
                 db: self.cache_envelope,
                 name: schema::DB_CACHE_ENVELOPE,
+                compress: true,
             },
             structure: Segments {
                 db: self.cache_structure,
                 name: schema::DB_CACHE_STRUCTURE,
+                compress: true,
             },
             sort: Segments {
                 db: self.cache_sort,
                 name: schema::DB_CACHE_SORT,
+                compress: false,
             },
             search: crate::plain::Plain {
                 db: self.cache_search,
@@ -106,10 +110,12 @@ impl<'e> Dbs<'e> {
             text: Segments {
                 db: self.fts_text,
                 name: schema::DB_FTS_TEXT,
+                compress: true,
             },
             sig: Segments {
                 db: self.fts_sig,
                 name: schema::DB_FTS_SIG,
+                compress: true,
             },
         }
     }
@@ -117,6 +123,7 @@ impl<'e> Dbs<'e> {
         Segments {
             db: self.headers,
             name: schema::DB_HEADERS,
+            compress: true,
         }
     }
 }

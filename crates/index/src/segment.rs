@@ -86,10 +86,12 @@ fn lmdb(e: heed::Error) -> IndexError {
 }
 
 /// Encodes a segment: a kind byte (0 raw, 1 zstd, 2 a filling segment compressed) then
-/// the postcard of its entries.
-pub(crate) fn encode(entries: &Entries) -> Result<Vec<u8>, IndexError> {
+/// the postcard of its entries. `compress` is the column's [`Segments::compress`]: when
+/// false, a full segment stays raw unless its data is over [`RAW_MAX`].
+pub(crate) fn encode(entries: &Entries, compress: bool) -> Result<Vec<u8>, IndexError> {
     let plain = crate::schema::encode(entries)?;
-    if entries.0.len() >= SEG {
+    let full = entries.0.len() >= SEG;
+    if full && (compress || plain.len() > RAW_MAX) {
         return zstd_frame(ZSTD, &plain);
     }
     if plain.len() > RAW_MAX {
@@ -141,15 +143,72 @@ pub(crate) fn zstd_unframe(
 pub(crate) fn decode(bytes: &[u8], what: &dyn std::fmt::Display) -> Result<Entries, IndexError> {
     match bytes.split_first() {
         Some((&RAW, rest)) => crate::schema::decode(rest, what),
-        Some((&ZSTD, rest)) => crate::schema::decode(&zstd_unframe(rest, what)?, what),
+        _ => crate::schema::decode(&plain_bytes(bytes, what)?, what),
+    }
+}
+
+/// The postcard bytes of a compressed segment (kind 1 or 2).
+fn plain_bytes(bytes: &[u8], what: &dyn std::fmt::Display) -> Result<Vec<u8>, IndexError> {
+    match bytes.split_first() {
+        Some((&ZSTD, rest)) => zstd_unframe(rest, what),
         Some((&FILLING_ZSTD, rest)) => {
             let n = rest
                 .iter()
                 .position(|b| b & 0x80 == 0)
                 .map_or(rest.len(), |i| i + 1);
-            crate::schema::decode(&zstd_unframe(&rest[n..], what)?, what)
+            zstd_unframe(&rest[n..], what)
         }
         _ => Err(IndexError::Corrupt(format!("{what}: unknown segment kind"))),
+    }
+}
+
+/// The entries of a segment's postcard bytes, read in place: the count (varint), then for
+/// each entry its UID (varint) and its data (varint length, bytes), as [`Entries`] is
+/// encoded. `None` for bytes that end early or a UID over 32 bits.
+struct EntryIter<'a> {
+    bytes: &'a [u8],
+    left: usize,
+}
+
+impl<'a> EntryIter<'a> {
+    fn new(bytes: &'a [u8]) -> EntryIter<'a> {
+        let mut at = 0;
+        match take_varint(bytes, &mut at) {
+            Some(n) => EntryIter {
+                bytes: &bytes[at..],
+                left: n,
+            },
+            // reported by the first `next`
+            None => EntryIter { bytes, left: 1 },
+        }
+    }
+}
+
+impl<'a> Iterator for EntryIter<'a> {
+    type Item = Option<(u32, &'a [u8])>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let mut at = 0;
+        let entry = take_varint(self.bytes, &mut at).and_then(|uid| {
+            let uid = u32::try_from(uid).ok()?;
+            let len = take_varint(self.bytes, &mut at)?;
+            let data = self.bytes.get(at..at.checked_add(len)?)?;
+            Some((uid, data, at + len))
+        });
+        match entry {
+            Some((uid, data, end)) => {
+                self.bytes = &self.bytes[end..];
+                Some(Some((uid, data)))
+            }
+            None => {
+                self.left = 0;
+                Some(None)
+            }
+        }
     }
 }
 
@@ -176,6 +235,13 @@ fn decompress(frame: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
 pub(crate) struct Segments<'e> {
     pub db: Database<'e, Bytes, Bytes>,
     pub name: &'static str,
+    /// Whether full segments are zstd-compressed. `cache-sort` stores them raw: its
+    /// records are small (about 190 bytes), a SORT decodes every one of a folder, and
+    /// building zstd's decoding tables for each sixteen messages was a fifth of a first
+    /// SORT's CPU, while a raw segment is read in place ([`Segments::for_each_ref`]).
+    /// On disk it costs little: a compressed segment of them half fills a leaf page
+    /// (docs/INDEX-FORMAT.md).
+    pub compress: bool,
 }
 
 impl Segments<'_> {
@@ -250,8 +316,7 @@ impl Segments<'_> {
         Ok(())
     }
 
-    /// Calls `f` with each stored (uid, data) of `mailbox` in `uids`, in UID order (the data
-    /// moved out of the decoded segment, not copied).
+    /// Calls `f` with each stored (uid, data) of `mailbox` in `uids`, in UID order.
     pub fn for_each(
         &self,
         txn: &RoTxn<WithoutTls>,
@@ -259,16 +324,47 @@ impl Segments<'_> {
         uids: RangeInclusive<u32>,
         mut f: impl FnMut(u32, Vec<u8>) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        let start = match self.floor(txn, mailbox, *uids.start())? {
-            Some((first, _)) => first,
-            None => *uids.start(),
+        self.for_each_ref(txn, mailbox, uids, |uid, data| f(uid, data.to_vec()))
+    }
+
+    /// Calls `f` with each stored (uid, data) of `mailbox` in `uids`, in UID order, the
+    /// data borrowed: from the map itself for a raw segment (nothing is copied or
+    /// allocated per message), from one buffer per segment for a compressed one.
+    pub fn for_each_ref(
+        &self,
+        txn: &RoTxn<WithoutTls>,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        // the segment holding the first UID may start below it
+        let key = msg_key(mailbox, *uids.start());
+        let start = match self
+            .db
+            .get_lower_than_or_equal_to(txn, &key[..])
+            .map_err(lmdb)?
+            .and_then(|(k, _)| split_msg_key(k))
+        {
+            Some((m, first)) if m == mailbox => first,
+            _ => *uids.start(),
         };
         let (lo, hi) = (msg_key(mailbox, start), msg_key(mailbox, *uids.end()));
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         for item in self.db.range(txn, &range).map_err(lmdb)? {
             let (k, v) = item.map_err(lmdb)?;
             let first = split_msg_key(k).map_or(0, |(_, u)| u);
-            for (uid, data) in decode(v, &format_args!("{} {mailbox}/{first}", self.name))?.0 {
+            let what = format_args!("{} {mailbox}/{first}", self.name);
+            let unpacked;
+            let plain = match v.split_first() {
+                Some((&RAW, rest)) => rest,
+                _ => {
+                    unpacked = plain_bytes(v, &what)?;
+                    &unpacked[..]
+                }
+            };
+            for entry in EntryIter::new(plain) {
+                let (uid, data) = entry
+                    .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
                 if uids.contains(&uid) && f(uid, data)?.is_break() {
                     return Ok(());
                 }
@@ -396,6 +492,11 @@ impl Segments<'_> {
                     let n = read_varint(rest).ok_or_else(|| {
                         IndexError::Corrupt(format!("{} {mailbox}/{first}: bad count", self.name))
                     })?;
+                    // a full segment of a column that keeps them raw ends the tail, as a
+                    // compressed one does
+                    if n >= SEG {
+                        break;
+                    }
                     tail.push((first, n));
                 }
                 _ => break,
@@ -506,17 +607,27 @@ impl Segments<'_> {
         entries: &Entries,
     ) -> Result<(), IndexError> {
         self.db
-            .put(txn, &msg_key(mailbox, first)[..], &encode(entries)?)
+            .put(
+                txn,
+                &msg_key(mailbox, first)[..],
+                &encode(entries, self.compress)?,
+            )
             .map_err(lmdb)
     }
 }
 
 /// The LEB128 varint at the start of `bytes` (postcard's length prefix of a sequence).
 fn read_varint(bytes: &[u8]) -> Option<usize> {
+    take_varint(bytes, &mut 0)
+}
+
+/// The LEB128 varint at `bytes[*at..]`, moving `at` past it.
+fn take_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
     let mut n: u64 = 0;
-    for (i, &b) in bytes.iter().enumerate().take(10) {
+    for (i, &b) in bytes.get(*at..)?.iter().enumerate().take(10) {
         n |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
+            *at += i + 1;
             return usize::try_from(n).ok();
         }
     }
@@ -560,7 +671,7 @@ mod tests {
                 .map(|u| (u, b"Received: from x by y\n".repeat(20)))
                 .collect(),
         );
-        let (s, f) = (encode(&small).unwrap(), encode(&full).unwrap());
+        let (s, f) = (encode(&small, true).unwrap(), encode(&full, true).unwrap());
         assert_eq!(s[0], RAW);
         assert_eq!(f[0], ZSTD);
         assert!(f.len() < 16 * 440 / 4, "{} bytes", f.len());
@@ -575,12 +686,12 @@ mod tests {
         let mut big15 = big.clone();
         big15.0.truncate(SEG - 1);
         big15.0.iter_mut().for_each(|e| e.1 = e.1.repeat(20));
-        let b = encode(&big15).unwrap();
+        let b = encode(&big15, true).unwrap();
         assert_eq!(b[0], FILLING_ZSTD);
         assert_eq!(read_varint(&b[1..]), Some(SEG - 1));
         assert!(b.len() < RAW_MAX / 4, "{} bytes", b.len());
         assert_eq!(decode(&b, &"t").unwrap(), big15);
-        assert_eq!(encode(&big).unwrap()[0], ZSTD);
+        assert_eq!(encode(&big, true).unwrap()[0], ZSTD);
     }
 
     #[test]
@@ -595,6 +706,93 @@ mod tests {
         assert_eq!(
             crate::schema::decode::<Entries>(&old, &"t").unwrap(),
             Entries(items)
+        );
+    }
+
+    #[test]
+    fn a_column_of_raw_full_segments_appends_past_them_and_reads_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = unsafe {
+            heed::EnvOpenOptions::new()
+                .read_txn_without_tls()
+                .max_dbs(2)
+                .map_size(8 << 20)
+                .open(dir.path())
+        }
+        .unwrap();
+        // `z` compresses full segments, `r` does not
+        let (z, r) = env
+            .create_databases_and_commit(env.write_txn().unwrap(), |dbo, w| {
+                Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit((
+                    dbo.create_database::<Bytes, Bytes>(w, Some("z"))?,
+                    dbo.create_database::<Bytes, Bytes>(w, Some("r"))?,
+                )))
+            })
+            .unwrap()
+            .unwrap_commit();
+        let z = Segments {
+            db: z,
+            name: "z",
+            compress: true,
+        };
+        let r = Segments {
+            db: r,
+            name: "r",
+            compress: false,
+        };
+        let data = |uid: u32| format!("subject of message {uid}").into_bytes();
+        // delivered one at a time: two full segments, then eight of one message each
+        for uid in 1..=40 {
+            let mut w = env.write_txn().unwrap();
+            for col in [&z, &r] {
+                col.put_many(&mut w, 1, vec![(uid, data(uid))]).unwrap();
+            }
+            w.commit().unwrap();
+        }
+        let t = env.read_txn().unwrap();
+        let kinds = |col: &Segments| -> Vec<(u8, usize)> {
+            col.db
+                .iter(&t)
+                .unwrap()
+                .map(|i| {
+                    let (_, v) = i.unwrap();
+                    (v[0], decode(v, &"t").unwrap().0.len())
+                })
+                .collect()
+        };
+        let mut want = vec![(ZSTD, SEG), (ZSTD, SEG)];
+        want.extend([(RAW, 1); 8]);
+        assert_eq!(kinds(&z), want);
+        want[..2].fill((RAW, SEG));
+        assert_eq!(kinds(&r), want);
+        // the tail a delivery merges holds the eight, not the full raw segments before
+        assert_eq!(r.raw_tail(&t, 1).unwrap().len(), 8);
+        // in place or decoded, compressed or not: the same entries, from the segment
+        // holding the first UID asked for on
+        for col in [&z, &r] {
+            let mut seen = Vec::new();
+            col.for_each_ref(&t, 1, 5..=37, |uid, d| {
+                seen.push((uid, d.to_vec()));
+                Ok(ControlFlow::Continue(()))
+            })
+            .unwrap();
+            assert_eq!(seen, (5..=37).map(|u| (u, data(u))).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn entries_read_in_place_stop_at_corrupt_bytes() {
+        let e = Entries(vec![(3, b"abc".to_vec()), (300, vec![])]);
+        let plain = crate::schema::encode(&e).unwrap();
+        let all: Vec<_> = EntryIter::new(&plain).collect();
+        assert_eq!(all, vec![Some((3, &b"abc"[..])), Some((300, &b""[..]))]);
+        let cut: Vec<_> = EntryIter::new(&plain[..plain.len() - 2]).collect();
+        assert_eq!(cut, vec![Some((3, &b"abc"[..])), None]);
+        assert_eq!(EntryIter::new(&[0x80]).collect::<Vec<_>>(), vec![None]);
+        // a UID over 32 bits
+        assert_eq!(
+            EntryIter::new(&[1, 0xff, 0xff, 0xff, 0xff, 0x7f, 0]).next(),
+            Some(None)
         );
     }
 

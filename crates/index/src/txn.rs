@@ -205,10 +205,10 @@ impl<'t> Reader<'t> {
         self.dbs
             .cache()
             .sort
-            .for_each(self.txn, mailbox, uids, |uid, raw| {
+            .for_each_ref(self.txn, mailbox, uids, |uid, raw| {
                 if wanted(uid) {
                     let what = What(schema::DB_CACHE_SORT, mailbox, uid);
-                    f(uid, SortKeys::decode(&raw, need, &what)?);
+                    f(uid, SortKeys::decode(raw, need, &what)?);
                 }
                 Ok(ControlFlow::Continue(()))
             })
@@ -342,10 +342,10 @@ impl<'t> Reader<'t> {
         column: Fts,
         mailbox: u32,
         uids: RangeInclusive<u32>,
-        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.fts_segments(column)
-            .for_each(self.txn, mailbox, uids, |uid, d| f(uid, &d))
+            .for_each_ref(self.txn, mailbox, uids, f)
     }
 
     /// Calls `f` with the stored value of `column` of each of `uids` (ascending) of
