@@ -74,38 +74,53 @@ fn prefix(key: SortKey, e: &SortEntry) -> u64 {
 
 /// The order of `messages` under `criteria`: indexes into `messages`, of which `parts`
 /// gives the sequence number and the keys (the session's `(sequence, entry)` pairs, or
-/// the store's entries numbered by UID, without copying them into pairs). The first criterion is compared on prefixes
-/// kept in one array ([`prefix`]) and the entries read only on a tie, so sorting a
-/// 30,000-message folder by subject mostly compares integers next to each other in
-/// memory instead of strings spread over the entries. Sequence numbers are unique, so
-/// the unstable sort gives the one order the comparison defines.
+/// the store's entries numbered by UID, without copying them into pairs).
+///
+/// Two passes, so that sorting a 30,000-message folder by subject mostly sorts integers:
+/// first every message as one `u128` (the first criterion's 8-byte [`prefix`], inverted
+/// for REVERSE, then the sequence number, then the index), which puts it in order
+/// wherever prefixes differ; then each run of equal prefixes is sorted by the whole
+/// criteria with a stable sort, which keeps the run's sequence order for ties (and sees
+/// a run of equal keys, a thread's base subject, in one linear pass).
 pub fn order<T>(
     messages: &[T],
     criteria: &[SortCriterion],
     parts: impl Fn(&T) -> (u32, &SortEntry),
 ) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..messages.len()).collect();
     let first = criteria.first();
-    let prefixes: Vec<u64> = first.map_or_else(Vec::new, |c| {
-        messages.iter().map(|m| prefix(c.key, parts(m).1)).collect()
-    });
+    let mut keyed: Vec<u128> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let (seq, e) = parts(m);
+            let p = first.map_or(0, |c| {
+                let p = prefix(c.key, e);
+                if c.reverse {
+                    !p
+                } else {
+                    p
+                }
+            });
+            // indexes past u32 do not occur: a mailbox holds at most 2^32 - 1 UIDs
+            (u128::from(p) << 64) | (u128::from(seq) << 32) | (i as u128 & 0xffff_ffff)
+        })
+        .collect();
+    keyed.sort_unstable();
+    let index = |k: &u128| (*k & 0xffff_ffff) as usize;
     let directed = |reverse: bool, o: Ordering| if reverse { o.reverse() } else { o };
-    idx.sort_unstable_by(|&i, &j| {
-        if let Some(c) = first {
-            let o = directed(c.reverse, prefixes[i].cmp(&prefixes[j]));
-            if o.is_ne() {
-                return o;
-            }
+    for run in keyed.chunk_by_mut(|a, b| a >> 64 == b >> 64) {
+        if run.len() > 1 {
+            run.sort_by(|a, b| {
+                let (a, b) = (parts(&messages[index(a)]).1, parts(&messages[index(b)]).1);
+                criteria
+                    .iter()
+                    .map(|c| directed(c.reverse, by_key(c.key, a, b)))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(Ordering::Equal)
+            });
         }
-        let (sa, a) = parts(&messages[i]);
-        let (sb, b) = parts(&messages[j]);
-        criteria
-            .iter()
-            .map(|c| directed(c.reverse, by_key(c.key, a, b)))
-            .find(|o| o.is_ne())
-            .unwrap_or_else(|| sa.cmp(&sb))
-    });
-    idx
+    }
+    keyed.iter().map(index).collect()
 }
 
 /// The parts [`order`] reads of the session's `(sequence number, entry)` pairs.
