@@ -769,18 +769,36 @@ impl Accounts {
                     user: user.name.clone(),
                     error: Box::new(error),
                 })?;
-        let store = UserStore::open_upgrading(
-            &paths.maildir,
-            &paths.index_dir,
-            store_options(&self.config),
-        )
-        .map_err(|error| AccountsError::Store {
+        let store_error = |error| AccountsError::Store {
             user: user.name.clone(),
             error: Box::new(error),
-        })?;
+        };
         // the configured folders (Drafts, Sent, Trash...), on the path both IMAP login and
         // LMTP delivery take; a failure leaves the user's mail usable and is logged
-        if let Err(e) = store.create_special_folders() {
+        let (store, folders) = if UserStore::is_new(&paths.maildir, &paths.index_dir) {
+            // made whole, then durable once (issue 19 #4); nothing to sync at first use
+            let made = UserStore::create_new(
+                &paths.maildir,
+                &paths.index_dir,
+                store_options(&self.config),
+            )
+            .map_err(store_error)?;
+            if let Some(synced) = &self.synced {
+                let mut synced = synced.lock().unwrap_or_else(|p| p.into_inner());
+                synced.insert(user.name.to_ascii_lowercase());
+            }
+            made
+        } else {
+            let store = UserStore::open_upgrading(
+                &paths.maildir,
+                &paths.index_dir,
+                store_options(&self.config),
+            )
+            .map_err(store_error)?;
+            let folders = store.create_special_folders();
+            (store, folders)
+        };
+        if let Err(e) = folders {
             tracing::warn!(user = %user.name, error = %e, "could not create the configured folders");
         }
         Ok(store)

@@ -179,6 +179,9 @@ pub struct Index {
     /// Called with the commit generation after every commit that changed the index (the
     /// store turns it into the feed IDLE waits on); dead ones are dropped as found.
     listeners: Mutex<Vec<std::sync::Weak<CommitListener>>>,
+    /// Opened by [`Index::create_deferred`] and not yet made durable
+    /// ([`Index::finish_deferred`]): commits are not synced meanwhile.
+    pub(crate) deferred: std::sync::atomic::AtomicBool,
     _open_lock: File,
 }
 
@@ -202,7 +205,7 @@ pub fn keep_large_allocations_lazy() {
     }
 }
 
-fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Index>>> {
+pub(crate) fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Index>>> {
     static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Weak<Index>>>> = OnceLock::new();
     REGISTRY.get_or_init(Default::default)
 }
@@ -212,7 +215,7 @@ fn page_round(n: usize) -> usize {
     n.div_ceil(PAGE) * PAGE
 }
 
-fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
+pub(crate) fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
     // SAFETY: flock on a descriptor we own; no memory is passed.
     let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
     if rc == 0 {
@@ -222,7 +225,7 @@ fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-fn open_lock_file(dir: &Path) -> Result<File, IndexError> {
+pub(crate) fn open_lock_file(dir: &Path) -> Result<File, IndexError> {
     let path = dir.join(OPEN_LOCK_FILE);
     FsOpenOptions::new()
         .read(true)
@@ -248,13 +251,14 @@ impl Index {
         if let Some(index) = reg.get(&key).and_then(Weak::upgrade) {
             return Ok(index);
         }
+        crate::fresh::discard_unfinished(&key)?;
         let index = Arc::new(Index::open_uncached(&key, opts)?);
         reg.retain(|_, w| w.strong_count() > 0);
         reg.insert(key, Arc::downgrade(&index));
         Ok(index)
     }
 
-    fn open_uncached(dir: &Path, opts: &OpenOptions) -> Result<Index, IndexError> {
+    pub(crate) fn open_uncached(dir: &Path, opts: &OpenOptions) -> Result<Index, IndexError> {
         let open_lock = open_lock_file(dir)?;
         flock(&open_lock, libc::LOCK_SH)
             .map_err(|e| IndexError::io(dir.join(OPEN_LOCK_FILE), e))?;
@@ -346,6 +350,7 @@ impl Index {
             group_changed: std::sync::Condvar::new(),
             commits: std::sync::atomic::AtomicU64::new(0),
             listeners: Mutex::new(Vec::new()),
+            deferred: std::sync::atomic::AtomicBool::new(false),
             _open_lock: open_lock,
         };
         index.check_schema()?;
@@ -667,6 +672,34 @@ impl Index {
         // SAFETY: the exclusive resize lock guarantees that no transaction of this process
         // is open (every read and write holds the lock shared while its txn lives).
         unsafe { env.resize(new_size) }.map_err(|e| IndexError::lmdb(&self.path, e))
+    }
+
+    /// Turns the syncing of commits on (as a durable env is opened: data pages synced, the
+    /// meta page carried by the next commit) after forcing everything committed so far to
+    /// disk, or off (MDB_NOSYNC).
+    pub(crate) fn set_synced(&self, on: bool) -> Result<(), IndexError> {
+        let _guard = self.resize.write().map_err(|_| IndexError::Poisoned)?;
+        self.cell.with_dependent(|env, _| {
+            let lmdb = |e| IndexError::lmdb(&self.path, e);
+            // SAFETY: the exclusive resize lock guarantees that no transaction of this
+            // process is open while the flags change (LMDB reads them at commit); the
+            // flags only weaken or restore the durability of commits.
+            unsafe {
+                if on {
+                    env.set_flags(EnvFlags::NO_META_SYNC, heed::FlagSetMode::Enable)
+                        .map_err(lmdb)?;
+                    env.set_flags(EnvFlags::NO_SYNC, heed::FlagSetMode::Disable)
+                        .map_err(lmdb)?;
+                } else {
+                    env.set_flags(EnvFlags::NO_SYNC, heed::FlagSetMode::Enable)
+                        .map_err(lmdb)?;
+                }
+            }
+            if on {
+                env.force_sync().map_err(lmdb)?;
+            }
+            Ok(())
+        })
     }
 
     /// Another process grew the map: adopt its size (MDB_MAP_RESIZED).

@@ -14,6 +14,7 @@ pub mod changes;
 mod columns;
 pub mod dump;
 mod env;
+mod fresh;
 mod fts;
 pub mod learned;
 mod plain;
@@ -29,6 +30,7 @@ pub use env::{
     compact, keep_large_allocations_lazy, lock_exclusive, CommitListener, Index, OpenOptions,
     DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE,
 };
+pub use fresh::PENDING_FILE;
 pub use fts::{may_contain, signature, TextRecord};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{

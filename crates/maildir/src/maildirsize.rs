@@ -142,7 +142,7 @@ pub fn write(root: &Path, definition: &str, bytes: u64, count: u64) -> Result<()
     let tmp = root.join(format!("{FILE_NAME}.{}.{n}", std::process::id()));
     let text = format!("{definition}\n{bytes} {count}\n");
     let _ = fs::remove_file(&tmp);
-    crate::util::write_replace(&tmp, &path_of(root), text.as_bytes(), 0o600)
+    crate::util::write_replace(&tmp, &path_of(root), text.as_bytes(), 0o600, true)
 }
 
 #[cfg(test)]

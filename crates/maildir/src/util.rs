@@ -155,12 +155,14 @@ pub fn fsync_dir(dir: &Path) -> Result<(), MaildirError> {
     f.sync_all().map_err(|e| MaildirError::io("fsync", dir, e))
 }
 
-/// Writes `data` to `tmp` (truncating), fsyncs it and renames it over `dest`.
+/// Writes `data` to `tmp` (truncating), fdatasyncs it (when `durable`) and renames it over
+/// `dest`.
 pub(crate) fn write_replace(
     tmp: &Path,
     dest: &Path,
     data: &[u8],
     mode: u32,
+    durable: bool,
 ) -> Result<(), MaildirError> {
     let result = (|| {
         let mut f = OpenOptions::new()
@@ -172,8 +174,10 @@ pub(crate) fn write_replace(
             .map_err(|e| MaildirError::io("open", tmp, e))?;
         f.write_all(data)
             .map_err(|e| MaildirError::io("write", tmp, e))?;
-        f.sync_data()
-            .map_err(|e| MaildirError::io("fdatasync", tmp, e))?;
+        if durable {
+            f.sync_data()
+                .map_err(|e| MaildirError::io("fdatasync", tmp, e))?;
+        }
         fs::rename(tmp, dest).map_err(|e| MaildirError::io("rename", dest, e))
     })();
     if result.is_err() {
@@ -202,12 +206,12 @@ mod tests {
         let dest = dir.path().join("f");
         let tmp = dir.path().join("f.tmp");
         fs::write(&dest, b"old").unwrap();
-        write_replace(&tmp, &dest, b"new", 0o600).unwrap();
+        write_replace(&tmp, &dest, b"new", 0o600, true).unwrap();
         assert_eq!(fs::read(&dest).unwrap(), b"new");
         assert!(!tmp.exists());
         // A destination whose parent is a file fails, and the temp file is removed.
         let bad = dir.path().join("f").join("x");
-        assert!(write_replace(&tmp, &bad, b"x", 0o600).is_err());
+        assert!(write_replace(&tmp, &bad, b"x", 0o600, true).is_err());
         assert!(!tmp.exists());
     }
 

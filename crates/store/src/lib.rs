@@ -32,6 +32,7 @@ mod quota_file;
 mod read;
 mod rebuild;
 pub mod section;
+mod skeleton;
 mod special;
 mod subscriptions;
 mod sync;
@@ -192,6 +193,9 @@ pub struct UserStore {
     /// The storage limit `maildirsize` states ([`UserStore::set_quota_limit`]); held while
     /// the file is written.
     quota_limit: Mutex<Option<u64>>,
+    /// A new user's skeleton is being made ([`UserStore::create_new`]): dovecot-uidlist
+    /// writes are not synced, the skeleton is made durable as a whole at the end.
+    deferring: bool,
 }
 
 /// The in-process serialisation of one mailbox's syncs and writes, and which syncs ran.
@@ -241,11 +245,26 @@ impl UserStore {
         index_dir: &Path,
         opts: StoreOptions,
     ) -> Result<UserStore, StoreError> {
+        Self::open_with(maildir, index_dir, opts, None)
+    }
+
+    /// [`UserStore::open`]; with `deferred` (the marker's note), a new index's commits are
+    /// not synced until [`Index::finish_deferred`] (a new user's skeleton, `skeleton.rs`).
+    pub(crate) fn open_with(
+        maildir: &Path,
+        index_dir: &Path,
+        opts: StoreOptions,
+        deferred: Option<&[u8]>,
+    ) -> Result<UserStore, StoreError> {
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
             .create(maildir)
             .map_err(|e| StoreError::io(maildir, e))?;
         maildex_maildir::folder::create_mailbox(maildir, false)?;
-        let index = Index::open(index_dir, &opts.index)?;
+        let index = if let Some(note) = deferred {
+            Index::create_deferred(index_dir, &opts.index, note)?
+        } else {
+            Index::open(index_dir, &opts.index)?
+        };
         // learned header fields are computed as HEADER compares them (crates/text)
         maildex_index::learned::set_values_fn(maildex_text::header_values);
         let stale = LockTemplate::clean_stale(index_dir);
@@ -268,6 +287,7 @@ impl UserStore {
             _feed_listener: listener,
             orders: orders::Orders::default(),
             quota_limit: Mutex::default(),
+            deferring: deferred.is_some(),
         })
     }
 
@@ -306,11 +326,9 @@ impl UserStore {
 
     /// Takes the dovecot-uidlist lock of the mailbox folder `path`.
     pub(crate) fn uidlist_lock(&self, path: &Path) -> Result<UidlistLock, StoreError> {
-        Ok(UidlistLock::acquire_via(
-            path,
-            self.opts.lock_timeout,
-            &self.lock_template,
-        )?)
+        let mut lock = UidlistLock::acquire_via(path, self.opts.lock_timeout, &self.lock_template)?;
+        lock.set_durable(!self.deferring);
+        Ok(lock)
     }
 
     /// The in-process lock of mailbox `name`: the one other callers hold now, or a new one.

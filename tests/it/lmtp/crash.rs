@@ -245,6 +245,101 @@ fn io_errors_at_each_delivery_step_answer_4xx_and_leave_nothing() {
     }
 }
 
+/// Issue 19 #4: a new user's Maildir, default folders and index are made without syncing,
+/// then made durable once before the first delivery is acknowledged. A creation cut short
+/// (an I/O error or a kill at its first directory sync, or an index left torn by a power
+/// loss with its creation marker) is made again by the next delivery: `250`, the same
+/// folders as a user made in one go, no marker left, `index check` clean.
+#[test]
+fn a_new_users_skeleton_cut_short_is_made_again_by_the_next_delivery() {
+    let _kill_tests = kill_tests_shared();
+    let bin = maildex_bin();
+    let folders = |root: &Path, u: &str| -> BTreeSet<String> {
+        std::fs::read_dir(root.join("mail").join(u))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    for case in ["eio", "kill", "torn"] {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let config = write_config(dir.path(), port, "");
+        for u in ["alice", "bob"] {
+            let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
+            maildex_auth::add_user(&dir.path().join("users"), u, &hash).unwrap();
+        }
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        // maildex_index::PENDING_FILE
+        let marker = dir.path().join("index/alice/create.pending");
+        let mut acked = Acks::new();
+        if case == "torn" {
+            // what a power loss before the final sync can leave: the folders, an index
+            // whose pages never reached the disk, and its creation marker
+            let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+            assert_eq!(deliver_one(addr, "bob", "bob-1"), Some(true));
+            daemon.terminate();
+            std::fs::create_dir_all(dir.path().join("mail/alice")).unwrap();
+            for sub in ["tmp", "new", "cur"] {
+                std::fs::create_dir(dir.path().join("mail/alice").join(sub)).unwrap();
+            }
+            std::fs::create_dir_all(dir.path().join("index/alice")).unwrap();
+            std::fs::write(dir.path().join("index/alice/data.mdb"), vec![0x5a; 8192]).unwrap();
+            std::fs::write(&marker, b"").unwrap();
+        } else {
+            let plan = format!("dir_fsync:1:{case}");
+            let mut daemon =
+                Daemon::start_with(&bin, &config, dir.path(), addr, &[("MAILDEX_FAULT", &plan)])
+                    .unwrap();
+            let first = deliver_one(addr, "alice", "alice-1");
+            assert!(
+                daemon.log_text().contains("maildex-fault: fired"),
+                "{case}: the fault never fired: {first:?}\n{}",
+                daemon.log_text()
+            );
+            // no 250 for a delivery into a skeleton that is not durable
+            assert_ne!(first, Some(true), "{case}");
+            assert!(marker.exists(), "{case}: the creation marker is gone");
+            if case == "eio" {
+                // the same process, the fault spent: the retry makes the skeleton again
+                assert_eq!(deliver_one(addr, "alice", "alice-2"), Some(true), "{case}");
+                acked.insert(("alice".to_string(), "alice-2".to_string()));
+                daemon.terminate();
+            } else {
+                assert!(
+                    daemon.exited(),
+                    "{case}: the kill fault did not end the daemon"
+                );
+            }
+            let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+            assert_eq!(deliver_one(addr, "bob", "bob-1"), Some(true));
+            daemon.terminate();
+        }
+        let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+        assert_eq!(
+            deliver_one(addr, "alice", "alice-3"),
+            Some(true),
+            "{case}: {}",
+            daemon.log_text()
+        );
+        acked.insert(("alice".to_string(), "alice-3".to_string()));
+        daemon.terminate();
+        assert!(!marker.exists(), "{case}: the creation marker stayed");
+        assert_eq!(
+            folders(dir.path(), "alice"),
+            folders(dir.path(), "bob"),
+            "{case}"
+        );
+        let sent: Acks = [1, 2, 3]
+            .iter()
+            .map(|n| ("alice".to_string(), format!("alice-{n}")))
+            .collect();
+        check_maildirs(dir.path(), &["alice".to_string()], &acked, &sent);
+        assert_settled(&bin, &config, dir.path(), case);
+    }
+}
+
 /// The daemon's config; `storage_extra` goes into `[storage]`.
 fn write_config(root: &Path, port: u16, storage_extra: &str) -> PathBuf {
     write_config_imap(root, port, None, storage_extra)

@@ -130,6 +130,8 @@ pub struct UidlistLock {
     /// Set when the lock is a link to a template, which then says whether it is ours.
     via: Option<(Arc<LockTemplate>, Held)>,
     released: bool,
+    /// Whether writes are synced (see [`UidlistLock::set_durable`]).
+    durable: bool,
 }
 
 fn ctime_ns(m: &fs::Metadata) -> i128 {
@@ -196,6 +198,7 @@ impl UidlistLock {
                         ctime_ns: 0,
                         via: template.map(|t| (Arc::clone(t), held)),
                         released: false,
+                        durable: true,
                     });
                 }
                 Ok(None) => create_lock_with(&lock_path, content.as_bytes(), mode),
@@ -214,6 +217,7 @@ impl UidlistLock {
                         ctime_ns: ctime_ns(&m),
                         via: None,
                         released: false,
+                        durable: true,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -357,6 +361,13 @@ impl UidlistLock {
         Ok(())
     }
 
+    /// Whether [`UidlistLock::write`] and [`UidlistLock::append`] sync what they write
+    /// (default true). Off only while a new user's folders are made, which are made
+    /// durable together once they all exist (the store's `skeleton.rs`).
+    pub fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
+    }
+
     /// Reads the uidlist fresh (under the lock nobody else changes it).
     pub fn read(&self) -> Result<Option<Uidlist>, MaildirError> {
         Uidlist::read(&self.dir)
@@ -392,8 +403,17 @@ impl UidlistLock {
             .map(|m| m.mode() & 0o666)
             .unwrap_or_else(|_| file_mode_for(&self.dir));
         self.check_held()?;
-        write_replace(&self.dir.join(TMP_NAME), &path, &list.to_bytes(), mode)?;
-        fsync_dir(&self.dir)
+        write_replace(
+            &self.dir.join(TMP_NAME),
+            &path,
+            &list.to_bytes(),
+            mode,
+            self.durable,
+        )?;
+        if self.durable {
+            fsync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     /// [`UidlistLock::write`], then releases the lock.
@@ -464,6 +484,9 @@ impl UidlistLock {
                     .map_err(|e| MaildirError::io("seek", &path, e))?;
                 f.write_all(&buf)
                     .map_err(|e| MaildirError::io("write", &path, e))?;
+                if !self.durable {
+                    return Ok(());
+                }
                 f.sync_data()
                     .map_err(|e| MaildirError::io("fdatasync", &path, e))
             }
