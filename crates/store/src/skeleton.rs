@@ -103,6 +103,9 @@ impl UserStore {
         let mut store =
             UserStore::open_with(maildir, index_dir, deferred, durable.then_some(&note[..]))?;
         let folders = store.create_special_folders();
+        // INBOX too (its dovecot-uidlist and index record), or the first delivery would
+        // make them, synced one by one
+        store.sync_mailbox("INBOX")?;
         store.opts.fsync = opts.fsync;
         store.deferring = false;
         if durable {
