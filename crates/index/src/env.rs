@@ -205,7 +205,10 @@ pub fn keep_large_allocations_lazy() {
     }
 }
 
-pub(crate) fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Index>>> {
+/// The registry of the envs this process has open, locked.
+pub(crate) type Registry = std::sync::MutexGuard<'static, HashMap<PathBuf, Weak<Index>>>;
+
+fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Index>>> {
     static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Weak<Index>>>> = OnceLock::new();
     REGISTRY.get_or_init(Default::default)
 }
@@ -241,21 +244,35 @@ impl Index {
     /// Opens (creating if needed) the index in `dir`. A second call for the same folder in
     /// this process returns the same `Arc` while it is alive: heed refuses a second open.
     pub fn open(dir: &Path, opts: &OpenOptions) -> Result<Arc<Index>, IndexError> {
+        let (key, mut reg, open) = Index::lookup(dir)?;
+        if let Some(index) = open {
+            return Ok(index);
+        }
+        crate::fresh::discard_unfinished(&key)?;
+        let index = Arc::new(Index::open_uncached(&key, opts)?);
+        Index::register(&mut reg, key, &index);
+        Ok(index)
+    }
+
+    /// Creates `dir` if needed; its canonical path, the registry of open envs (locked), and
+    /// the env this process has open there, if any.
+    pub(crate) fn lookup(
+        dir: &Path,
+    ) -> Result<(PathBuf, Registry, Option<Arc<Index>>), IndexError> {
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
             .map_err(|e| IndexError::io(dir, e))?;
         let key = dir.canonicalize().map_err(|e| IndexError::io(dir, e))?;
-        let mut reg = registry().lock().map_err(|_| IndexError::Poisoned)?;
-        if let Some(index) = reg.get(&key).and_then(Weak::upgrade) {
-            return Ok(index);
-        }
-        crate::fresh::discard_unfinished(&key)?;
-        let index = Arc::new(Index::open_uncached(&key, opts)?);
+        let reg = registry().lock().map_err(|_| IndexError::Poisoned)?;
+        let open = reg.get(&key).and_then(Weak::upgrade);
+        Ok((key, reg, open))
+    }
+
+    pub(crate) fn register(reg: &mut Registry, key: PathBuf, index: &Arc<Index>) {
         reg.retain(|_, w| w.strong_count() > 0);
-        reg.insert(key, Arc::downgrade(&index));
-        Ok(index)
+        reg.insert(key, Arc::downgrade(index));
     }
 
     pub(crate) fn open_uncached(dir: &Path, opts: &OpenOptions) -> Result<Index, IndexError> {

@@ -15,9 +15,9 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use crate::env::{flock, open_lock_file, registry};
+use crate::env::{flock, open_lock_file};
 use crate::{Index, IndexError, OpenOptions, DATA_FILE, LOCK_FILE};
 
 /// The marker of an env being created without synced commits.
@@ -69,12 +69,8 @@ impl Index {
         if !opts.durable {
             return Index::open(dir, opts);
         }
-        std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o700)
-            .create(dir)
-            .map_err(|e| IndexError::io(dir, e))?;
-        let key = dir.canonicalize().map_err(|e| IndexError::io(dir, e))?;
-        let mut reg = registry().lock().map_err(|_| IndexError::Poisoned)?;
-        if let Some(index) = reg.get(&key).and_then(Weak::upgrade) {
+        let (key, mut reg, open) = Index::lookup(dir)?;
+        if let Some(index) = open {
             return Ok(index);
         }
         discard_unfinished(&key)?;
@@ -100,8 +96,7 @@ impl Index {
         };
         let index = Arc::new(Index::open_uncached(&key, &unsynced)?);
         index.deferred.store(true, Ordering::SeqCst);
-        reg.retain(|_, w| w.strong_count() > 0);
-        reg.insert(key, Arc::downgrade(&index));
+        Index::register(&mut reg, key, &index);
         Ok(index)
     }
 

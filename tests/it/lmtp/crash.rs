@@ -110,18 +110,11 @@ fn sigkill_during_lmtp_load_loses_and_duplicates_nothing() {
 fn one_unusable_maildir_at_start_up_does_not_keep_the_others_down() {
     let _kill_tests = kill_tests_shared();
     let bin = maildex_bin();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = write_config(dir.path(), port, "");
-    for u in ["alice", "bob"] {
-        let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
-        maildex_auth::add_user(&dir.path().join("users"), u, &hash).unwrap();
-    }
+    let (dir, config, addr) = alice_and_bob();
     // bob's Maildir path is taken by a plain file: his mail cannot be opened (the start
     // does not look: issue 20 #3)
     std::fs::create_dir_all(dir.path().join("mail")).unwrap();
     std::fs::write(dir.path().join("mail/bob"), b"not a Maildir").unwrap();
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
     assert_eq!(deliver_one(addr, "alice", "to-alice"), Some(true));
     // bob's delivery fails temporarily (postfix keeps the message and retries)
@@ -263,14 +256,7 @@ fn a_new_users_skeleton_cut_short_is_made_again_by_the_next_delivery() {
             .collect()
     };
     for case in ["eio", "kill", "torn"] {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let config = write_config(dir.path(), port, "");
-        for u in ["alice", "bob"] {
-            let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
-            maildex_auth::add_user(&dir.path().join("users"), u, &hash).unwrap();
-        }
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let (dir, config, addr) = alice_and_bob();
         // maildex_index::PENDING_FILE
         let marker = dir.path().join("index/alice/create.pending");
         let mut acked = Acks::new();
@@ -307,6 +293,11 @@ fn a_new_users_skeleton_cut_short_is_made_again_by_the_next_delivery() {
                 acked.insert(("alice".to_string(), "alice-2".to_string()));
                 daemon.terminate();
             } else {
+                // the connection closes as the process dies, a moment before it can be reaped
+                let t0 = Instant::now();
+                while !daemon.exited() && t0.elapsed() < Duration::from_secs(10) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
                 assert!(
                     daemon.exited(),
                     "{case}: the kill fault did not end the daemon"
@@ -338,6 +329,19 @@ fn a_new_users_skeleton_cut_short_is_made_again_by_the_next_delivery() {
         check_maildirs(dir.path(), &["alice".to_string()], &acked, &sent);
         assert_settled(&bin, &config, dir.path(), case);
     }
+}
+
+/// A scratch folder with the daemon's config (no `[storage]` extras) and the users alice
+/// and bob; the config and the LMTP address.
+fn alice_and_bob() -> (tempfile::TempDir, PathBuf, SocketAddr) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), port, "");
+    for u in ["alice", "bob"] {
+        let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
+        maildex_auth::add_user(&dir.path().join("users"), u, &hash).unwrap();
+    }
+    (dir, config, ([127, 0, 0, 1], port).into())
 }
 
 /// The daemon's config; `storage_extra` goes into `[storage]`.
