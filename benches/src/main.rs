@@ -101,8 +101,8 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', value_parser = ["listing", "files", "search", "rebuild", "bodies", "lmtp", "idle"])]
         only: Vec<String>,
         /// Dovecot's `mail_fsync`: `optimized` (its default, what the recorded runs use)
-        /// fsyncs the message file only; `always` also its index, dotlocks and uidlist
-        /// writes, about what maildex makes durable. Another value than the default
+        /// syncs the message file, `new/` and dovecot-uidlist (strace, issue 19 #4);
+        /// `always` also its index and dotlocks, about what maildex makes durable. Another value than the default
         /// writes no docs (as --only).
         #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
         dovecot_mail_fsync: String,
