@@ -135,27 +135,25 @@ impl<'t> Reader<'t> {
         &self,
         mailbox: u32,
         uids: RangeInclusive<u32>,
-        mut f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
+        f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        let lo = msg_key(mailbox, *uids.start());
-        let hi = msg_key(mailbox, *uids.end());
-        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
-        for item in self.dbs.messages.range(self.txn, &range).map_err(lmdb)? {
-            let (key, raw) = item.map_err(lmdb)?;
-            let (_, uid) = split_msg_key(key).ok_or_else(|| {
-                IndexError::Corrupt(format!("message key of {} bytes", key.len()))
-            })?;
-            if f(uid, decode(raw, &What("message", mailbox, uid))?)?.is_break() {
-                break;
-            }
-        }
-        Ok(())
+        self.walk_states::<MessageState>(mailbox, uids, f)
     }
 
     /// [`Reader::for_each_state`] with the file name left empty: nothing is allocated per
     /// message (SEARCH reads the states of a whole mailbox and needs no names).
     pub fn for_each_state_nameless(
         &self,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        self.walk_states::<crate::schema::NamelessState<'_>>(mailbox, uids, f)
+    }
+
+    /// The states of `mailbox` in `uids`, each decoded as a `T` and made a [`MessageState`].
+    fn walk_states<'s, T: serde::Deserialize<'s> + Into<MessageState>>(
+        &'s self,
         mailbox: u32,
         uids: RangeInclusive<u32>,
         mut f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
@@ -168,8 +166,7 @@ impl<'t> Reader<'t> {
             let (_, uid) = split_msg_key(key).ok_or_else(|| {
                 IndexError::Corrupt(format!("message key of {} bytes", key.len()))
             })?;
-            let state: crate::schema::NamelessState<'_> =
-                decode(raw, &What("message", mailbox, uid))?;
+            let state: T = decode(raw, &What("message", mailbox, uid))?;
             if f(uid, state.into())?.is_break() {
                 break;
             }

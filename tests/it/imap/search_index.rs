@@ -358,20 +358,7 @@ fn header_search_from_the_index_equals_a_scan_of_the_files() {
     let msgs = scan_messages(&s);
     assert_eq!(msgs.len(), EDGE.len() + 40);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1801);
-    let nonempty = equals_scan(&mut c, 300, msgs.len(), || {
-        let keys: Vec<Key> = (0..rng.gen_range(1..3))
-            .map(|_| tree(&mut rng, 3))
-            .collect();
-        let want: Vec<u32> = msgs
-            .iter()
-            .filter(|m| keys.iter().all(|k| k.scan(m)))
-            .map(|m| m.uid)
-            .collect();
-        (
-            keys.iter().map(Key::imap).collect::<Vec<_>>().join(" "),
-            want,
-        )
-    });
+    let nonempty = random_searches_equal_the_scan(&mut c, &msgs, &mut rng, 300);
     // guards the property against keys that never tell messages apart
     assert!(
         nonempty > 100,
@@ -379,9 +366,14 @@ fn header_search_from_the_index_equals_a_scan_of_the_files() {
     );
 }
 
-/// Random searches of the property above (HEADER of fields outside the stored and hot ones
-/// included) equal the scan's.
-fn random_searches_equal_the_scan(c: &mut Client, msgs: &[FileMsg], rng: &mut impl Rng, n: usize) {
+/// `n` random searches (criteria trees as [`tree`] makes them, HEADER of fields outside
+/// the stored and hot ones included) equal the scan's; returns how many were selective.
+fn random_searches_equal_the_scan(
+    c: &mut Client,
+    msgs: &[FileMsg],
+    rng: &mut impl Rng,
+    n: usize,
+) -> usize {
     equals_scan(c, n, msgs.len(), || {
         let keys: Vec<Key> = (0..rng.gen_range(1..3)).map(|_| tree(rng, 3)).collect();
         let want: Vec<u32> = msgs
@@ -393,7 +385,7 @@ fn random_searches_equal_the_scan(c: &mut Client, msgs: &[FileMsg], rng: &mut im
             keys.iter().map(Key::imap).collect::<Vec<_>>().join(" "),
             want,
         )
-    });
+    })
 }
 
 /// A HEADER search of a field outside the stored and hot ones, in a mailbox of at least
