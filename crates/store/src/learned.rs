@@ -123,18 +123,9 @@ impl UserStore {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
-    use crate::{DeliverOptions, SnapshotRequest, StoreOptions, SyncFirst};
-
-    fn store(dir: &Path) -> UserStore {
-        let opts = StoreOptions {
-            fsync: false,
-            ..StoreOptions::default()
-        };
-        UserStore::open(&dir.join("mail"), &dir.join("index"), opts).unwrap()
-    }
+    use crate::read::tests::store;
+    use crate::{DeliverOptions, SnapshotRequest, SyncFirst};
 
     fn deliver(s: &UserStore, n: usize) {
         for i in 0..n {

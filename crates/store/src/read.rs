@@ -658,11 +658,12 @@ fn load_batch(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{DeliverOptions, FlagOp, StoreOptions};
 
-    fn store(dir: &Path) -> UserStore {
+    /// A store on `dir` without fsync (the store's unit tests share it).
+    pub(crate) fn store(dir: &Path) -> UserStore {
         let opts = StoreOptions {
             fsync: false,
             ..StoreOptions::default()
