@@ -64,22 +64,30 @@ impl UserStore {
         }
         let _filling = Filling(key);
         let id = mailbox.id();
-        let wanted = names.clone();
-        let (learned, last) = self.index.write(move |w| {
-            let m = w.reader().require_mailbox(id)?;
-            if m.counts.messages < LEARN_MIN_MESSAGES {
-                return Ok((Vec::new(), 0));
-            }
-            for n in &wanted {
-                w.learn_header(id, n)?;
-            }
-            let m = w.reader().require_mailbox(id)?;
-            let learned: Vec<String> = wanted
-                .into_iter()
-                .filter(|n| m.learned_headers.contains(n))
-                .collect();
-            Ok((learned, m.uid_next.saturating_sub(1)))
-        })?;
+        // a write only when a field is new and fits: a search of a field the mailbox cannot
+        // learn (the cap) must not cost a commit each time
+        let m = self.index.read(|r| r.require_mailbox(id))?;
+        if m.counts.messages < LEARN_MIN_MESSAGES {
+            return Ok(0);
+        }
+        let room = maildex_index::MAX_LEARNED.saturating_sub(m.learned_headers.len());
+        let new = names.iter().any(|n| !m.learned_headers.contains(n));
+        let m = if new && room > 0 {
+            let wanted = names.clone();
+            self.index.write(move |w| {
+                for n in &wanted {
+                    w.learn_header(id, n)?;
+                }
+                w.reader().require_mailbox(id)
+            })?
+        } else {
+            m
+        };
+        let learned: Vec<String> = names
+            .into_iter()
+            .filter(|n| m.learned_headers.contains(n))
+            .collect();
+        let last = m.uid_next.saturating_sub(1);
         if learned.is_empty() {
             return Ok(0);
         }
