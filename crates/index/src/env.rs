@@ -115,7 +115,7 @@ impl<'e> Dbs<'e> {
             sig: Segments {
                 db: self.fts_sig,
                 name: schema::DB_FTS_SIG,
-                compress: true,
+                compress: false,
             },
         }
     }
