@@ -127,16 +127,17 @@ impl UserStore {
         }
         let letters = self.letters(&d, &names, true)?;
         let same = s.id == d.id;
-        // A COPY only writes dst: the source files it links may be renamed meanwhile (by a
-        // STORE of this process as by another tool), which placing chases by base name, so
-        // it does not queue behind the source mailbox's writers too (issue 15 item 22). A
-        // MOVE removes the source records and holds both.
+        // A COPY only adds to dst: the source files it links may be renamed meanwhile (by
+        // a STORE of this process as by another tool), which placing chases by base name,
+        // so it does not queue behind the source mailbox's writers too, and it holds dst
+        // as an APPEND does, beside its STOREs and EXPUNGEs (issue 15 item 22). A MOVE
+        // removes the source records and holds both exclusively.
         let serial = if moving {
             self.serial(&[&s.name, &d.name])
         } else {
             self.serial(&[&d.name])
         };
-        let (outcome, placed_bases) = serial.hold(|| -> Result<_, OpError> {
+        let work = || -> Result<_, OpError> {
             let placed = if moving && !same {
                 self.place_moved(&s, &d, sources, &src_table, &letters)?
             } else {
@@ -189,7 +190,12 @@ impl UserStore {
                 self.remove_messages(&s, states, false)?;
             }
             Ok((outcome, bases))
-        })?;
+        };
+        let (outcome, placed_bases) = if moving {
+            serial.hold(work)?
+        } else {
+            serial.add(work)?
+        };
         if let Some(o) = outcome {
             return Ok(o);
         }

@@ -224,7 +224,7 @@ impl UserStore {
         let target = self.placement(name, &path, opts)?;
         let built = convert::index_file(tmp.path(), target.state.clone(), self.opts.full_text)?;
         let serial = self.mailbox_lock(name);
-        let held = serial.hold();
+        let held = serial.add();
         // nothing after the rename may fail without removing the file again (finish)
         let delivered = tmp.commit(target.sub, opts.flags, target.keywords)?;
         self.finish_delivery(name, &path, target, delivered, built, held)
@@ -254,7 +254,7 @@ impl UserStore {
             ..target.state.clone()
         };
         let serial = self.mailbox_lock(name);
-        let held = serial.hold();
+        let held = serial.add();
         let (delivered, how) =
             self.place_file(msg, &path, target.sub, opts.flags, target.keywords)?;
         self.finish_delivery(name, &path, target, delivered, built, held)
@@ -378,7 +378,7 @@ impl UserStore {
         target: Placement,
         delivered: Delivered,
         mut built: maildex_index::Built,
-        held: std::sync::MutexGuard<'_, ()>,
+        held: crate::Adding<'_>,
     ) -> Result<DeliveredMessage, StoreError> {
         built.record.state.file_name = delivered.file_name.clone();
         let message_id = message_id(&built.headers);

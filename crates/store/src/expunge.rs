@@ -26,32 +26,53 @@ impl UserStore {
     /// already is left for the sync to remove (it removes only on a complete listing).
     pub fn expunge(&self, mailbox: &str, uids: Option<&[u32]>) -> Result<Vec<u32>, OpError> {
         let t = self.target(mailbox)?;
-        let id = t.id;
         let chosen: Option<Vec<u32>> = uids.map(<[u32]>::to_vec);
-        let serial = self.serial(&[&t.name]);
-        serial.hold(|| {
-            let states: Vec<(u32, MessageState)> = self.index.read(move |r| {
-                let all = match chosen {
-                    None => r.states(id)?,
-                    Some(list) => {
-                        let mut out = Vec::with_capacity(list.len());
-                        for uid in list {
-                            if let Some(s) = r.state(id, uid)? {
-                                out.push((uid, s));
-                            }
+        // Shared with the mailbox's STOREs, APPENDs and other EXPUNGEs (see `MailboxSerial`):
+        // the messages that have \Deleted are claimed against STOREs of them, then read
+        // again, so that one a STORE took \Deleted from meanwhile stays.
+        let serial = self.mailbox_lock(&t.name);
+        let shared = serial.share();
+        let candidates: Vec<u32> = self
+            .deleted_states(t.id, chosen)?
+            .into_iter()
+            .map(|(uid, _)| uid)
+            .collect();
+        let _claim = serial.claim(&shared, &candidates);
+        let states = self.deleted_states(t.id, Some(candidates))?;
+        self.remove_messages(&t, states, true)
+    }
+
+    /// The messages of mailbox `id` that have `\Deleted`, among `chosen` or all, in UID
+    /// order.
+    fn deleted_states(
+        &self,
+        id: u32,
+        chosen: Option<Vec<u32>>,
+    ) -> Result<Vec<(u32, MessageState)>, StoreError> {
+        let mut states: Vec<(u32, MessageState)> = self.index.read(move |r| {
+            let all = match chosen {
+                None => r.states(id)?,
+                Some(list) => {
+                    let mut out = Vec::with_capacity(list.len());
+                    for uid in list {
+                        if let Some(s) = r.state(id, uid)? {
+                            out.push((uid, s));
                         }
-                        out
                     }
-                };
-                Ok(all.into_iter().filter(|(_, s)| s.is_deleted()).collect())
-            })?;
-            self.remove_messages(&t, states, true)
-        })
+                    out
+                }
+            };
+            Ok(all.into_iter().filter(|(_, s)| s.is_deleted()).collect())
+        })?;
+        states.sort_by_key(|(u, _)| *u);
+        states.dedup_by_key(|(u, _)| *u);
+        Ok(states)
     }
 
     /// Unlinks the files of `states` and removes their records in one commit. With
     /// `require_deleted`, a message renamed by another tool meanwhile goes only if its
-    /// current name still carries T. The caller holds the mailbox's serial lock.
+    /// current name still carries T. The caller holds the mailbox's serial lock, or holds
+    /// it shared with `states` claimed ([`crate::MailboxSerial::claim`]).
     pub(crate) fn remove_messages(
         &self,
         t: &Target,

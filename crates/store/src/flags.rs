@@ -118,8 +118,12 @@ impl UserStore {
         let mut uids = uids.to_vec();
         uids.sort_unstable();
         uids.dedup();
-        let serial = self.serial(&[&t.name]);
-        serial.hold(|| self.set_flags_locked(&t, &uids, op, flags, letters, unchanged_since))
+        // shared with STOREs of other messages, whose commits this one's can then join
+        // (see `MailboxSerial`); the UIDs claimed against STOREs and EXPUNGEs of them
+        let serial = self.mailbox_lock(&t.name);
+        let shared = serial.share();
+        let _claim = serial.claim(&shared, &uids);
+        self.set_flags_locked(&t, &uids, op, flags, letters, unchanged_since)
     }
 
     fn set_flags_locked(

@@ -2,11 +2,12 @@
 //! the sync of the same mailbox, and mapping keyword names to dovecot-keywords letters.
 
 use std::path::PathBuf;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 use maildex_index::MailboxRecord;
 use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::{Flags, Keywords};
+use parking_lot::RwLockWriteGuard;
 
 use crate::{MailboxSerial, OpError, UserStore};
 
@@ -62,7 +63,15 @@ pub(crate) struct Serial {
 impl Serial {
     /// Runs `f` holding the locks.
     pub fn hold<R>(&self, f: impl FnOnce() -> R) -> R {
-        let guards: Vec<MutexGuard<'_, ()>> = self.locks.iter().map(|l| l.hold()).collect();
+        let guards: Vec<RwLockWriteGuard<'_, ()>> = self.locks.iter().map(|l| l.hold()).collect();
+        let out = f();
+        drop(guards);
+        out
+    }
+
+    /// Runs `f` holding the mailboxes for adding messages ([`crate::MailboxSerial::add`]).
+    pub fn add<R>(&self, f: impl FnOnce() -> R) -> R {
+        let guards: Vec<crate::Adding<'_>> = self.locks.iter().map(|l| l.add()).collect();
         let out = f();
         drop(guards);
         out

@@ -7,6 +7,7 @@ mod support;
 
 mod bad_input;
 mod cached_headers;
+mod concurrent_stores;
 mod deliver;
 mod dovecot_maildir;
 mod full_disk;
