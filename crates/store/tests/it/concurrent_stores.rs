@@ -77,6 +77,14 @@ fn delivered(store: &UserStore, n: usize) -> Vec<(u32, u64)> {
         .collect()
 }
 
+/// The writes since commit count `before` went into one commit, and the index matches the
+/// Maildir.
+fn shared_one_commit(store: &UserStore, before: u64, writes: &str) {
+    let commits = store.index().commits() - before;
+    assert_eq!(commits, 1, "{writes} should have shared one commit");
+    assert!(store.check().expect("check").is_empty());
+}
+
 /// Before: every STORE held its mailbox's lock through its index commit, so the second
 /// STORE reached the index only after the first one's commit, and each paid its own.
 #[test]
@@ -101,12 +109,7 @@ fn stores_of_different_messages_share_one_commit() {
         "{a:?} {b:?}"
     );
     assert_ne!(a.messages[0].modseq, b.messages[0].modseq);
-    assert_eq!(
-        store.index().commits() - before,
-        1,
-        "the two STOREs should have shared one commit"
-    );
-    assert!(store.check().expect("check").is_empty());
+    shared_one_commit(&store, before, "the two STOREs");
 }
 
 /// Before: an EXPUNGE and a delivery held the mailbox exclusively too, each through its
@@ -151,12 +154,7 @@ fn a_store_an_expunge_and_a_delivery_share_one_commit() {
     assert!(stored.messages[0].changed, "{stored:?}");
     assert_eq!(expunged, vec![b]);
     assert!(c.uid > b);
-    assert_eq!(
-        store.index().commits() - before,
-        1,
-        "the three writes should have shared one commit"
-    );
-    assert!(store.check().expect("check").is_empty());
+    shared_one_commit(&store, before, "the three writes");
 }
 
 /// RFC 7162 §3.1.3: UNCHANGEDSINCE compares the modseq the message has when the STORE
