@@ -267,6 +267,14 @@ pub(crate) struct NamelessState<'a> {
     vsize: u64,
 }
 
+/// The first two fields of a stored [`MessageState`], borrowed (postcard leaves the rest
+/// alone): what a sync compares with a listing.
+#[derive(Deserialize)]
+pub(crate) struct FileNameView<'a> {
+    pub(crate) file_name: &'a str,
+    pub(crate) in_new: bool,
+}
+
 impl From<NamelessState<'_>> for MessageState {
     fn from(s: NamelessState<'_>) -> MessageState {
         MessageState {

@@ -151,6 +151,28 @@ impl<'t> Reader<'t> {
         self.walk_states::<crate::schema::NamelessState<'_>>(mailbox, uids, f)
     }
 
+    /// Calls `f` with the file name and the `in_new` of each message of `mailbox`, in UID
+    /// order, borrowed from the stored record (nothing after them is decoded, nothing is
+    /// allocated): what a sync compares with a listing of the folders.
+    pub fn for_each_file_name(
+        &self,
+        mailbox: u32,
+        mut f: impl FnMut(u32, &str, bool),
+    ) -> Result<(), IndexError> {
+        let lo = msg_key(mailbox, 0);
+        let hi = msg_key(mailbox, u32::MAX);
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        for item in self.dbs.messages.range(self.txn, &range).map_err(lmdb)? {
+            let (key, raw) = item.map_err(lmdb)?;
+            let (_, uid) = split_msg_key(key).ok_or_else(|| {
+                IndexError::Corrupt(format!("message key of {} bytes", key.len()))
+            })?;
+            let v: crate::schema::FileNameView<'_> = decode(raw, &What("message", mailbox, uid))?;
+            f(uid, v.file_name, v.in_new);
+        }
+        Ok(())
+    }
+
     /// The states of `mailbox` in `uids`, each decoded as a `T` and made a [`MessageState`].
     fn walk_states<'s, T: serde::Deserialize<'s> + Into<MessageState>>(
         &'s self,

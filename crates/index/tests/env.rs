@@ -468,3 +468,47 @@ impl Woken {
         self.called.swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 }
+
+#[test]
+fn file_names_are_read_as_the_states_hold_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let (id, other) = index
+        .write(|w| {
+            let id = w.create_mailbox("INBOX", 42)?;
+            let other = w.create_mailbox("Other", 43)?;
+            w.insert_message(id, 1, msg(0, 100, 0), Vec::new())?;
+            w.insert_message(id, 7, msg(flag::SEEN, 200, 10), Vec::new())?;
+            w.insert_message(other, 2, msg(0, 300, 0), Vec::new())?;
+            w.update_message(id, 1, flag::SEEN, 0, "1.M2P1.host:2,S", false)?;
+            w.update_message(id, 7, 0, 0, "7.M1P1.host", true)?;
+            Ok((id, other))
+        })
+        .unwrap();
+    let (names, states) = index
+        .read(|r| {
+            let mut names = Vec::new();
+            r.for_each_file_name(id, |uid, name, in_new| {
+                names.push((uid, name.to_string(), in_new))
+            })?;
+            Ok((names, r.states(id)?))
+        })
+        .unwrap();
+    let want: Vec<(u32, String, bool)> = states
+        .into_iter()
+        .map(|(uid, s)| (uid, s.file_name, s.in_new))
+        .collect();
+    assert_eq!(names, want);
+    assert_eq!(
+        names,
+        vec![
+            (1, "1.M2P1.host:2,S".to_string(), false),
+            (7, "7.M1P1.host".to_string(), true)
+        ]
+    );
+    let mut count = 0;
+    index
+        .read(|r| r.for_each_file_name(other, |_, _, _| count += 1))
+        .unwrap();
+    assert_eq!(count, 1);
+}

@@ -56,7 +56,10 @@ impl MaildirName {
         if file_name.contains('/') {
             return Err(bad("contains '/'"));
         }
-        if file_name.contains(['\0', '\n', '\r']) {
+        if file_name
+            .bytes()
+            .any(|b| matches!(b, b'\0' | b'\n' | b'\r'))
+        {
             return Err(bad("contains NUL, CR or LF"));
         }
         let (base, info) = match file_name.split_once(':') {
@@ -163,8 +166,10 @@ pub fn base_of(file_name: &str) -> &str {
 /// the digits must end the base or be followed by `,`.
 fn size_field(base: &str, key: u8) -> Option<u64> {
     let bytes = base.as_bytes();
-    let pat = [b',', key, b'='];
-    let start = bytes.windows(3).position(|w| w == pat)? + 3;
+    // a sync parses every name of a folder: look at the commas only
+    let start = memchr::memchr_iter(b',', bytes)
+        .find(|&i| bytes.get(i + 1) == Some(&key) && bytes.get(i + 2) == Some(&b'='))?
+        + 3;
     let rest = &bytes[start..];
     let end = rest
         .iter()
@@ -173,7 +178,10 @@ fn size_field(base: &str, key: u8) -> Option<u64> {
     if end == 0 || (end < rest.len() && rest[end] != b',') {
         return None;
     }
-    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
+    // digits only: what u64's parse accepts, None on overflow as it gives
+    rest[..end].iter().try_fold(0u64, |acc, d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
 }
 
 /// Orders file names the way Dovecot orders new messages before giving them UIDs

@@ -98,6 +98,8 @@ fn size_fields_must_be_well_formed() {
     assert_eq!(size_field("x,S=12a", b'S'), None);
     assert_eq!(size_field("x,S=99999999999999999999999", b'S'), None);
     assert_eq!(size_field("xS=12", b'S'), None);
+    assert_eq!(size_field("x,W=1,S=2", b'S'), Some(2));
+    assert_eq!(size_field("x,,S=3", b'S'), Some(3));
 }
 
 #[test]

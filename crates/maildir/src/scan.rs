@@ -146,6 +146,19 @@ pub struct Scan {
 /// are read, so a change that happens during the scan shows as a changed stamp next
 /// time. Dotfiles and subdirectories are skipped.
 pub fn scan(mailbox: &Path) -> Result<Scan, MaildirError> {
+    let mut out = scan_unsorted(mailbox)?;
+    // new/'s entries come first; each group sorted on its own
+    let in_new = out.entries.partition_point(|e| e.sub == Sub::New);
+    let (new, cur) = out.entries.split_at_mut(in_new);
+    new.sort_by(|a, b| sort_cmp(&a.file_name, &b.file_name));
+    cur.sort_by(|a, b| sort_cmp(&a.file_name, &b.file_name));
+    Ok(out)
+}
+
+/// [`scan`] without the sort: `new/`'s entries then `cur/`'s, each group in directory
+/// order. For a caller that looks names up rather than numbering them (the sync of a
+/// folder of 30,000 messages spent a fifth of its time in that sort).
+pub fn scan_unsorted(mailbox: &Path) -> Result<Scan, MaildirError> {
     let (new, cur) = stamps(mailbox)?;
     let mut out = Scan {
         new,
@@ -155,7 +168,6 @@ pub fn scan(mailbox: &Path) -> Result<Scan, MaildirError> {
     for sub in [Sub::New, Sub::Cur] {
         let dir = sub.path(mailbox);
         let rd = fs::read_dir(&dir).map_err(|e| MaildirError::io("readdir", &dir, e))?;
-        let mut entries = Vec::new();
         for de in rd {
             let de = de.map_err(|e| MaildirError::io("readdir", &dir, e))?;
             let os_name = de.file_name();
@@ -175,21 +187,19 @@ pub fn scan(mailbox: &Path) -> Result<Scan, MaildirError> {
                 Ok(_) => {}
                 Err(_) => continue,
             }
-            let Some(file_name) = os_name.to_str() else {
+            let Ok(file_name) = os_name.into_string() else {
                 out.bad_names.push(de.path());
                 continue;
             };
-            match MaildirName::parse(file_name) {
-                Ok(name) => entries.push(Entry {
+            match MaildirName::parse(&file_name) {
+                Ok(name) => out.entries.push(Entry {
                     sub,
-                    file_name: file_name.to_string(),
+                    file_name,
                     name,
                 }),
                 Err(_) => out.bad_names.push(de.path()),
             }
         }
-        entries.sort_by(|a, b| sort_cmp(&a.file_name, &b.file_name));
-        out.entries.extend(entries);
     }
     Ok(out)
 }

@@ -15,7 +15,9 @@ use maildex_maildir::{
     courier, scan, uidlist, Entry, MaildirError, UidRecord, Uidlist, UidlistLock,
 };
 
+use crate::convert::file_stamp;
 use crate::StoreError;
+use maildex_index::Stamp;
 
 /// What the index knows of a mailbox's UIDs, used only to recreate a lost uidlist.
 pub(crate) struct Known {
@@ -32,6 +34,9 @@ pub(crate) struct Assigned {
     pub by_base: HashMap<String, u32>,
     /// Base file name -> UID, for every record of the list (present or not).
     pub all: HashMap<String, u32>,
+    /// The list's stamp once written, taken under the lock: a change by anyone after it
+    /// shows as another stamp.
+    pub stamp: Stamp,
 }
 
 /// Lists the folders and returns the base names found, but only when the listing is known
@@ -40,7 +45,7 @@ pub(crate) struct Assigned {
 /// it runs, and anything dropped because of such a miss would be renumbered or shown as
 /// expunged, so callers that drop or remove things rely on this and wait otherwise.
 pub(crate) fn complete_listing(mailbox: &Path) -> Result<Option<HashSet<String>>, StoreError> {
-    let listing = scan::scan(mailbox)?;
+    let listing = scan::scan_unsorted(mailbox)?;
     let after = scan::stamps(mailbox)?;
     let now = SystemTime::now();
     let quiet = (listing.new, listing.cur) == after
@@ -156,6 +161,7 @@ pub(crate) fn assign(
     } else if !added.is_empty() {
         lock.append(&added, list.next_uid)?;
     }
+    let stamp = file_stamp(&mailbox.join(uidlist::UIDLIST_NAME))?;
     let all = list
         .records
         .iter()
@@ -166,5 +172,6 @@ pub(crate) fn assign(
         next_uid: list.next_uid,
         by_base,
         all,
+        stamp,
     })
 }
