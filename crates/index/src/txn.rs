@@ -159,18 +159,14 @@ impl<'t> Reader<'t> {
         mailbox: u32,
         mut f: impl FnMut(u32, &str, bool),
     ) -> Result<(), IndexError> {
-        let lo = msg_key(mailbox, 0);
-        let hi = msg_key(mailbox, u32::MAX);
-        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
-        for item in self.dbs.messages.range(self.txn, &range).map_err(lmdb)? {
-            let (key, raw) = item.map_err(lmdb)?;
-            let (_, uid) = split_msg_key(key).ok_or_else(|| {
-                IndexError::Corrupt(format!("message key of {} bytes", key.len()))
-            })?;
-            let v: crate::schema::FileNameView<'_> = decode(raw, &What("message", mailbox, uid))?;
-            f(uid, v.file_name, v.in_new);
-        }
-        Ok(())
+        self.walk_records(
+            mailbox,
+            1..=u32::MAX,
+            |uid, v: crate::schema::FileNameView<'_>| {
+                f(uid, v.file_name, v.in_new);
+                Ok(ControlFlow::Continue(()))
+            },
+        )
     }
 
     /// The states of `mailbox` in `uids`, each decoded as a `T` and made a [`MessageState`].
@@ -179,6 +175,17 @@ impl<'t> Reader<'t> {
         mailbox: u32,
         uids: RangeInclusive<u32>,
         mut f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
+        self.walk_records(mailbox, uids, |uid, state: T| f(uid, state.into()))
+    }
+
+    /// The stored states of `mailbox` in `uids`, each decoded as a `T` (a view of the
+    /// record, borrowed from it).
+    fn walk_records<'s, T: serde::Deserialize<'s>>(
+        &'s self,
+        mailbox: u32,
+        uids: RangeInclusive<u32>,
+        mut f: impl FnMut(u32, T) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         let lo = msg_key(mailbox, *uids.start());
         let hi = msg_key(mailbox, *uids.end());
@@ -189,7 +196,7 @@ impl<'t> Reader<'t> {
                 IndexError::Corrupt(format!("message key of {} bytes", key.len()))
             })?;
             let state: T = decode(raw, &What("message", mailbox, uid))?;
-            if f(uid, state.into())?.is_break() {
+            if f(uid, state)?.is_break() {
                 break;
             }
         }

@@ -444,12 +444,16 @@ impl UserStore {
             // complete, or leave it for a later sync when the folders are quiet. A UID whose
             // file is still there but now numbered otherwise goes too (it was renumbered).
             match uids::complete_listing(path)? {
-                Some(present) => to_remove.retain(|uid| {
-                    indexed.get(uid).is_none_or(|(file_name, _)| {
-                        let base = base_of(file_name);
-                        !present.contains(base) || assigned.all.get(base) != Some(uid)
+                Some(present) => {
+                    let all: HashMap<&str, u32> =
+                        assigned.records.iter().map(|r| (r.base(), r.uid)).collect();
+                    to_remove.retain(|uid| {
+                        indexed.get(uid).is_none_or(|(file_name, _)| {
+                            let base = base_of(file_name);
+                            !present.contains(base) || all.get(base) != Some(uid)
+                        })
                     })
-                }),
+                }
                 None => {
                     to_remove.clear();
                     complete = false;
@@ -656,30 +660,35 @@ fn vouched_diff(entries: &[Entry], indexed: &Indexed) -> Option<Vec<Update>> {
         let (uid, file_name, was_new) = indexed.get(i);
         let in_new = e.sub == Sub::New;
         if file_name != e.file_name || was_new != in_new {
-            update.push((
-                uid,
-                e.file_name.clone(),
-                in_new,
-                flag_bits(e.name.flags),
-                e.name.keywords.0,
-            ));
+            update.push(update_of(uid, e));
         }
     }
     Some(update)
+}
+
+/// The index update of message `uid`, renamed to `e`.
+fn update_of(uid: u32, e: &Entry) -> Update {
+    (
+        uid,
+        e.file_name.clone(),
+        e.sub == Sub::New,
+        flag_bits(e.name.flags),
+        e.name.keywords.0,
+    )
 }
 
 /// Splits the listing into files to index, renamed files and UIDs whose file is gone.
 fn diff<'a>(
     mailbox: &str,
     entries: &'a [Entry],
-    by_base: &HashMap<String, u32>,
+    by_base: &HashMap<&str, u32>,
     indexed: &HashMap<u32, (&str, bool)>,
 ) -> (Vec<(u32, &'a Entry)>, Vec<Update>, Vec<u32>) {
     let mut add = Vec::new();
     let mut update = Vec::new();
     let mut seen = HashSet::with_capacity(entries.len());
     for e in entries {
-        let Some(&uid) = by_base.get(&e.name.base) else {
+        let Some(&uid) = by_base.get(e.name.base.as_str()) else {
             continue;
         };
         if !seen.insert(uid) {
@@ -693,13 +702,7 @@ fn diff<'a>(
             // the UID now names another file (renumbered by another tool): index it afresh
             Some((file_name, _)) if base_of(file_name) != e.name.base => add.push((uid, e)),
             Some(&(file_name, was_new)) if file_name != e.file_name || was_new != in_new => {
-                update.push((
-                    uid,
-                    e.file_name.clone(),
-                    in_new,
-                    flag_bits(e.name.flags),
-                    e.name.keywords.0,
-                ));
+                update.push(update_of(uid, e));
             }
             Some(_) => {}
         }

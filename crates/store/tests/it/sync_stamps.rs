@@ -13,10 +13,9 @@ fn age(dir: &std::path::Path, to: SystemTime) {
         .unwrap();
 }
 
-#[test]
-fn an_unchanged_mailbox_costs_only_stats_and_a_change_is_seen() {
-    let s = Scratch::new();
-    let store = s.open();
+/// Delivers three messages to INBOX and settles its folders: their last change is a minute
+/// old (returned).
+fn three_delivered_and_settled(s: &Scratch, store: &maildex_store::UserStore) -> SystemTime {
     for i in 0..3 {
         store
             .deliver(
@@ -26,11 +25,18 @@ fn an_unchanged_mailbox_costs_only_stats_and_a_change_is_seen() {
             )
             .unwrap();
     }
-    // settle the folders: their last change is a minute old
     let past = SystemTime::now() - Duration::from_secs(60);
     for sub in ["new", "cur"] {
         age(&s.maildir.join(sub), past);
     }
+    past
+}
+
+#[test]
+fn an_unchanged_mailbox_costs_only_stats_and_a_change_is_seen() {
+    let s = Scratch::new();
+    let store = s.open();
+    let past = three_delivered_and_settled(&s, &store);
     let first = store.sync_mailbox("INBOX").unwrap();
     assert_eq!(
         first.unchanged, 0,
@@ -162,19 +168,7 @@ fn renames_alone_are_synced_without_the_uidlist_and_other_changes_still_use_it()
     let mut opts = Scratch::options();
     opts.lock_timeout = Duration::from_millis(300);
     let store = maildex_store::UserStore::open(&s.maildir, &s.index, opts).unwrap();
-    for i in 0..3 {
-        store
-            .deliver(
-                "INBOX",
-                &mut &message(&format!("m{i}"))[..],
-                &Default::default(),
-            )
-            .unwrap();
-    }
-    let past = SystemTime::now() - Duration::from_secs(60);
-    for sub in ["new", "cur"] {
-        age(&s.maildir.join(sub), past);
-    }
+    let past = three_delivered_and_settled(&s, &store);
     store.sync_mailbox("INBOX").unwrap();
     let uids = |store: &maildex_store::UserStore| {
         store
