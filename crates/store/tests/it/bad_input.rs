@@ -5,20 +5,14 @@
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 
-use crate::support::{make_folder, message, put_file, Scratch};
+use crate::support::{inbox_states, make_folder, message, put_file, Scratch};
 use maildex_store::{StoreError, UserStore};
 
 fn uids(store: &UserStore) -> Vec<(u32, String, u64)> {
-    store
-        .index()
-        .read(|r| {
-            let id = r.mailbox_id("INBOX")?.expect("INBOX indexed");
-            Ok(r.states(id)?
-                .into_iter()
-                .map(|(u, h)| (u, h.file_name, h.size))
-                .collect())
-        })
-        .unwrap()
+    inbox_states(store)
+        .into_iter()
+        .map(|(u, h)| (u, h.file_name, h.size))
+        .collect()
 }
 
 #[test]

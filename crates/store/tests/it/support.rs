@@ -78,9 +78,25 @@ pub fn message(subject: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Writes a message file straight into `folder/sub/name`, as procmail or a sync tool would.
+/// Puts a message file into `folder/sub/name` as procmail or a sync tool would: written
+/// aside, then renamed in whole.
 pub fn put_file(folder: &Path, sub: &str, name: &str, bytes: &[u8]) -> PathBuf {
     let p = folder.join(sub).join(name);
-    fs::write(&p, bytes).expect("write message file");
+    // written aside and renamed in whole, as a Maildir writer does (a dotfile, which
+    // listings skip): a sync running meanwhile must not index the file half written
+    let aside = folder.join(sub).join(format!(".put-{name}"));
+    fs::write(&aside, bytes).expect("write message file");
+    fs::rename(&aside, &p).expect("rename message file into place");
     p
+}
+
+/// The states of INBOX's messages in the index, in UID order.
+pub fn inbox_states(store: &UserStore) -> Vec<(u32, maildex_index::MessageState)> {
+    store
+        .index()
+        .read(|r| {
+            let id = r.mailbox_id("INBOX")?.expect("INBOX indexed");
+            r.states(id)
+        })
+        .unwrap()
 }

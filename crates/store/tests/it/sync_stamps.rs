@@ -3,7 +3,7 @@
 use std::fs::{File, FileTimes};
 use std::time::{Duration, SystemTime};
 
-use crate::support::{message, put_file, Scratch};
+use crate::support::{inbox_states, message, put_file, Scratch};
 
 /// Sets a folder's mtime (as if its last change were `ago` in the past).
 fn age(dir: &std::path::Path, to: SystemTime) {
@@ -171,16 +171,10 @@ fn renames_alone_are_synced_without_the_uidlist_and_other_changes_still_use_it()
     let past = three_delivered_and_settled(&s, &store);
     store.sync_mailbox("INBOX").unwrap();
     let uids = |store: &maildex_store::UserStore| {
-        store
-            .index()
-            .read(|r| {
-                let id = r.mailbox_id("INBOX")?.expect("INBOX indexed");
-                Ok(r.states(id)?
-                    .into_iter()
-                    .map(|(u, st)| (u, st.file_name, st.in_new))
-                    .collect::<Vec<_>>())
-            })
-            .unwrap()
+        inbox_states(store)
+            .into_iter()
+            .map(|(u, st)| (u, st.file_name, st.in_new))
+            .collect::<Vec<_>>()
     };
     let before = uids(&store);
     assert_eq!(before.len(), 3);
