@@ -16,6 +16,7 @@ pub mod dump;
 mod env;
 mod fresh;
 mod fts;
+mod ids;
 pub mod learned;
 mod plain;
 pub mod record;
@@ -32,6 +33,7 @@ pub use env::{
 };
 pub use fresh::PENDING_FILE;
 pub use fts::{may_contain, signature, TextRecord};
+pub use ids::{MailboxId, ModSeq, Uid};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,
