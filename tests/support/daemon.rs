@@ -335,7 +335,7 @@ impl Server {
                 };
                 Ok(r.states(id)?
                     .into_iter()
-                    .map(|(uid, s)| (uid, s.file_name))
+                    .map(|(uid, s)| (uid.get(), s.file_name))
                     .collect())
             })
             .unwrap()
@@ -355,7 +355,8 @@ impl Server {
                 };
                 let names = r.require_mailbox(id)?.learned_headers;
                 let mut lacking = 0;
-                r.for_each_search(id, 1..=u32::MAX, |_, raw| {
+                let all = maildex_store::Uid::MIN..=maildex_store::Uid::MAX;
+                r.for_each_search(id, all, |_, raw| {
                     let view = maildex_store::records::SearchView::parse(raw);
                     let holds = view
                         .is_some_and(|v| names.iter().all(|n| v.header(n.as_bytes()).is_some()));

@@ -169,7 +169,7 @@ impl Accounts {
         });
         match delivered {
             Ok(d) => {
-                tracing::info!(user = %user.name, percent, uid = d.uid, "quota warning delivered")
+                tracing::info!(user = %user.name, percent, uid = d.uid.get(), "quota warning delivered")
             }
             Err(e) => tracing::error!(user = %user.name, error = %e, "quota warning not delivered"),
         }

@@ -52,6 +52,7 @@ use maildex_store::records::{
     flag, MessageState, SearchField, SearchView, HOT_HEADERS, SEARCH_HEADERS,
 };
 use maildex_store::text::{self, SearchText};
+use maildex_store::{ModSeq, Uid};
 
 pub use response::{esearch, save_result, search};
 pub(crate) use response::{numbers, wants};
@@ -62,7 +63,7 @@ pub struct Candidate<'a> {
     /// Message sequence number in the session's view.
     pub seq: u32,
     /// UID.
-    pub uid: u32,
+    pub uid: Uid,
     /// Flags, keywords, dates, sizes ([`Stage::State`]); `None` until loaded.
     pub state: Option<&'a MessageState>,
     /// The stored search fields ([`Stage::Search`]), read in place; `None` until loaded.
@@ -83,13 +84,13 @@ pub struct Context<'a> {
     pub max_seq: u32,
     /// Largest UID in the view: the value of `*` in UID sets (RFC 3501
     /// §6.4.8). With an empty mailbox there is no candidate at all.
-    pub max_uid: u32,
+    pub max_uid: Uid,
     /// The mailbox keyword table: bit i of [`MessageState::keywords`] is
     /// `keywords[i]`.
     pub keywords: &'a [String],
     /// The SEARCHRES result `$` as UIDs (RFC 5182 §2.1); `None` when no
     /// result was saved (then `$` matches nothing, RFC 5182 §2.1).
-    pub saved: Option<&'a [u32]>,
+    pub saved: Option<&'a [Uid]>,
     /// Now, in seconds since the epoch, for OLDER/YOUNGER (RFC 5032).
     pub now: i64,
     /// The server's offset from UTC in seconds: BEFORE/ON/SINCE take the
@@ -244,7 +245,7 @@ static NO_STATE: MessageState = MessageState {
     in_new: false,
     flags: 0,
     keywords: 0,
-    modseq: 0,
+    modseq: ModSeq(0),
     internal_date: 0,
     save_date: 0,
     size: 0,
@@ -478,8 +479,8 @@ impl Eval<'_, '_, '_> {
             K::Older(n) => st.internal_date <= self.ctx.now - i64::from(*n),
             K::Younger(n) => st.internal_date >= self.ctx.now - i64::from(*n),
             // RFC 7162 §3.1.5: modseq at or above the value.
-            K::ModSeq(n) => st.modseq >= *n,
-            K::Uid(set) => self.in_set(set, self.c.uid, self.ctx.max_uid),
+            K::ModSeq(n) => st.modseq >= ModSeq(*n),
+            K::Uid(set) => self.in_set(set, self.c.uid.get(), self.ctx.max_uid.get()),
             K::SequenceSet(set) => self.in_set(set, self.c.seq, self.ctx.max_seq),
             K::From(s) => return self.stored(SearchField::From, s),
             K::To(s) => return self.stored(SearchField::To, s),

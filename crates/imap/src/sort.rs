@@ -12,7 +12,7 @@ use maildex_imap_proto::{encode, SearchReturn, SortCriterion, SortKey, Tag};
 
 use crate::search::wants;
 use maildex_store::records::SortNeed;
-use maildex_store::SortEntry;
+use maildex_store::{ModSeq, SortEntry};
 
 /// Compares two messages by one key (RFC 5256 §3): dates and sizes as numbers, the
 /// others as the stored strings (already i;unicode-casemap'ed) byte by byte.
@@ -130,7 +130,7 @@ pub fn pair(m: &(u32, SortEntry)) -> (u32, &SortEntry) {
 
 /// Writes `* SORT 3 1 2\r\n` (RFC 5256 §4: the numbers in sort order; `* SORT\r\n` when
 /// nothing matched); `modseq` adds `(MODSEQ n)` (RFC 7162 §3.1.5) when some matched.
-pub fn sort_response(out: &mut Vec<u8>, numbers: &[u32], modseq: Option<u64>) {
+pub fn sort_response(out: &mut Vec<u8>, numbers: &[u32], modseq: Option<ModSeq>) {
     crate::search::numbers(out, b"* SORT", numbers, modseq);
 }
 
@@ -144,7 +144,7 @@ pub fn esort(
     uid: bool,
     returns: &[SearchReturn],
     numbers: &[u32],
-    modseq: Option<u64>,
+    modseq: Option<ModSeq>,
 ) {
     if !returns.is_empty() && returns.iter().all(|r| *r == SearchReturn::Save) {
         return;
@@ -202,12 +202,12 @@ fn ordered_set(out: &mut Vec<u8>, numbers: &[u32]) {
 /// What `SORT RETURN (... SAVE ...)` stores as `$` (RFC 5182 §2.1, RFC 5267 §3): the
 /// whole result, or only the first and/or last in sort order when SAVE comes with MIN
 /// and/or MAX alone. `uids` are in sort order; the saved set is sorted.
-pub fn save_sorted(returns: &[SearchReturn], uids: &[u32]) -> Vec<u32> {
+pub fn save_sorted<T: Copy + Ord>(returns: &[SearchReturn], uids: &[T]) -> Vec<T> {
     let min = returns.contains(&SearchReturn::Min);
     let max = returns.contains(&SearchReturn::Max);
     let all_or_count =
         returns.contains(&SearchReturn::All) || returns.contains(&SearchReturn::Count);
-    let mut v: Vec<u32> = if (min || max) && !all_or_count {
+    let mut v: Vec<T> = if (min || max) && !all_or_count {
         let first = uids.first().filter(|_| min);
         let last = uids.last().filter(|_| max);
         first.into_iter().chain(last).copied().collect()
@@ -226,7 +226,7 @@ mod tests {
 
     fn entry(date: i64, arrival: i64, size: u64, subject: &str) -> SortEntry {
         SortEntry {
-            uid: 0,
+            uid: maildex_store::Uid(0),
             internal_date: arrival,
             vsize: size,
             keys: SortKeys {
@@ -357,7 +357,7 @@ mod tests {
             "* ESEARCH (TAG \"a1\") COUNT 0\r\n"
         );
         let mut out = Vec::new();
-        sort_response(&mut out, &[3, 1, 2], Some(9));
+        sort_response(&mut out, &[3, 1, 2], Some(ModSeq(9)));
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "* SORT 3 1 2 (MODSEQ 9)\r\n"

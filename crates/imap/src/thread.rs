@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use maildex_imap_proto::ThreadAlgorithm;
-use maildex_store::SortEntry;
+use maildex_store::{SortEntry, Uid};
 
 /// A message as THREAD sees it.
 #[derive(Clone, Copy, Debug)]
@@ -25,7 +25,7 @@ pub struct Msg<'a> {
 
 impl Msg<'_> {
     /// RFC 5256 §4: siblings are sorted by sent date; ties by UID (Dovecot).
-    fn sort_key(&self) -> (i64, u32) {
+    fn sort_key(&self) -> (i64, Uid) {
         (self.entry.date(), self.entry.uid)
     }
 }
@@ -94,7 +94,7 @@ struct Root {
     dummy: bool,
     ignore: bool,
     /// Sort key: its own message's, or (a dummy) its first child's.
-    key: (i64, u32),
+    key: (i64, Uid),
     /// Step (5)(B): the root this one is to be merged with, by index into the roots.
     merge_into: Option<usize>,
     reply_or_forward: bool,
@@ -108,10 +108,10 @@ struct Forest<'m, 'a> {
 }
 
 impl Forest<'_, '_> {
-    fn key(&self, node: usize) -> (i64, u32) {
+    fn key(&self, node: usize) -> (i64, Uid) {
         self.nodes[node]
             .msg
-            .map_or((0, 0), |m| self.msgs[m].sort_key())
+            .map_or((0, Uid(0)), |m| self.msgs[m].sort_key())
     }
 
     fn sorted_children(&self, node: usize) -> Vec<usize> {
@@ -240,7 +240,7 @@ fn linked<'m, 'a>(msgs: &'m [Msg<'a>]) -> (Forest<'m, 'a>, Vec<Root>, HashMap<&'
                 node: n,
                 dummy: f.nodes[n].msg.is_none(),
                 ignore: false,
-                key: (0, 0),
+                key: (0, Uid(0)),
                 merge_into: None,
                 reply_or_forward: false,
             }),
@@ -331,7 +331,7 @@ pub fn references(msgs: &[Msg<'_>]) -> Vec<Node> {
                 node: dummy,
                 dummy: true,
                 ignore: false,
-                key: (0, 0),
+                key: (0, Uid(0)),
                 merge_into: None,
                 reply_or_forward: false,
             });
@@ -393,10 +393,10 @@ pub fn refs(msgs: &[Msg<'_>], all: &[Msg<'_>]) -> Vec<Node> {
             }
         }
     }
-    let mut order: Vec<(i64, u32, usize, usize)> = roots
+    let mut order: Vec<(i64, Uid, usize, usize)> = roots
         .iter()
         .map(|r| {
-            let uid = f.nodes[r.node].msg.map_or(0, |m| msgs[m].entry.uid);
+            let uid = f.nodes[r.node].msg.map_or(Uid(0), |m| msgs[m].entry.uid);
             let tie = dummy_rank.get(&r.node).copied().unwrap_or(r.node);
             (latest.get(&r.node).copied().unwrap_or(0), uid, tie, r.node)
         })
@@ -486,7 +486,7 @@ mod tests {
     fn e(uid: u32, date: i64, subject: &str, id: &str, refs: &[&str]) -> SortEntry {
         let (base, rf) = maildex_store::text::base_subject(subject.as_bytes());
         SortEntry {
-            uid,
+            uid: Uid(uid),
             internal_date: 1_000 + i64::from(uid),
             vsize: 0,
             keys: SortKeys {
@@ -510,7 +510,7 @@ mod tests {
         entries
             .iter()
             .map(|entry| Msg {
-                number: entry.uid,
+                number: entry.uid.get(),
                 entry,
             })
             .collect()

@@ -5,6 +5,9 @@
 //! of runs of consecutive UIDs, so a mailbox whose UIDs have few gaps costs a few bytes
 //! whatever its size (the design brief: memory per session does not grow with the mailbox),
 //! and the worst case (every other UID expunged) costs what a plain `Vec<u32>` would.
+//! The runs hold bare numbers; what goes in and out is a [`Uid`].
+
+use maildex_store::Uid;
 
 /// A run of consecutive UIDs `first..first + len`, at sequence numbers `seq..seq + len`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +38,7 @@ impl View {
     }
 
     /// A view over `uids`, which must be strictly increasing (index order).
-    pub fn from_uids(uids: impl IntoIterator<Item = u32>) -> View {
+    pub fn from_uids(uids: impl IntoIterator<Item = Uid>) -> View {
         let mut v = View::new();
         for uid in uids {
             v.push(uid);
@@ -59,16 +62,17 @@ impl View {
     }
 
     /// Highest UID in the view.
-    pub fn max_uid(&self) -> Option<u32> {
-        self.runs.last().map(Run::last)
+    pub fn max_uid(&self) -> Option<Uid> {
+        self.runs.last().map(|r| Uid(r.last()))
     }
 
     /// Appends a UID above every UID already in the view (a new message: EXISTS). Returns
     /// false, changing nothing, when `uid` is not above the current maximum.
-    pub fn push(&mut self, uid: u32) -> bool {
-        if uid == 0 || self.max_uid().is_some_and(|m| uid <= m) {
+    pub fn push(&mut self, uid: Uid) -> bool {
+        if uid == Uid(0) || self.max_uid().is_some_and(|m| uid <= m) {
             return false;
         }
+        let uid = uid.get();
         self.count += 1;
         match self.runs.last_mut() {
             Some(r) if r.last() + 1 == uid => r.len += 1,
@@ -82,17 +86,18 @@ impl View {
     }
 
     /// The UID at sequence number `seq` (1-based).
-    pub fn uid(&self, seq: u32) -> Option<u32> {
+    pub fn uid(&self, seq: u32) -> Option<Uid> {
         if seq == 0 || seq > self.count {
             return None;
         }
         let i = self.runs.partition_point(|r| r.seq <= seq) - 1;
         let r = &self.runs[i];
-        Some(r.first + (seq - r.seq))
+        Some(Uid(r.first + (seq - r.seq)))
     }
 
     /// The sequence number of `uid`, if the view holds it.
-    pub fn seq(&self, uid: u32) -> Option<u32> {
+    pub fn seq(&self, uid: Uid) -> Option<u32> {
+        let uid = uid.get();
         let i = self
             .runs
             .partition_point(|r| r.first <= uid)
@@ -103,7 +108,8 @@ impl View {
 
     /// Removes `uid` (an EXPUNGE) and returns the sequence number it had, which is what the
     /// `* n EXPUNGE` response carries (RFC 3501 §7.4.1: later numbers shift down at once).
-    pub fn remove(&mut self, uid: u32) -> Option<u32> {
+    pub fn remove(&mut self, uid: Uid) -> Option<u32> {
+        let uid = uid.get();
         let i = self
             .runs
             .partition_point(|r| r.first <= uid)
@@ -144,12 +150,13 @@ impl View {
     }
 
     /// The UIDs in the view, in order.
-    pub fn uids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.runs.iter().flat_map(|r| r.first..=r.last())
+    pub fn uids(&self) -> impl Iterator<Item = Uid> + '_ {
+        self.runs.iter().flat_map(|r| (r.first..=r.last()).map(Uid))
     }
 
     /// The UIDs in the view that lie in `lo..=hi`, in order, with their sequence numbers.
-    pub fn uids_in(&self, lo: u32, hi: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+    pub fn uids_in(&self, lo: Uid, hi: Uid) -> impl Iterator<Item = (Uid, u32)> + '_ {
+        let (lo, hi) = (lo.get(), hi.get());
         let start = self.runs.partition_point(|r| r.last() < lo);
         self.runs[start..]
             .iter()
@@ -157,7 +164,7 @@ impl View {
             .flat_map(move |r| {
                 let a = r.first.max(lo);
                 let b = r.last().min(hi);
-                (a..=b).map(move |u| (u, r.seq + (u - r.first)))
+                (a..=b).map(move |u| (Uid(u), r.seq + (u - r.first)))
             })
     }
 }
@@ -167,36 +174,40 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn uids(list: &[u32]) -> Vec<Uid> {
+        list.iter().copied().map(Uid).collect()
+    }
+
     #[test]
     fn runs_stay_few_for_consecutive_uids() {
-        let v = View::from_uids(1..=10_000);
+        let v = View::from_uids((1..=10_000).map(Uid));
         assert_eq!(v.len(), 10_000);
         assert_eq!(v.runs(), 1);
-        assert_eq!(v.uid(10_000), Some(10_000));
-        assert_eq!(v.seq(5_000), Some(5_000));
+        assert_eq!(v.uid(10_000), Some(Uid(10_000)));
+        assert_eq!(v.seq(Uid(5_000)), Some(5_000));
     }
 
     #[test]
     fn expunge_in_the_middle_shifts_later_numbers() {
-        let mut v = View::from_uids([3, 4, 5, 6, 10, 11]);
-        assert_eq!(v.remove(5), Some(3));
-        assert_eq!(v.uids().collect::<Vec<_>>(), [3, 4, 6, 10, 11]);
-        assert_eq!(v.seq(6), Some(3));
-        assert_eq!(v.seq(10), Some(4));
-        assert_eq!(v.uid(5), Some(11));
-        assert_eq!(v.remove(5), None);
+        let mut v = View::from_uids(uids(&[3, 4, 5, 6, 10, 11]));
+        assert_eq!(v.remove(Uid(5)), Some(3));
+        assert_eq!(v.uids().collect::<Vec<_>>(), uids(&[3, 4, 6, 10, 11]));
+        assert_eq!(v.seq(Uid(6)), Some(3));
+        assert_eq!(v.seq(Uid(10)), Some(4));
+        assert_eq!(v.uid(5), Some(Uid(11)));
+        assert_eq!(v.remove(Uid(5)), None);
         assert_eq!(
-            v.uids_in(4, 10).collect::<Vec<_>>(),
-            [(4, 2), (6, 3), (10, 4)]
+            v.uids_in(Uid(4), Uid(10)).collect::<Vec<_>>(),
+            [(Uid(4), 2), (Uid(6), 3), (Uid(10), 4)]
         );
     }
 
     #[test]
     fn push_refuses_uids_not_above_the_maximum() {
-        let mut v = View::from_uids([2, 7]);
-        assert!(!v.push(7));
-        assert!(!v.push(3));
-        assert!(v.push(8));
+        let mut v = View::from_uids(uids(&[2, 7]));
+        assert!(!v.push(Uid(7)));
+        assert!(!v.push(Uid(3)));
+        assert!(v.push(Uid(8)));
         assert_eq!(v.runs(), 2);
     }
 
@@ -208,9 +219,10 @@ mod tests {
             start in proptest::collection::btree_set(1u32..400, 0..120),
             ops in proptest::collection::vec((any::<bool>(), 1u32..500), 0..80),
         ) {
-            let mut model: Vec<u32> = start.iter().copied().collect();
+            let mut model: Vec<Uid> = start.iter().copied().map(Uid).collect();
             let mut v = View::from_uids(model.iter().copied());
             for (push, n) in ops {
+                let n = Uid(n);
                 if push {
                     let ok = v.push(n);
                     prop_assert_eq!(ok, model.last().is_none_or(|&m| n > m));
@@ -228,8 +240,12 @@ mod tests {
                 prop_assert_eq!(v.seq(u), Some(i as u32 + 1));
             }
             prop_assert_eq!(v.uid(model.len() as u32 + 1), None);
-            let got: Vec<_> = v.uids_in(100, 300).map(|(u, _)| u).collect();
-            let want: Vec<_> = model.iter().copied().filter(|u| (100..=300).contains(u)).collect();
+            let got: Vec<_> = v.uids_in(Uid(100), Uid(300)).map(|(u, _)| u).collect();
+            let want: Vec<_> = model
+                .iter()
+                .copied()
+                .filter(|u| (Uid(100)..=Uid(300)).contains(u))
+                .collect();
             prop_assert_eq!(got, want);
         }
     }

@@ -16,7 +16,7 @@ use heed::{RoTxn, RwTxn, WithoutTls};
 
 use crate::env::Dbs;
 use crate::schema::{MailboxRecord, MessageState};
-use crate::IndexError;
+use crate::{IndexError, MailboxId, ModSeq, Uid};
 
 /// Most expunge tombstones kept per mailbox; beyond it the oldest tenth is dropped and the
 /// floor raised. A client that last synced before the floor gets the full UID list
@@ -25,7 +25,7 @@ pub const MAX_TOMBSTONES: u32 = 100_000;
 
 /// Key of a change-log or tombstone entry: mailbox id then modseq, both big-endian, so a
 /// range scan over one mailbox runs in modseq order.
-pub fn change_key(mailbox: u32, modseq: u64) -> [u8; 12] {
+pub fn change_key(mailbox: MailboxId, modseq: ModSeq) -> [u8; 12] {
     let mut k = [0u8; 12];
     k[..4].copy_from_slice(&mailbox.to_be_bytes());
     k[4..].copy_from_slice(&modseq.to_be_bytes());
@@ -33,12 +33,12 @@ pub fn change_key(mailbox: u32, modseq: u64) -> [u8; 12] {
 }
 
 /// Splits a [`change_key`] back into (mailbox id, modseq).
-pub fn split_change_key(key: &[u8]) -> Option<(u32, u64)> {
+pub fn split_change_key(key: &[u8]) -> Option<(MailboxId, ModSeq)> {
     let k: [u8; 12] = key.try_into().ok()?;
     let (mbox, modseq) = k.split_at(4);
     Some((
-        u32::from_be_bytes(mbox.try_into().ok()?),
-        u64::from_be_bytes(modseq.try_into().ok()?),
+        MailboxId(u32::from_be_bytes(mbox.try_into().ok()?)),
+        ModSeq(u64::from_be_bytes(modseq.try_into().ok()?)),
     ))
 }
 
@@ -46,12 +46,12 @@ fn lmdb(e: heed::Error) -> IndexError {
     IndexError::from_heed(e)
 }
 
-fn uid_of(key: &[u8], value: &[u8]) -> Result<(u64, u32), IndexError> {
+fn uid_of(key: &[u8], value: &[u8]) -> Result<(ModSeq, Uid), IndexError> {
     let (_, modseq) = split_change_key(key)
         .ok_or_else(|| IndexError::Corrupt(format!("change key of {} bytes", key.len())))?;
     let uid = value
         .try_into()
-        .map(u32::from_be_bytes)
+        .map(|b| Uid(u32::from_be_bytes(b)))
         .map_err(|_| IndexError::Corrupt(format!("change value of {} bytes", value.len())))?;
     Ok((modseq, uid))
 }
@@ -61,10 +61,10 @@ fn uid_of(key: &[u8], value: &[u8]) -> Result<(u64, u32), IndexError> {
 pub struct ChangeSet {
     /// Messages whose last change is above the modseq (added or flags changed), in UID
     /// order, with their state now.
-    pub changed: Vec<(u32, MessageState)>,
+    pub changed: Vec<(Uid, MessageState)>,
     /// UIDs expunged above the modseq, ascending; `None` when the tombstones no longer
     /// reach back that far (the caller compares full UID lists instead).
-    pub expunged: Option<Vec<u32>>,
+    pub expunged: Option<Vec<Uid>>,
     /// Index records read to answer (change-log entries, tombstones, message states): what
     /// the answer cost, for tests and benchmarks.
     pub records_read: usize,
@@ -74,14 +74,14 @@ pub struct ChangeSet {
 fn scan(
     db: heed::Database<heed::types::Bytes, heed::types::Bytes>,
     txn: &RoTxn<'_, WithoutTls>,
-    mailbox: u32,
-    since: u64,
-) -> Result<Vec<(u64, u32)>, IndexError> {
-    let Some(from) = since.checked_add(1) else {
+    mailbox: MailboxId,
+    since: ModSeq,
+) -> Result<Vec<(ModSeq, Uid)>, IndexError> {
+    if since == ModSeq::MAX {
         return Ok(Vec::new());
-    };
-    let lo = change_key(mailbox, from);
-    let hi = change_key(mailbox, u64::MAX);
+    }
+    let lo = change_key(mailbox, since.next());
+    let hi = change_key(mailbox, ModSeq::MAX);
     let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
     let mut out = Vec::new();
     for item in db.range(txn, &range).map_err(lmdb)? {
@@ -95,10 +95,10 @@ fn scan(
 pub(crate) fn changed_uids(
     dbs: &Dbs<'_>,
     txn: &RoTxn<'_, WithoutTls>,
-    mailbox: u32,
-    since: u64,
-) -> Result<Vec<u32>, IndexError> {
-    let mut uids: Vec<u32> = scan(dbs.changes, txn, mailbox, since)?
+    mailbox: MailboxId,
+    since: ModSeq,
+) -> Result<Vec<Uid>, IndexError> {
+    let mut uids: Vec<Uid> = scan(dbs.changes, txn, mailbox, since)?
         .into_iter()
         .map(|(_, uid)| uid)
         .collect();
@@ -111,14 +111,14 @@ pub(crate) fn changed_uids(
 pub(crate) fn expunged_uids(
     dbs: &Dbs<'_>,
     txn: &RoTxn<'_, WithoutTls>,
-    mailbox: u32,
+    mailbox: MailboxId,
     rec: &MailboxRecord,
-    since: u64,
-) -> Result<Option<Vec<u32>>, IndexError> {
+    since: ModSeq,
+) -> Result<Option<Vec<Uid>>, IndexError> {
     if since < rec.expunge_floor {
         return Ok(None);
     }
-    let mut uids: Vec<u32> = scan(dbs.expunged, txn, mailbox, since)?
+    let mut uids: Vec<Uid> = scan(dbs.expunged, txn, mailbox, since)?
         .into_iter()
         .map(|(_, uid)| uid)
         .collect();
@@ -131,10 +131,10 @@ pub(crate) fn expunged_uids(
 pub(crate) fn log_change(
     dbs: &Dbs<'_>,
     txn: &mut RwTxn<'_>,
-    mailbox: u32,
-    uid: u32,
-    old: Option<u64>,
-    new: u64,
+    mailbox: MailboxId,
+    uid: Uid,
+    old: Option<ModSeq>,
+    new: ModSeq,
 ) -> Result<(), IndexError> {
     if let Some(old) = old.filter(|&o| o != new) {
         dbs.changes
@@ -151,10 +151,10 @@ pub(crate) fn log_change(
 pub(crate) fn log_expunge(
     dbs: &Dbs<'_>,
     txn: &mut RwTxn<'_>,
-    mailbox: u32,
-    uid: u32,
-    old: u64,
-    at: u64,
+    mailbox: MailboxId,
+    uid: Uid,
+    old: ModSeq,
+    at: ModSeq,
     rec: &mut MailboxRecord,
 ) -> Result<(), IndexError> {
     dbs.changes
@@ -172,18 +172,18 @@ pub(crate) fn log_expunge(
 fn prune(
     dbs: &Dbs<'_>,
     txn: &mut RwTxn<'_>,
-    mailbox: u32,
+    mailbox: MailboxId,
     rec: &mut MailboxRecord,
     max: u32,
 ) -> Result<(), IndexError> {
     if rec.tombstones > max {
         let drop = (max / 10).max(1) as usize;
-        let oldest = scan(dbs.expunged, txn, mailbox, 0)?;
+        let oldest = scan(dbs.expunged, txn, mailbox, ModSeq(0))?;
         let Some(&(cut, _)) = oldest.get(drop - 1).or(oldest.last()) else {
             rec.tombstones = 0;
             return Ok(());
         };
-        let lo = change_key(mailbox, 0);
+        let lo = change_key(mailbox, ModSeq(0));
         let hi = change_key(mailbox, cut);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         let gone = dbs.expunged.delete_range(txn, &range).map_err(lmdb)?;
@@ -198,11 +198,11 @@ fn prune(
 pub(crate) fn clear(
     dbs: &Dbs<'_>,
     txn: &mut RwTxn<'_>,
-    mailbox: u32,
+    mailbox: MailboxId,
     rec: Option<&mut MailboxRecord>,
 ) -> Result<(), IndexError> {
-    let lo = change_key(mailbox, 0);
-    let hi = change_key(mailbox, u64::MAX);
+    let lo = change_key(mailbox, ModSeq(0));
+    let hi = change_key(mailbox, ModSeq::MAX);
     let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
     dbs.changes.delete_range(txn, &range).map_err(lmdb)?;
     dbs.expunged.delete_range(txn, &range).map_err(lmdb)?;
@@ -230,7 +230,7 @@ mod tests {
             .write(|w| {
                 let id = w.create_mailbox("INBOX", 1)?;
                 let batch = (1..=30)
-                    .map(|uid| (uid, MessageRecord::default(), Vec::new()))
+                    .map(|uid| (Uid(uid), MessageRecord::default(), Vec::new()))
                     .collect();
                 w.insert_messages(id, batch)?;
                 Ok((id, w.reader().require_mailbox(id)?.highest_modseq))
@@ -240,23 +240,23 @@ mod tests {
         let (rec, kept) = index
             .write(move |w| {
                 for uid in 1..=25 {
-                    w.remove_message(id, uid)?;
+                    w.remove_message(id, Uid(uid))?;
                     let mut rec = w.reader().require_mailbox(id)?;
                     prune(w.dbs, w.txn, id, &mut rec, 20)?;
                     w.put_mailbox(id, &rec)?;
                 }
                 let rec = w.reader().require_mailbox(id)?;
-                let kept = scan(w.dbs.expunged, w.txn, id, 0)?;
+                let kept = scan(w.dbs.expunged, w.txn, id, ModSeq(0))?;
                 Ok((rec, kept))
             })
             .unwrap();
         assert_eq!(rec.tombstones as usize, kept.len());
         assert!(kept.len() <= 20, "{kept:?}");
-        let kept_uids: Vec<u32> = kept.iter().map(|&(_, u)| u).collect();
+        let kept_uids: Vec<Uid> = kept.iter().map(|&(_, u)| u).collect();
         let first_kept = 25 - kept.len() as u32 + 1;
-        assert_eq!(kept_uids, (first_kept..=25).collect::<Vec<_>>());
+        assert_eq!(kept_uids, (first_kept..=25).map(Uid).collect::<Vec<_>>());
         // the floor is the modseq of the last tombstone dropped
-        assert_eq!(rec.expunge_floor, kept[0].0 - 1);
+        assert_eq!(rec.expunge_floor.get(), kept[0].0.get() - 1);
         let set = index.read(|r| r.changes_since(id, start)).unwrap();
         assert_eq!(set.expunged, None, "history before the floor is gone");
         let set = index
@@ -267,14 +267,17 @@ mod tests {
 
     #[test]
     fn keys_sort_by_mailbox_then_modseq() {
-        let mut keys = [
-            change_key(2, 1),
-            change_key(1, 1 << 40),
-            change_key(1, 7),
-            change_key(1, 256),
-        ];
+        let key = |m, s| change_key(MailboxId(m), ModSeq(s));
+        let mut keys = [key(2, 1), key(1, 1 << 40), key(1, 7), key(1, 256)];
         keys.sort();
-        let split: Vec<_> = keys.iter().map(|k| split_change_key(k).unwrap()).collect();
+        let split: Vec<_> = keys
+            .iter()
+            .map(|k| {
+                split_change_key(k)
+                    .map(|(m, s)| (m.get(), s.get()))
+                    .unwrap()
+            })
+            .collect();
         assert_eq!(split, vec![(1, 7), (1, 256), (1, 1 << 40), (2, 1)]);
         assert_eq!(split_change_key(&[0; 8]), None);
     }

@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 
 use crate::schema::{flag, MailboxRecord, MessageRecord, PartKindRecord, PartRecord};
+use crate::{MailboxId, Uid};
 
 /// Renders a mailbox header record.
-pub fn mailbox(id: u32, m: &MailboxRecord) -> String {
+pub fn mailbox(id: MailboxId, m: &MailboxRecord) -> String {
     let mut s = String::new();
     let c = &m.counts;
     let _ = writeln!(s, "mailbox {id} {:?}", m.name);
@@ -118,7 +119,7 @@ fn part_tree(s: &mut String, p: &PartRecord, number: &str, depth: usize) {
 }
 
 /// Renders one message record; `header_blocks` is the size of its stored header blocks.
-pub fn message(uid: u32, rec: &MessageRecord, keywords: &[String], header_blocks: usize) -> String {
+pub fn message(uid: Uid, rec: &MessageRecord, keywords: &[String], header_blocks: usize) -> String {
     let (m, c) = (&rec.state, &rec.cached);
     let mut s = String::new();
     let _ = writeln!(s, "  uid {uid}");
@@ -158,9 +159,9 @@ pub fn message(uid: u32, rec: &MessageRecord, keywords: &[String], header_blocks
 /// The `fts-text` line of a mailbox: how many messages have a full-text record, and
 /// their bytes uncompressed (stored in zstd segments of sixteen: the database's pages are
 /// in `index dump`'s page statistics).
-pub fn text_stats(r: &crate::Reader<'_>, id: u32) -> Result<String, crate::IndexError> {
+pub fn text_stats(r: &crate::Reader<'_>, id: MailboxId) -> Result<String, crate::IndexError> {
     let (mut n, mut plain) = (0u64, 0u64);
-    r.for_each_fts(crate::Fts::Text, id, 1..=u32::MAX, |_, t| {
+    r.for_each_fts(crate::Fts::Text, id, Uid::MIN..=Uid::MAX, |_, t| {
         n += 1;
         plain += t.len() as u64;
         Ok(std::ops::ControlFlow::Continue(()))

@@ -78,7 +78,7 @@ pub struct Dbs<'e> {
     pub expunged: Database<'e, Bytes, Bytes>,
     /// The clock in microseconds when this process opened the env: no mailbox's highest
     /// modseq reads as lower (see [`crate::Reader::mailbox`]).
-    pub modseq_floor: u64,
+    pub modseq_floor: crate::ModSeq,
 }
 
 impl<'e> Dbs<'e> {

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use crate::schema::{self, Cached, MailboxRecord, SearchFields, MAX_LEARNED};
 use crate::txn::Writer;
-use crate::IndexError;
+use crate::{IndexError, MailboxId, Uid};
 
 /// The occurrences of header field `name` (lower-case) in a message's header blocks (read
 /// up to the end of the root block, its empty line), as HEADER compares them.
@@ -67,7 +67,7 @@ pub fn valid_name(name: &str) -> bool {
 impl Writer<'_, '_> {
     /// Adds `name` to the fields `mailbox` learns. False when it is there already, the
     /// mailbox learned [`MAX_LEARNED`] fields, or the name is not a field name.
-    pub fn learn_header(&mut self, mailbox: u32, name: &str) -> Result<bool, IndexError> {
+    pub fn learn_header(&mut self, mailbox: MailboxId, name: &str) -> Result<bool, IndexError> {
         let mut m: MailboxRecord = self.reader().require_mailbox(mailbox)?;
         if !valid_name(name)
             || m.learned_headers.iter().any(|n| n == name)
@@ -86,8 +86,8 @@ impl Writer<'_, '_> {
     /// records were rewritten; a message expunged meanwhile is skipped.
     pub fn fill_learned(
         &mut self,
-        mailbox: u32,
-        root_headers: &[(u32, Vec<u8>)],
+        mailbox: MailboxId,
+        root_headers: &[(Uid, Vec<u8>)],
     ) -> Result<usize, IndexError> {
         let Some(f) = values_fn() else {
             return Ok(0);
@@ -104,8 +104,11 @@ impl Writer<'_, '_> {
                 schema::decode(raw, &what)?
             };
             if add_missing(&mut search, root, &names, f) {
-                let item = vec![(*uid, schema::encode(&search)?)];
-                self.dbs.cache().search.put_many(self.txn, mailbox, item)?;
+                let item = vec![(uid.get(), schema::encode(&search)?)];
+                self.dbs
+                    .cache()
+                    .search
+                    .put_many(self.txn, mailbox.get(), item)?;
                 n += 1;
             }
         }

@@ -101,7 +101,7 @@ pub enum IndexError {
     },
     /// A mailbox id with no record.
     #[error("no mailbox with id {0} in the index")]
-    NoMailbox(u32),
+    NoMailbox(MailboxId),
     /// A lock was poisoned by a panic in another thread.
     #[error("index lock poisoned by an earlier panic")]
     Poisoned,

@@ -9,7 +9,7 @@ use std::ops::{Bound, ControlFlow, RangeInclusive};
 use heed::types::Bytes;
 use heed::{Database, RoTxn, RwTxn, WithoutTls};
 
-use crate::schema::{msg_key, split_msg_key};
+use crate::schema::{raw_msg_key, raw_split_msg_key};
 use crate::IndexError;
 
 fn lmdb(e: heed::Error) -> IndexError {
@@ -30,7 +30,9 @@ impl Plain<'_> {
         mailbox: u32,
         uid: u32,
     ) -> Result<Option<&'t [u8]>, IndexError> {
-        self.db.get(txn, &msg_key(mailbox, uid)[..]).map_err(lmdb)
+        self.db
+            .get(txn, &raw_msg_key(mailbox, uid)[..])
+            .map_err(lmdb)
     }
 
     /// Calls `f` with each stored (uid, record) of `mailbox` in `uids`, in UID order.
@@ -42,13 +44,13 @@ impl Plain<'_> {
         mut f: impl FnMut(u32, &'t [u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         let (lo, hi) = (
-            msg_key(mailbox, *uids.start()),
-            msg_key(mailbox, *uids.end()),
+            raw_msg_key(mailbox, *uids.start()),
+            raw_msg_key(mailbox, *uids.end()),
         );
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         for item in self.db.range(txn, &range).map_err(lmdb)? {
             let (k, v) = item.map_err(lmdb)?;
-            let uid = split_msg_key(k).map_or(0, |(_, u)| u);
+            let uid = raw_split_msg_key(k).map_or(0, |(_, u)| u);
             if f(uid, v)?.is_break() {
                 break;
             }
@@ -65,7 +67,7 @@ impl Plain<'_> {
     ) -> Result<(), IndexError> {
         for (uid, data) in items {
             self.db
-                .put(txn, &msg_key(mailbox, uid)[..], &data)
+                .put(txn, &raw_msg_key(mailbox, uid)[..], &data)
                 .map_err(lmdb)?;
         }
         Ok(())
@@ -74,13 +76,13 @@ impl Plain<'_> {
     /// Removes `uid`'s record.
     pub fn remove(&self, txn: &mut RwTxn, mailbox: u32, uid: u32) -> Result<bool, IndexError> {
         self.db
-            .delete(txn, &msg_key(mailbox, uid)[..])
+            .delete(txn, &raw_msg_key(mailbox, uid)[..])
             .map_err(lmdb)
     }
 
     /// Removes every record of `mailbox`.
     pub fn clear(&self, txn: &mut RwTxn, mailbox: u32) -> Result<(), IndexError> {
-        let (lo, hi) = (msg_key(mailbox, 0), msg_key(mailbox, u32::MAX));
+        let (lo, hi) = (raw_msg_key(mailbox, 0), raw_msg_key(mailbox, u32::MAX));
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         self.db.delete_range(txn, &range).map_err(lmdb)?;
         Ok(())

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::IndexError;
+use crate::{IndexError, MailboxId, ModSeq, Uid};
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
 pub const SCHEMA_VERSION: u32 = 8;
@@ -54,7 +54,12 @@ pub const META_NEXT_MAILBOX_ID: &str = "next-mailbox-id";
 
 /// Key of a message: mailbox id then UID, both big-endian, so that a range scan over one
 /// mailbox runs in UID order.
-pub fn msg_key(mailbox: u32, uid: u32) -> [u8; 8] {
+pub fn msg_key(mailbox: MailboxId, uid: Uid) -> [u8; 8] {
+    raw_msg_key(mailbox.get(), uid.get())
+}
+
+/// [`msg_key`] of bare numbers, for the segment and column code's own loops.
+pub(crate) fn raw_msg_key(mailbox: u32, uid: u32) -> [u8; 8] {
     let mut k = [0u8; 8];
     k[..4].copy_from_slice(&mailbox.to_be_bytes());
     k[4..].copy_from_slice(&uid.to_be_bytes());
@@ -62,7 +67,12 @@ pub fn msg_key(mailbox: u32, uid: u32) -> [u8; 8] {
 }
 
 /// Splits a [`msg_key`] back into (mailbox id, uid).
-pub fn split_msg_key(key: &[u8]) -> Option<(u32, u32)> {
+pub fn split_msg_key(key: &[u8]) -> Option<(MailboxId, Uid)> {
+    raw_split_msg_key(key).map(|(m, u)| (MailboxId(m), Uid(u)))
+}
+
+/// [`split_msg_key`] to bare numbers (see [`raw_msg_key`]).
+pub(crate) fn raw_split_msg_key(key: &[u8]) -> Option<(u32, u32)> {
     let k: [u8; 8] = key.try_into().ok()?;
     let mbox = u32::from_be_bytes([k[0], k[1], k[2], k[3]]);
     let uid = u32::from_be_bytes([k[4], k[5], k[6], k[7]]);
@@ -102,7 +112,7 @@ pub struct Counts {
 
 impl Counts {
     /// Counts message `uid` in (the one rule for what each counter means).
-    pub fn add(&mut self, uid: u32, msg: &MessageState, first_recent_uid: u32) {
+    pub fn add(&mut self, uid: Uid, msg: &MessageState, first_recent_uid: Uid) {
         self.messages += 1;
         self.unseen += u32::from(msg.is_unseen());
         self.deleted += u32::from(msg.is_deleted());
@@ -111,7 +121,7 @@ impl Counts {
     }
 
     /// Counts message `uid` out again.
-    pub fn remove(&mut self, uid: u32, msg: &MessageState, first_recent_uid: u32) {
+    pub fn remove(&mut self, uid: Uid, msg: &MessageState, first_recent_uid: Uid) {
         self.messages = self.messages.saturating_sub(1);
         self.unseen = self.unseen.saturating_sub(u32::from(msg.is_unseen()));
         self.deleted = self.deleted.saturating_sub(u32::from(msg.is_deleted()));
@@ -141,11 +151,11 @@ pub struct MailboxRecord {
     /// UIDVALIDITY, mirrored from dovecot-uidlist (the authority).
     pub uidvalidity: u32,
     /// Next UID to assign, mirrored from dovecot-uidlist.
-    pub uid_next: u32,
+    pub uid_next: Uid,
     /// Highest modseq given to any change in this mailbox (RFC 7162).
-    pub highest_modseq: u64,
+    pub highest_modseq: ModSeq,
     /// Messages with a UID at or above this are `\Recent` for the next session that claims them.
-    pub first_recent_uid: u32,
+    pub first_recent_uid: Uid,
     /// Exact counters.
     pub counts: Counts,
     /// Stamp of `new/` when the index last matched it.
@@ -159,7 +169,7 @@ pub struct MailboxRecord {
     /// The expunge tombstones (`expunged` database) hold every expunge with a modseq above
     /// this: the modseq at which the record was made or its messages cleared, raised when
     /// old tombstones are dropped ([`crate::changes::MAX_TOMBSTONES`]).
-    pub expunge_floor: u64,
+    pub expunge_floor: ModSeq,
     /// Tombstones of this mailbox in the `expunged` database.
     pub tombstones: u32,
     /// Header fields (lower-case names, at most [`MAX_LEARNED`]) whose values every message
@@ -240,7 +250,7 @@ pub struct MessageState {
     /// Keywords: bit i = dovecot-keywords letter `a`+i.
     pub keywords: u32,
     /// Modseq of the last change to this message (RFC 7162).
-    pub modseq: u64,
+    pub modseq: ModSeq,
     /// INTERNALDATE, seconds since the epoch (the file's mtime, as Dovecot keeps it).
     pub internal_date: i64,
     /// When this message was saved into the mailbox, seconds since the epoch.
@@ -260,7 +270,7 @@ pub(crate) struct NamelessState<'a> {
     in_new: bool,
     flags: u8,
     keywords: u32,
-    modseq: u64,
+    modseq: ModSeq,
     internal_date: i64,
     save_date: i64,
     size: u64,
@@ -746,14 +756,13 @@ mod tests {
 
     #[test]
     fn keys_sort_by_mailbox_then_uid() {
-        let mut keys = [
-            msg_key(2, 1),
-            msg_key(1, 300),
-            msg_key(1, 2),
-            msg_key(1, 256),
-        ];
+        let key = |m, u| msg_key(MailboxId(m), Uid(u));
+        let mut keys = [key(2, 1), key(1, 300), key(1, 2), key(1, 256)];
         keys.sort();
-        let split: Vec<_> = keys.iter().map(|k| split_msg_key(k).unwrap()).collect();
+        let split: Vec<_> = keys
+            .iter()
+            .map(|k| split_msg_key(k).map(|(m, u)| (m.get(), u.get())).unwrap())
+            .collect();
         assert_eq!(split, vec![(1, 2), (1, 256), (1, 300), (2, 1)]);
     }
 

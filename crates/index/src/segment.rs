@@ -20,7 +20,7 @@ use heed::types::Bytes;
 use heed::{Database, RoTxn, RwTxn, WithoutTls};
 use serde::{Deserialize, Serialize};
 
-use crate::schema::{msg_key, split_msg_key};
+use crate::schema::{raw_msg_key, raw_split_msg_key};
 use crate::IndexError;
 
 /// Messages per segment before it is compressed and a new one is started.
@@ -253,7 +253,7 @@ impl Segments<'_> {
         mailbox: u32,
         uid: u32,
     ) -> Result<Option<(u32, Entries)>, IndexError> {
-        let key = msg_key(mailbox, uid);
+        let key = raw_msg_key(mailbox, uid);
         let Some((k, v)) = self
             .db
             .get_lower_than_or_equal_to(txn, &key[..])
@@ -261,7 +261,7 @@ impl Segments<'_> {
         else {
             return Ok(None);
         };
-        match split_msg_key(k) {
+        match raw_split_msg_key(k) {
             Some((m, first)) if m == mailbox => Ok(Some((
                 first,
                 decode(v, &format_args!("{} {mailbox}/{first}", self.name))?,
@@ -294,11 +294,11 @@ impl Segments<'_> {
         &self,
         txn: &RoTxn<WithoutTls>,
         mailbox: u32,
-        uids: &[u32],
+        uids: &[crate::Uid],
         mut f: impl FnMut(u32, Vec<u8>) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         let mut held: Option<(u32, Entries)> = None;
-        for &uid in uids {
+        for uid in uids.iter().map(|u| u.get()) {
             let inside = |h: &(u32, Entries)| {
                 h.0 <= uid && h.1 .0.last().is_some_and(|(last, _)| uid <= *last)
             };
@@ -339,21 +339,24 @@ impl Segments<'_> {
         mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         // the segment holding the first UID may start below it
-        let key = msg_key(mailbox, *uids.start());
+        let key = raw_msg_key(mailbox, *uids.start());
         let start = match self
             .db
             .get_lower_than_or_equal_to(txn, &key[..])
             .map_err(lmdb)?
-            .and_then(|(k, _)| split_msg_key(k))
+            .and_then(|(k, _)| raw_split_msg_key(k))
         {
             Some((m, first)) if m == mailbox => first,
             _ => *uids.start(),
         };
-        let (lo, hi) = (msg_key(mailbox, start), msg_key(mailbox, *uids.end()));
+        let (lo, hi) = (
+            raw_msg_key(mailbox, start),
+            raw_msg_key(mailbox, *uids.end()),
+        );
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         for item in self.db.range(txn, &range).map_err(lmdb)? {
             let (k, v) = item.map_err(lmdb)?;
-            let first = split_msg_key(k).map_or(0, |(_, u)| u);
+            let first = raw_split_msg_key(k).map_or(0, |(_, u)| u);
             let what = format_args!("{} {mailbox}/{first}", self.name);
             let unpacked;
             let plain = match v.split_first() {
@@ -449,7 +452,7 @@ impl Segments<'_> {
         }
         let mut entries = Vec::with_capacity(held + items.len());
         for &(first, _) in tail.iter().rev() {
-            let key = msg_key(mailbox, first);
+            let key = raw_msg_key(mailbox, first);
             let bytes = self.db.get(txn, &key[..]).map_err(lmdb)?.ok_or_else(|| {
                 IndexError::Corrupt(format!("{} {mailbox}/{first}: segment vanished", self.name))
             })?;
@@ -482,12 +485,12 @@ impl Segments<'_> {
         txn: &RoTxn<WithoutTls>,
         mailbox: u32,
     ) -> Result<Vec<(u32, usize)>, IndexError> {
-        let (lo, hi) = (msg_key(mailbox, 0), msg_key(mailbox, u32::MAX));
+        let (lo, hi) = (raw_msg_key(mailbox, 0), raw_msg_key(mailbox, u32::MAX));
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         let mut tail = Vec::new();
         for item in self.db.rev_range(txn, &range).map_err(lmdb)? {
             let (k, v) = item.map_err(lmdb)?;
-            let first = split_msg_key(k).map_or(0, |(_, u)| u);
+            let first = raw_split_msg_key(k).map_or(0, |(_, u)| u);
             match v.split_first() {
                 Some((&RAW | &FILLING_ZSTD, rest)) => {
                     let n = read_varint(rest).ok_or_else(|| {
@@ -538,9 +541,9 @@ impl Segments<'_> {
         mailbox: u32,
         uid: u32,
     ) -> Result<Option<u32>, IndexError> {
-        let key = msg_key(mailbox, uid);
+        let key = raw_msg_key(mailbox, uid);
         match self.db.get_greater_than(txn, &key[..]).map_err(lmdb)? {
-            Some((k, _)) => Ok(split_msg_key(k)
+            Some((k, _)) => Ok(raw_split_msg_key(k)
                 .filter(|(m, _)| *m == mailbox)
                 .map(|(_, u)| u)),
             None => Ok(None),
@@ -555,7 +558,7 @@ impl Segments<'_> {
             // and never shrinks them, so a segment that got compressed would keep the pages
             // of its raw size
             self.db
-                .delete(txn, &msg_key(mailbox, o.first)[..])
+                .delete(txn, &raw_msg_key(mailbox, o.first)[..])
                 .map_err(lmdb)?;
         }
         let mut entries = o.entries;
@@ -584,7 +587,7 @@ impl Segments<'_> {
         // deleted before it is put again, as in `flush`: the smaller value would keep the
         // old one's overflow pages
         self.db
-            .delete(txn, &msg_key(mailbox, first)[..])
+            .delete(txn, &raw_msg_key(mailbox, first)[..])
             .map_err(lmdb)?;
         if !entries.0.is_empty() {
             self.write(txn, mailbox, first, &entries)?;
@@ -594,7 +597,7 @@ impl Segments<'_> {
 
     /// Removes every segment of `mailbox`.
     pub fn clear(&self, txn: &mut RwTxn, mailbox: u32) -> Result<(), IndexError> {
-        let (lo, hi) = (msg_key(mailbox, 0), msg_key(mailbox, u32::MAX));
+        let (lo, hi) = (raw_msg_key(mailbox, 0), raw_msg_key(mailbox, u32::MAX));
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         self.db.delete_range(txn, &range).map_err(lmdb)?;
         Ok(())
@@ -610,7 +613,7 @@ impl Segments<'_> {
         self.db
             .put(
                 txn,
-                &msg_key(mailbox, first)[..],
+                &raw_msg_key(mailbox, first)[..],
                 &encode(entries, self.compress)?,
             )
             .map_err(lmdb)

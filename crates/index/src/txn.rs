@@ -12,7 +12,7 @@ use crate::schema::{
     MessageRecord, MessageState, SortKeys, SortNeed, META_NEXT_MAILBOX_ID, META_SCHEMA,
     SCHEMA_VERSION,
 };
-use crate::IndexError;
+use crate::{IndexError, MailboxId, ModSeq, Uid};
 
 /// Lookups in a read (or write) transaction.
 pub struct Reader<'t> {
@@ -29,7 +29,7 @@ fn be_u32(bytes: &[u8]) -> Option<u32> {
 }
 
 /// Names a record in a decoding error.
-struct What(&'static str, u32, u32);
+struct What(&'static str, MailboxId, Uid);
 
 impl std::fmt::Display for What {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,8 +49,9 @@ impl<'t> Reader<'t> {
     }
 
     /// Id of the mailbox called `name`.
-    pub fn mailbox_id(&self, name: &str) -> Result<Option<u32>, IndexError> {
-        self.dbs.mailbox_names.get(self.txn, name).map_err(lmdb)
+    pub fn mailbox_id(&self, name: &str) -> Result<Option<MailboxId>, IndexError> {
+        let id = self.dbs.mailbox_names.get(self.txn, name).map_err(lmdb)?;
+        Ok(id.map(MailboxId))
     }
 
     /// The mailbox record of `id`.
@@ -60,8 +61,8 @@ impl<'t> Reader<'t> {
     /// the clock of their time (a change's modseq is at least the clock, [`Writer`], and
     /// runs ahead of it only by the changes of one commit), so the highest modseq reads as
     /// at least the clock of this process's open of the env, and the next change is above.
-    pub fn mailbox(&self, id: u32) -> Result<Option<MailboxRecord>, IndexError> {
-        match self.dbs.mailboxes.get(self.txn, &id).map_err(lmdb)? {
+    pub fn mailbox(&self, id: MailboxId) -> Result<Option<MailboxRecord>, IndexError> {
+        match self.dbs.mailboxes.get(self.txn, &id.get()).map_err(lmdb)? {
             Some(raw) => Ok(Some(
                 self.floored(decode(raw, &format_args!("mailbox {id}"))?),
             )),
@@ -75,17 +76,17 @@ impl<'t> Reader<'t> {
     }
 
     /// The mailbox record of `id`, or [`IndexError::NoMailbox`].
-    pub fn require_mailbox(&self, id: u32) -> Result<MailboxRecord, IndexError> {
+    pub fn require_mailbox(&self, id: MailboxId) -> Result<MailboxRecord, IndexError> {
         self.mailbox(id)?.ok_or(IndexError::NoMailbox(id))
     }
 
     /// Every mailbox, by id.
-    pub fn mailboxes(&self) -> Result<Vec<(u32, MailboxRecord)>, IndexError> {
+    pub fn mailboxes(&self) -> Result<Vec<(MailboxId, MailboxRecord)>, IndexError> {
         let mut out = Vec::new();
         for item in self.dbs.mailboxes.iter(self.txn).map_err(lmdb)? {
             let (id, raw) = item.map_err(lmdb)?;
             out.push((
-                id,
+                MailboxId(id),
                 self.floored(decode(raw, &format_args!("mailbox {id}"))?),
             ));
         }
@@ -93,7 +94,7 @@ impl<'t> Reader<'t> {
     }
 
     /// One message's state (flags, name, sizes, modseq).
-    pub fn state(&self, mailbox: u32, uid: u32) -> Result<Option<MessageState>, IndexError> {
+    pub fn state(&self, mailbox: MailboxId, uid: Uid) -> Result<Option<MessageState>, IndexError> {
         match self
             .dbs
             .messages
@@ -106,22 +107,28 @@ impl<'t> Reader<'t> {
     }
 
     /// One message's cached listing data.
-    pub fn cached(&self, mailbox: u32, uid: u32) -> Result<Option<Cached>, IndexError> {
+    pub fn cached(&self, mailbox: MailboxId, uid: Uid) -> Result<Option<Cached>, IndexError> {
         self.cached_fields(mailbox, uid, CachedFields::ALL)
     }
 
     /// The `fields` of the cached data stored for one message (the others left empty).
     pub fn cached_fields(
         &self,
-        mailbox: u32,
-        uid: u32,
+        mailbox: MailboxId,
+        uid: Uid,
         fields: CachedFields,
     ) -> Result<Option<Cached>, IndexError> {
-        self.dbs.cache().get(self.txn, mailbox, uid, fields)
+        self.dbs
+            .cache()
+            .get(self.txn, mailbox.get(), uid.get(), fields)
     }
 
     /// One message: state and cached data.
-    pub fn message(&self, mailbox: u32, uid: u32) -> Result<Option<MessageRecord>, IndexError> {
+    pub fn message(
+        &self,
+        mailbox: MailboxId,
+        uid: Uid,
+    ) -> Result<Option<MessageRecord>, IndexError> {
         let Some(state) = self.state(mailbox, uid)? else {
             return Ok(None);
         };
@@ -133,9 +140,9 @@ impl<'t> Reader<'t> {
     /// order.
     pub fn for_each_state(
         &self,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
-        f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
+        mailbox: MailboxId,
+        uids: RangeInclusive<Uid>,
+        f: impl FnMut(Uid, MessageState) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.walk_states::<MessageState>(mailbox, uids, f)
     }
@@ -144,9 +151,9 @@ impl<'t> Reader<'t> {
     /// message (SEARCH reads the states of a whole mailbox and needs no names).
     pub fn for_each_state_nameless(
         &self,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
-        f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
+        mailbox: MailboxId,
+        uids: RangeInclusive<Uid>,
+        f: impl FnMut(Uid, MessageState) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.walk_states::<crate::schema::NamelessState<'_>>(mailbox, uids, f)
     }
@@ -156,12 +163,12 @@ impl<'t> Reader<'t> {
     /// allocated): what a sync compares with a listing of the folders.
     pub fn for_each_file_name(
         &self,
-        mailbox: u32,
-        mut f: impl FnMut(u32, &str, bool),
+        mailbox: MailboxId,
+        mut f: impl FnMut(Uid, &str, bool),
     ) -> Result<(), IndexError> {
         self.walk_records(
             mailbox,
-            1..=u32::MAX,
+            Uid::MIN..=Uid::MAX,
             |uid, v: crate::schema::FileNameView<'_>| {
                 f(uid, v.file_name, v.in_new);
                 Ok(ControlFlow::Continue(()))
@@ -172,9 +179,9 @@ impl<'t> Reader<'t> {
     /// The states of `mailbox` in `uids`, each decoded as a `T` and made a [`MessageState`].
     fn walk_states<'s, T: serde::Deserialize<'s> + Into<MessageState>>(
         &'s self,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
-        mut f: impl FnMut(u32, MessageState) -> Result<ControlFlow<()>, IndexError>,
+        mailbox: MailboxId,
+        uids: RangeInclusive<Uid>,
+        mut f: impl FnMut(Uid, MessageState) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.walk_records(mailbox, uids, |uid, state: T| f(uid, state.into()))
     }
@@ -183,9 +190,9 @@ impl<'t> Reader<'t> {
     /// record, borrowed from it).
     fn walk_records<'s, T: serde::Deserialize<'s>>(
         &'s self,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
-        mut f: impl FnMut(u32, T) -> Result<ControlFlow<()>, IndexError>,
+        mailbox: MailboxId,
+        uids: RangeInclusive<Uid>,
+        mut f: impl FnMut(Uid, T) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         let lo = msg_key(mailbox, *uids.start());
         let hi = msg_key(mailbox, *uids.end());
@@ -207,14 +214,16 @@ impl<'t> Reader<'t> {
     /// `uids` (the other fields left empty), in UID order.
     pub fn for_each_cached(
         &self,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
+        mailbox: MailboxId,
+        uids: RangeInclusive<Uid>,
         fields: CachedFields,
-        f: impl FnMut(u32, Cached) -> Result<ControlFlow<()>, IndexError>,
+        mut f: impl FnMut(Uid, Cached) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.dbs
             .cache()
-            .for_each(self.txn, mailbox, uids, fields, f)
+            .for_each(self.txn, mailbox.get(), raw(uids), fields, |uid, c| {
+                f(Uid(uid), c)
+            })
     }
 
     /// Calls `f` with the sort and thread keys (what `need` asks for) of each message of
@@ -222,19 +231,20 @@ impl<'t> Reader<'t> {
     /// alone, decoded only for those (SORT and THREAD of a whole mailbox).
     pub fn for_each_sort_keys(
         &self,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
+        mailbox: MailboxId,
+        uids: RangeInclusive<Uid>,
         need: SortNeed,
-        wanted: impl Fn(u32) -> bool,
-        mut f: impl FnMut(u32, SortKeys),
+        wanted: impl Fn(Uid) -> bool,
+        mut f: impl FnMut(Uid, SortKeys),
     ) -> Result<(), IndexError> {
         self.dbs
             .cache()
             .sort
-            .for_each_ref(self.txn, mailbox, uids, |uid, raw| {
+            .for_each_ref(self.txn, mailbox.get(), raw(uids), |uid, bytes| {
+                let uid = Uid(uid);
                 if wanted(uid) {
                     let what = What(schema::DB_CACHE_SORT, mailbox, uid);
-                    f(uid, SortKeys::decode(raw, need, &what)?);
+                    f(uid, SortKeys::decode(bytes, need, &what)?);
                 }
                 Ok(ControlFlow::Continue(()))
             })
@@ -245,17 +255,19 @@ impl<'t> Reader<'t> {
     /// many messages costs one decompression per 16 of them.
     pub fn for_each_headers(
         &self,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
-        f: impl FnMut(u32, Vec<u8>) -> Result<ControlFlow<()>, IndexError>,
+        mailbox: MailboxId,
+        uids: RangeInclusive<Uid>,
+        mut f: impl FnMut(Uid, Vec<u8>) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        self.dbs.headers().for_each(self.txn, mailbox, uids, f)
+        self.dbs
+            .headers()
+            .for_each(self.txn, mailbox.get(), raw(uids), |uid, h| f(Uid(uid), h))
     }
 
     /// The state of every message of `mailbox`, in UID order (what sync and check compare).
-    pub fn states(&self, mailbox: u32) -> Result<Vec<(u32, MessageState)>, IndexError> {
+    pub fn states(&self, mailbox: MailboxId) -> Result<Vec<(Uid, MessageState)>, IndexError> {
         let mut out = Vec::new();
-        self.for_each_state(mailbox, 1..=u32::MAX, |uid, s| {
+        self.for_each_state(mailbox, Uid::MIN..=Uid::MAX, |uid, s| {
             out.push((uid, s));
             Ok(ControlFlow::Continue(()))
         })?;
@@ -263,9 +275,9 @@ impl<'t> Reader<'t> {
     }
 
     /// The UIDs of `mailbox` in ascending order, from the keys alone (no value is decoded).
-    pub fn uids(&self, mailbox: u32) -> Result<Vec<u32>, IndexError> {
-        let lo = msg_key(mailbox, 0);
-        let hi = msg_key(mailbox, u32::MAX);
+    pub fn uids(&self, mailbox: MailboxId) -> Result<Vec<Uid>, IndexError> {
+        let lo = msg_key(mailbox, Uid(0));
+        let hi = msg_key(mailbox, Uid::MAX);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         let mut out = Vec::new();
         let iter = self
@@ -289,16 +301,20 @@ impl<'t> Reader<'t> {
     /// Reads the change log: one entry and one state per changed message.
     pub fn changed_since(
         &self,
-        mailbox: u32,
-        modseq: u64,
-    ) -> Result<Vec<(u32, MessageState)>, IndexError> {
+        mailbox: MailboxId,
+        modseq: ModSeq,
+    ) -> Result<Vec<(Uid, MessageState)>, IndexError> {
         Ok(self.changes_since(mailbox, modseq)?.changed)
     }
 
     /// What changed in `mailbox` above `modseq`: the messages added or changed (with their
     /// state) and the UIDs expunged, from the change log and the tombstones, reading only
     /// the records of the changes ([`ChangeSet::records_read`]).
-    pub fn changes_since(&self, mailbox: u32, modseq: u64) -> Result<ChangeSet, IndexError> {
+    pub fn changes_since(
+        &self,
+        mailbox: MailboxId,
+        modseq: ModSeq,
+    ) -> Result<ChangeSet, IndexError> {
         let Some(rec) = self.mailbox(mailbox)? else {
             return Ok(ChangeSet::default());
         };
@@ -326,9 +342,9 @@ impl<'t> Reader<'t> {
     }
 
     /// Every message of `mailbox`, whole, in UID order.
-    pub fn messages(&self, mailbox: u32) -> Result<Vec<(u32, MessageRecord)>, IndexError> {
+    pub fn messages(&self, mailbox: MailboxId) -> Result<Vec<(Uid, MessageRecord)>, IndexError> {
         let mut cached = Vec::new();
-        self.for_each_cached(mailbox, 1..=u32::MAX, CachedFields::ALL, |uid, c| {
+        self.for_each_cached(mailbox, Uid::MIN..=Uid::MAX, CachedFields::ALL, |uid, c| {
             cached.push((uid, c));
             Ok(ControlFlow::Continue(()))
         })?;
@@ -349,16 +365,22 @@ impl<'t> Reader<'t> {
     /// UID order, as bytes read in place (for [`crate::SearchView::parse`]).
     pub fn for_each_search(
         &self,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
-        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+        mailbox: MailboxId,
+        uids: RangeInclusive<Uid>,
+        mut f: impl FnMut(Uid, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        self.dbs.cache().search.for_each(self.txn, mailbox, uids, f)
+        self.dbs
+            .cache()
+            .search
+            .for_each(self.txn, mailbox.get(), raw(uids), |uid, d| f(Uid(uid), d))
     }
 
     /// The stored search fields of one message, as bytes read in place.
-    pub fn search_fields(&self, mailbox: u32, uid: u32) -> Result<Option<&[u8]>, IndexError> {
-        self.dbs.cache().search.get(self.txn, mailbox, uid)
+    pub fn search_fields(&self, mailbox: MailboxId, uid: Uid) -> Result<Option<&[u8]>, IndexError> {
+        self.dbs
+            .cache()
+            .search
+            .get(self.txn, mailbox.get(), uid.get())
     }
 
     /// Calls `f` with the stored value of `column` of each message of `mailbox` in `uids`
@@ -366,12 +388,12 @@ impl<'t> Reader<'t> {
     pub fn for_each_fts(
         &self,
         column: Fts,
-        mailbox: u32,
-        uids: RangeInclusive<u32>,
-        f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+        mailbox: MailboxId,
+        uids: RangeInclusive<Uid>,
+        mut f: impl FnMut(Uid, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.fts_segments(column)
-            .for_each_ref(self.txn, mailbox, uids, f)
+            .for_each_ref(self.txn, mailbox.get(), raw(uids), |uid, d| f(Uid(uid), d))
     }
 
     /// Calls `f` with the stored value of `column` of each of `uids` (ascending) of
@@ -380,17 +402,23 @@ impl<'t> Reader<'t> {
     pub fn fts_of(
         &self,
         column: Fts,
-        mailbox: u32,
-        uids: &[u32],
-        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+        mailbox: MailboxId,
+        uids: &[Uid],
+        mut f: impl FnMut(Uid, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.fts_segments(column)
-            .for_uids(self.txn, mailbox, uids, |uid, d| f(uid, &d))
+            .for_uids(self.txn, mailbox.get(), uids, |uid, d| f(Uid(uid), &d))
     }
 
     /// The stored value of `column` of one message (its segment decompressed).
-    pub fn fts(&self, column: Fts, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
-        self.fts_segments(column).get(self.txn, mailbox, uid)
+    pub fn fts(
+        &self,
+        column: Fts,
+        mailbox: MailboxId,
+        uid: Uid,
+    ) -> Result<Option<Vec<u8>>, IndexError> {
+        self.fts_segments(column)
+            .get(self.txn, mailbox.get(), uid.get())
     }
 
     fn fts_segments(&self, column: Fts) -> crate::segment::Segments<'_> {
@@ -402,8 +430,8 @@ impl<'t> Reader<'t> {
 
     /// The raw header blocks of a message: the root header block followed by every part's
     /// header block in pre-order (see [`schema::PartRecord::walk`]).
-    pub fn headers(&self, mailbox: u32, uid: u32) -> Result<Option<Vec<u8>>, IndexError> {
-        self.dbs.headers().get(self.txn, mailbox, uid)
+    pub fn headers(&self, mailbox: MailboxId, uid: Uid) -> Result<Option<Vec<u8>>, IndexError> {
+        self.dbs.headers().get(self.txn, mailbox.get(), uid.get())
     }
 
     /// Page statistics of each database, for `index dump` and the benchmarks.
@@ -494,7 +522,7 @@ pub struct Writer<'t, 'e> {
     pub(crate) txn: &'t mut RwTxn<'e>,
     /// The clock when this write began: no modseq it gives is lower (see
     /// [`Reader::mailbox`]).
-    now: u64,
+    now: ModSeq,
 }
 
 impl<'t, 'e> Writer<'t, 'e> {
@@ -522,7 +550,11 @@ impl<'t, 'e> Writer<'t, 'e> {
     }
 
     /// Creates a mailbox record (or returns the id of the existing one with this name).
-    pub fn create_mailbox(&mut self, name: &str, uidvalidity: u32) -> Result<u32, IndexError> {
+    pub fn create_mailbox(
+        &mut self,
+        name: &str,
+        uidvalidity: u32,
+    ) -> Result<MailboxId, IndexError> {
         if let Some(id) = self.reader().mailbox_id(name)? {
             return Ok(id);
         }
@@ -531,8 +563,9 @@ impl<'t, 'e> Writer<'t, 'e> {
             .meta
             .get(self.txn, META_NEXT_MAILBOX_ID)
             .map_err(lmdb)?;
-        let id = next.and_then(be_u32).unwrap_or(1);
+        let id = MailboxId(next.and_then(be_u32).unwrap_or(1));
         let following = id
+            .get()
             .checked_add(1)
             .ok_or(IndexError::Internal("mailbox ids exhausted".into()))?;
         self.dbs
@@ -541,7 +574,7 @@ impl<'t, 'e> Writer<'t, 'e> {
             .map_err(lmdb)?;
         self.dbs
             .mailbox_names
-            .put(self.txn, name, &id)
+            .put(self.txn, name, &id.get())
             .map_err(lmdb)?;
         // Modseqs of a new mailbox record start from the clock (microseconds), not from 0:
         // a record made again after its index was deleted or moved aside can then never
@@ -551,8 +584,8 @@ impl<'t, 'e> Writer<'t, 'e> {
         let rec = MailboxRecord {
             name: name.to_string(),
             uidvalidity,
-            uid_next: 1,
-            first_recent_uid: 1,
+            uid_next: Uid::MIN,
+            first_recent_uid: Uid::MIN,
             highest_modseq: floor,
             expunge_floor: floor,
             ..MailboxRecord::default()
@@ -562,16 +595,16 @@ impl<'t, 'e> Writer<'t, 'e> {
     }
 
     /// Stores a mailbox record as it is (callers change stamps, uidvalidity, keywords).
-    pub fn put_mailbox(&mut self, id: u32, rec: &MailboxRecord) -> Result<(), IndexError> {
+    pub fn put_mailbox(&mut self, id: MailboxId, rec: &MailboxRecord) -> Result<(), IndexError> {
         self.dbs
             .mailboxes
-            .put(self.txn, &id, &encode(rec)?)
+            .put(self.txn, &id.get(), &encode(rec)?)
             .map_err(lmdb)
     }
 
     /// Gives mailbox `id` the name `new_name` (RENAME); its id, messages and modseqs stay.
     /// Fails with [`IndexError::Internal`] when another mailbox has that name.
-    pub fn rename_mailbox(&mut self, id: u32, new_name: &str) -> Result<(), IndexError> {
+    pub fn rename_mailbox(&mut self, id: MailboxId, new_name: &str) -> Result<(), IndexError> {
         let mut rec = self.reader().require_mailbox(id)?;
         if rec.name == new_name {
             return Ok(());
@@ -587,36 +620,39 @@ impl<'t, 'e> Writer<'t, 'e> {
             .map_err(lmdb)?;
         self.dbs
             .mailbox_names
-            .put(self.txn, new_name, &id)
+            .put(self.txn, new_name, &id.get())
             .map_err(lmdb)?;
         rec.name = new_name.to_string();
         self.put_mailbox(id, &rec)
     }
 
     /// Removes a mailbox and everything indexed in it.
-    pub fn delete_mailbox(&mut self, id: u32) -> Result<(), IndexError> {
+    pub fn delete_mailbox(&mut self, id: MailboxId) -> Result<(), IndexError> {
         let rec = self.reader().require_mailbox(id)?;
         self.clear_messages(id)?;
         self.dbs
             .mailbox_names
             .delete(self.txn, &rec.name)
             .map_err(lmdb)?;
-        self.dbs.mailboxes.delete(self.txn, &id).map_err(lmdb)?;
+        self.dbs
+            .mailboxes
+            .delete(self.txn, &id.get())
+            .map_err(lmdb)?;
         Ok(())
     }
 
     /// Removes every message of a mailbox and zeroes its counters (used by rebuild; UIDs
     /// live on in dovecot-uidlist).
-    pub fn clear_messages(&mut self, id: u32) -> Result<(), IndexError> {
-        let lo = msg_key(id, 0);
-        let hi = msg_key(id, u32::MAX);
+    pub fn clear_messages(&mut self, id: MailboxId) -> Result<(), IndexError> {
+        let lo = msg_key(id, Uid(0));
+        let hi = msg_key(id, Uid::MAX);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         self.dbs
             .messages
             .delete_range(self.txn, &range)
             .map_err(lmdb)?;
-        self.dbs.cache().clear(self.txn, id)?;
-        self.dbs.headers().clear(self.txn, id)?;
+        self.dbs.cache().clear(self.txn, id.get())?;
+        self.dbs.headers().clear(self.txn, id.get())?;
         match self.reader().mailbox(id)? {
             Some(mut rec) => {
                 rec.counts = schema::Counts::default();
@@ -632,15 +668,15 @@ impl<'t, 'e> Writer<'t, 'e> {
     }
 
     /// The next modseq of the mailbox: above its highest, and at least the clock.
-    fn bump_modseq(&self, rec: &mut MailboxRecord) -> u64 {
-        rec.highest_modseq = (rec.highest_modseq + 1).max(self.now);
+    fn bump_modseq(&self, rec: &mut MailboxRecord) -> ModSeq {
+        rec.highest_modseq = rec.highest_modseq.next().max(self.now);
         rec.highest_modseq
     }
 
     fn put_state(
         &mut self,
-        mailbox: u32,
-        uid: u32,
+        mailbox: MailboxId,
+        uid: Uid,
         state: &MessageState,
     ) -> Result<(), IndexError> {
         self.dbs
@@ -653,11 +689,11 @@ impl<'t, 'e> Writer<'t, 'e> {
     /// and updating the counters. Returns the modseq.
     pub fn insert_message(
         &mut self,
-        mailbox: u32,
-        uid: u32,
+        mailbox: MailboxId,
+        uid: Uid,
         msg: MessageRecord,
         header_blocks: Vec<u8>,
-    ) -> Result<u64, IndexError> {
+    ) -> Result<ModSeq, IndexError> {
         let modseqs = self.insert_messages(mailbox, vec![(uid, msg, header_blocks)])?;
         modseqs
             .first()
@@ -669,16 +705,16 @@ impl<'t, 'e> Writer<'t, 'e> {
     /// written once). Returns their modseqs in the order given.
     pub fn insert_messages(
         &mut self,
-        mailbox: u32,
-        batch: Vec<(u32, MessageRecord, Vec<u8>)>,
-    ) -> Result<Vec<u64>, IndexError> {
+        mailbox: MailboxId,
+        batch: Vec<(Uid, MessageRecord, Vec<u8>)>,
+    ) -> Result<Vec<ModSeq>, IndexError> {
         let mut mrec = self.reader().require_mailbox(mailbox)?;
         let learned = crate::learned::values_fn().filter(|_| !mrec.learned_headers.is_empty());
         let mut cache_items = Vec::with_capacity(batch.len());
         let mut header_items = Vec::with_capacity(batch.len());
         let mut modseqs = Vec::with_capacity(batch.len());
         for (uid, msg, header_blocks) in batch {
-            if uid == 0 {
+            if uid == Uid(0) {
                 return Err(IndexError::Internal("UID 0 is not a valid UID".into()));
             }
             let old = self.reader().state(mailbox, uid)?;
@@ -699,18 +735,20 @@ impl<'t, 'e> Writer<'t, 'e> {
             }
             state.modseq = self.bump_modseq(&mut mrec);
             count(&mut mrec, uid, &state);
-            mrec.uid_next = mrec.uid_next.max(uid.saturating_add(1));
+            mrec.uid_next = mrec.uid_next.max(uid.next());
             self.put_state(mailbox, uid, &state)?;
             let old_modseq = old.map(|o| o.modseq);
             changes::log_change(self.dbs, self.txn, mailbox, uid, old_modseq, state.modseq)?;
             modseqs.push(state.modseq);
-            cache_items.push((uid, cached));
-            header_items.push((uid, header_blocks));
+            cache_items.push((uid.get(), cached));
+            header_items.push((uid.get(), header_blocks));
         }
-        self.dbs.cache().put_many(self.txn, mailbox, cache_items)?;
+        self.dbs
+            .cache()
+            .put_many(self.txn, mailbox.get(), cache_items)?;
         self.dbs
             .headers()
-            .put_many(self.txn, mailbox, header_items)?;
+            .put_many(self.txn, mailbox.get(), header_items)?;
         self.put_mailbox(mailbox, &mrec)?;
         Ok(modseqs)
     }
@@ -719,13 +757,13 @@ impl<'t, 'e> Writer<'t, 'e> {
     /// Returns the new modseq, or None when the message is not in the index.
     pub fn update_message(
         &mut self,
-        mailbox: u32,
-        uid: u32,
+        mailbox: MailboxId,
+        uid: Uid,
         flags: u8,
         keywords: u32,
         file_name: &str,
         in_new: bool,
-    ) -> Result<Option<u64>, IndexError> {
+    ) -> Result<Option<ModSeq>, IndexError> {
         let Some(mut state) = self.reader().state(mailbox, uid)? else {
             return Ok(None);
         };
@@ -750,8 +788,8 @@ impl<'t, 'e> Writer<'t, 'e> {
     /// Removes message `uid` (expunge). Returns its state if it was there.
     pub fn remove_message(
         &mut self,
-        mailbox: u32,
-        uid: u32,
+        mailbox: MailboxId,
+        uid: Uid,
     ) -> Result<Option<MessageState>, IndexError> {
         let Some(old) = self.reader().state(mailbox, uid)? else {
             return Ok(None);
@@ -764,8 +802,12 @@ impl<'t, 'e> Writer<'t, 'e> {
             .messages
             .delete(self.txn, &msg_key(mailbox, uid))
             .map_err(lmdb)?;
-        self.dbs.cache().remove(self.txn, mailbox, uid)?;
-        self.dbs.headers().remove(self.txn, mailbox, uid)?;
+        self.dbs
+            .cache()
+            .remove(self.txn, mailbox.get(), uid.get())?;
+        self.dbs
+            .headers()
+            .remove(self.txn, mailbox.get(), uid.get())?;
         self.put_mailbox(mailbox, &mrec)?;
         Ok(Some(old))
     }
@@ -775,8 +817,8 @@ impl<'t, 'e> Writer<'t, 'e> {
     /// change a client sees, so no modseq.
     pub fn put_text(
         &mut self,
-        mailbox: u32,
-        uid: u32,
+        mailbox: MailboxId,
+        uid: Uid,
         stored: Vec<u8>,
         sig: Vec<u8>,
     ) -> Result<bool, IndexError> {
@@ -784,6 +826,7 @@ impl<'t, 'e> Writer<'t, 'e> {
             return Ok(false);
         }
         let c = self.dbs.cache();
+        let (mailbox, uid) = (mailbox.get(), uid.get());
         c.text.put_many(self.txn, mailbox, vec![(uid, stored)])?;
         c.sig.put_many(self.txn, mailbox, vec![(uid, sig)])?;
         Ok(true)
@@ -791,14 +834,15 @@ impl<'t, 'e> Writer<'t, 'e> {
 
     /// Removes the full-text record and signature of message `uid` (tests of `index
     /// check`).
-    pub fn remove_text(&mut self, mailbox: u32, uid: u32) -> Result<bool, IndexError> {
+    pub fn remove_text(&mut self, mailbox: MailboxId, uid: Uid) -> Result<bool, IndexError> {
+        let (mailbox, uid) = (mailbox.get(), uid.get());
         let sig = self.dbs.cache().sig.remove(self.txn, mailbox, uid)?;
         Ok(self.dbs.cache().text.remove(self.txn, mailbox, uid)? || sig)
     }
 
     /// Claims the `\Recent` messages for one session (RFC 3501 §2.3.2: a message is recent
     /// in exactly one session). Returns the range of UIDs that were recent.
-    pub fn claim_recent(&mut self, mailbox: u32) -> Result<std::ops::Range<u32>, IndexError> {
+    pub fn claim_recent(&mut self, mailbox: MailboxId) -> Result<std::ops::Range<Uid>, IndexError> {
         let mut mrec = self.reader().require_mailbox(mailbox)?;
         let claimed = mrec.first_recent_uid..mrec.uid_next;
         if claimed.is_empty() && mrec.counts.recent == 0 {
@@ -814,18 +858,25 @@ impl<'t, 'e> Writer<'t, 'e> {
 
 /// Microseconds since the epoch: above any modseq an older index of this mailbox can have
 /// given out, since that would take one change per microsecond since 1970.
-pub(crate) fn modseq_floor() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_micros() as u64)
+pub(crate) fn modseq_floor() -> ModSeq {
+    ModSeq(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_micros() as u64),
+    )
 }
 
-fn count(m: &mut MailboxRecord, uid: u32, msg: &MessageState) {
+/// A UID range as the segment code's bare numbers.
+fn raw(uids: RangeInclusive<Uid>) -> RangeInclusive<u32> {
+    uids.start().get()..=uids.end().get()
+}
+
+fn count(m: &mut MailboxRecord, uid: Uid, msg: &MessageState) {
     let first_recent = m.first_recent_uid;
     m.counts.add(uid, msg, first_recent);
 }
 
-fn uncount(m: &mut MailboxRecord, uid: u32, msg: &MessageState) {
+fn uncount(m: &mut MailboxRecord, uid: Uid, msg: &MessageState) {
     let first_recent = m.first_recent_uid;
     m.counts.remove(uid, msg, first_recent);
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use maildex_index::{flag, Index, MessageRecord, MessageState, OpenOptions};
+use maildex_index::{flag, Index, MessageRecord, MessageState, ModSeq, OpenOptions, Uid};
 use proptest::prelude::*;
 
 fn open(dir: &std::path::Path) -> std::sync::Arc<Index> {
@@ -14,7 +14,7 @@ fn open(dir: &std::path::Path) -> std::sync::Arc<Index> {
     Index::open(dir, &opts).unwrap()
 }
 
-fn batch(uids: impl Iterator<Item = u32>) -> Vec<(u32, MessageRecord, Vec<u8>)> {
+fn batch(uids: impl Iterator<Item = u32>) -> Vec<(Uid, MessageRecord, Vec<u8>)> {
     uids.map(|uid| {
         let rec = MessageRecord {
             state: MessageState {
@@ -24,7 +24,7 @@ fn batch(uids: impl Iterator<Item = u32>) -> Vec<(u32, MessageRecord, Vec<u8>)> 
             },
             ..MessageRecord::default()
         };
-        (uid, rec, Vec::new())
+        (Uid(uid), rec, Vec::new())
     })
     .collect()
 }
@@ -41,8 +41,8 @@ fn changes_since_reads_only_the_changed_records_of_a_large_mailbox() {
         })
         .unwrap();
     // 100 flag changes and 50 expunges, in other transactions (as STORE and EXPUNGE are)
-    let flagged: Vec<u32> = (0..100).map(|i| 17 + i * 97).collect();
-    let expunged: Vec<u32> = (0..50).map(|i| 40 + i * 199).collect();
+    let flagged: Vec<Uid> = (0..100).map(|i| Uid(17 + i * 97)).collect();
+    let expunged: Vec<Uid> = (0..50).map(|i| Uid(40 + i * 199)).collect();
     assert!(flagged.iter().all(|u| !expunged.contains(u)));
     for &uid in &flagged {
         index
@@ -53,7 +53,7 @@ fn changes_since_reads_only_the_changed_records_of_a_large_mailbox() {
         index.write(move |w| w.remove_message(id, uid)).unwrap();
     }
     let set = index.read(|r| r.changes_since(id, seen)).unwrap();
-    let changed: Vec<u32> = set.changed.iter().map(|(u, _)| *u).collect();
+    let changed: Vec<Uid> = set.changed.iter().map(|(u, _)| *u).collect();
     assert_eq!(changed, flagged, "UID order");
     assert!(set.changed.iter().all(|(_, s)| s.flags == flag::SEEN));
     assert_eq!(set.expunged, Some(expunged.clone()));
@@ -66,7 +66,7 @@ fn changes_since_reads_only_the_changed_records_of_a_large_mailbox() {
     let none = index.read(|r| r.changes_since(id, top)).unwrap();
     assert!(none.changed.is_empty() && none.expunged == Some(Vec::new()));
     assert_eq!(none.records_read, 0);
-    let scanned: Vec<u32> = index
+    let scanned: Vec<Uid> = index
         .read(|r| r.states(id))
         .unwrap()
         .into_iter()
@@ -86,7 +86,7 @@ fn a_cleared_mailbox_says_its_expunge_history_is_gone() {
         .write(|w| {
             let id = w.create_mailbox("INBOX", 1)?;
             w.insert_messages(id, batch(1..=20))?;
-            w.remove_message(id, 3)?;
+            w.remove_message(id, Uid(3))?;
             Ok((id, w.reader().require_mailbox(id)?.highest_modseq))
         })
         .unwrap();
@@ -103,9 +103,9 @@ fn a_cleared_mailbox_says_its_expunge_history_is_gone() {
     let after = index
         .read(|r| Ok(r.require_mailbox(id)?.highest_modseq))
         .unwrap();
-    index.write(move |w| w.remove_message(id, 9)).unwrap();
+    index.write(move |w| w.remove_message(id, Uid(9))).unwrap();
     let set = index.read(|r| r.changes_since(id, after)).unwrap();
-    assert_eq!(set.expunged, Some(vec![9]));
+    assert_eq!(set.expunged, Some(vec![Uid(9)]));
     assert!(set.changed.is_empty());
 }
 
@@ -136,7 +136,7 @@ proptest! {
         let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
         let mut seen = vec![index.read(|r| Ok(r.require_mailbox(id)?.highest_modseq)).unwrap()];
         // (modseq of the expunge, uid); a removed UID is never given again, as in IMAP
-        let mut expunges: Vec<(u64, u32)> = Vec::new();
+        let mut expunges: Vec<(ModSeq, u32)> = Vec::new();
         let mut gone = BTreeSet::new();
         for op in ops {
             match op {
@@ -146,11 +146,11 @@ proptest! {
                     index.write(move |w| w.insert_messages(id, batch(uids.into_iter())).map(drop)).unwrap();
                 }
                 Op::Flag(uid, f) => {
-                    index.write(move |w| w.update_message(id, uid, f, 0, "n", false).map(drop)).unwrap();
+                    index.write(move |w| w.update_message(id, Uid(uid), f, 0, "n", false).map(drop)).unwrap();
                 }
                 Op::Remove(uid) => {
                     let at = index.write(move |w| {
-                        let removed = w.remove_message(id, uid)?.is_some();
+                        let removed = w.remove_message(id, Uid(uid))?.is_some();
                         Ok(removed.then_some(w.reader().require_mailbox(id)?.highest_modseq))
                     }).unwrap();
                     if let Some(at) = at {
@@ -161,18 +161,18 @@ proptest! {
             }
             seen.push(index.read(|r| Ok(r.require_mailbox(id)?.highest_modseq)).unwrap());
         }
-        let states: BTreeMap<u32, MessageState> =
+        let states: BTreeMap<Uid, MessageState> =
             index.read(|r| r.states(id)).unwrap().into_iter().collect();
         for m in seen {
             let set = index.read(|r| r.changes_since(id, m)).unwrap();
-            let want: Vec<(u32, MessageState)> = states
+            let want: Vec<(Uid, MessageState)> = states
                 .iter()
                 .filter(|(_, s)| s.modseq > m)
                 .map(|(u, s)| (*u, s.clone()))
                 .collect();
             prop_assert_eq!(&set.changed, &want);
-            let mut want_gone: Vec<u32> =
-                expunges.iter().filter(|(at, _)| *at > m).map(|(_, u)| *u).collect();
+            let mut want_gone: Vec<Uid> =
+                expunges.iter().filter(|(at, _)| *at > m).map(|(_, u)| Uid(*u)).collect();
             want_gone.sort_unstable();
             prop_assert_eq!(set.expunged, Some(want_gone));
         }

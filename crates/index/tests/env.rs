@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use maildex_index::{
     compact, flag, Cached, CommitListener, Index, IndexError, MessageRecord, MessageState,
-    OpenOptions,
+    OpenOptions, Uid,
 };
 
 fn opts() -> OpenOptions {
@@ -38,13 +38,18 @@ fn counters_follow_every_change() {
     let (id, counts) = index
         .write(|w| {
             let id = w.create_mailbox("INBOX", 42)?;
-            w.insert_message(id, 1, msg(0, 100, 0), Vec::new())?;
-            w.insert_message(id, 2, msg(flag::SEEN, 200, 0), Vec::new())?;
-            w.insert_message(id, 5, msg(flag::DELETED, 300, 0), Vec::new())?;
+            w.insert_message(id, Uid(1), msg(0, 100, 0), Vec::new())?;
+            w.insert_message(id, Uid(2), msg(flag::SEEN, 200, 0), Vec::new())?;
+            w.insert_message(id, Uid(5), msg(flag::DELETED, 300, 0), Vec::new())?;
             // replacing a record must not count it twice
-            w.insert_message(id, 5, msg(flag::DELETED | flag::SEEN, 300, 0), Vec::new())?;
-            w.update_message(id, 1, flag::SEEN, 0, "new-name:2,S", false)?;
-            w.remove_message(id, 2)?;
+            w.insert_message(
+                id,
+                Uid(5),
+                msg(flag::DELETED | flag::SEEN, 300, 0),
+                Vec::new(),
+            )?;
+            w.update_message(id, Uid(1), flag::SEEN, 0, "new-name:2,S", false)?;
+            w.remove_message(id, Uid(2))?;
             Ok((id, w.reader().require_mailbox(id)?.counts))
         })
         .unwrap();
@@ -56,17 +61,20 @@ fn counters_follow_every_change() {
     let (mbox, msgs) = index
         .read(|r| Ok((r.require_mailbox(id)?, r.messages(id)?)))
         .unwrap();
-    assert_eq!(mbox.uid_next, 6);
+    assert_eq!(mbox.uid_next, Uid(6));
     assert_eq!(mbox.uidvalidity, 42);
-    assert_eq!(msgs.iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![1, 5]);
+    assert_eq!(
+        msgs.iter().map(|(u, _)| *u).collect::<Vec<_>>(),
+        vec![Uid(1), Uid(5)]
+    );
     assert_eq!(msgs[0].1.state.file_name, "new-name:2,S");
     // every change took the next modseq: uid 5 was replaced by the 4th change, uid 1
     // renamed by the 5th, and the 6th (the removal) is the mailbox's highest
-    assert_eq!(msgs[0].1.state.modseq, msgs[1].1.state.modseq + 1);
-    assert_eq!(mbox.highest_modseq, msgs[0].1.state.modseq + 1);
+    assert_eq!(msgs[0].1.state.modseq, msgs[1].1.state.modseq.next());
+    assert_eq!(mbox.highest_modseq, msgs[0].1.state.modseq.next());
 
     let claimed = index.write(move |w| w.claim_recent(id)).unwrap();
-    assert_eq!(claimed, 1..6);
+    assert_eq!(claimed, Uid(1)..Uid(6));
     let counts = index.read(|r| Ok(r.require_mailbox(id)?.counts)).unwrap();
     assert_eq!(counts.recent, 0);
 }
@@ -81,7 +89,7 @@ fn a_failing_writer_does_not_undo_the_others_in_its_batch() {
             let index = Arc::clone(&index);
             std::thread::spawn(move || {
                 index.write(move |w| {
-                    w.insert_message(id, uid, msg(0, 10, 0), Vec::new())?;
+                    w.insert_message(id, Uid(uid), msg(0, 10, 0), Vec::new())?;
                     if uid % 8 == 0 {
                         return Err(IndexError::Internal("refused on purpose".into()));
                     }
@@ -104,7 +112,7 @@ fn a_failing_writer_does_not_undo_the_others_in_its_batch() {
         })
         .unwrap();
     let expected: Vec<u32> = (1..=64).filter(|u| u % 8 != 0).collect();
-    assert_eq!(uids, expected);
+    assert_eq!(uids, expected.into_iter().map(Uid).collect::<Vec<_>>());
     assert_eq!(counts.messages, 56);
     assert_eq!(counts.vsize, 560);
 }
@@ -118,12 +126,12 @@ fn a_lone_writer_that_fails_leaves_nothing_and_wakes_no_one() {
     let rx = Woken::on(&index);
     let before = index.commits();
     let failed = index.write(move |w| {
-        w.insert_message(id, 1, msg(0, 10, 0), Vec::new())?;
+        w.insert_message(id, Uid(1), msg(0, 10, 0), Vec::new())?;
         Err::<(), _>(IndexError::Internal("refused on purpose".into()))
     });
     assert!(failed.is_err());
     let panicked = index.write(move |w| -> Result<(), IndexError> {
-        w.insert_message(id, 2, msg(0, 10, 0), Vec::new())?;
+        w.insert_message(id, Uid(2), msg(0, 10, 0), Vec::new())?;
         panic!("an operation that panics after writing");
     });
     assert!(matches!(panicked, Err(IndexError::Internal(_))));
@@ -135,7 +143,7 @@ fn a_lone_writer_that_fails_leaves_nothing_and_wakes_no_one() {
     assert_eq!((n, counts.messages, counts.vsize), (0, 0, 0));
     // and the index takes the next write as usual
     index
-        .write(move |w| w.insert_message(id, 3, msg(0, 10, 0), Vec::new()))
+        .write(move |w| w.insert_message(id, Uid(3), msg(0, 10, 0), Vec::new()))
         .unwrap();
     assert_eq!(index.commits(), before + 1);
 }
@@ -149,7 +157,7 @@ fn modseqs_never_go_backwards_even_when_the_index_is_deleted() {
             .write(|w| {
                 let id = w.create_mailbox("INBOX", 1)?;
                 for uid in 1..=50 {
-                    w.insert_message(id, uid, msg(0, 1, 0), Vec::new())?;
+                    w.insert_message(id, Uid(uid), msg(0, 1, 0), Vec::new())?;
                 }
                 Ok(w.reader().require_mailbox(id)?.highest_modseq)
             })
@@ -160,7 +168,7 @@ fn modseqs_never_go_backwards_even_when_the_index_is_deleted() {
     let again = index
         .write(|w| {
             let id = w.create_mailbox("INBOX", 1)?;
-            w.insert_message(id, 1, msg(0, 1, 0), Vec::new())
+            w.insert_message(id, Uid(1), msg(0, 1, 0), Vec::new())
         })
         .unwrap();
     assert!(
@@ -180,7 +188,12 @@ fn highestmodseq_stays_above_what_a_lost_commit_showed() {
         index
             .write(|w| {
                 let id = w.create_mailbox("INBOX", 1)?;
-                w.insert_messages(id, (1..=5).map(|u| (u, msg(0, 1, 0), Vec::new())).collect())?;
+                w.insert_messages(
+                    id,
+                    (1..=5)
+                        .map(|u| (Uid(u), msg(0, 1, 0), Vec::new()))
+                        .collect(),
+                )?;
                 Ok(id)
             })
             .unwrap()
@@ -190,8 +203,8 @@ fn highestmodseq_stays_above_what_a_lost_commit_showed() {
         let index = Index::open(dir.path(), &opts()).unwrap();
         index
             .write(move |w| {
-                w.update_message(id, 2, flag::SEEN, 0, "x:2,S", false)?;
-                let m = w.insert_message(id, 6, msg(0, 1, 0), Vec::new())?;
+                w.update_message(id, Uid(2), flag::SEEN, 0, "x:2,S", false)?;
+                let m = w.insert_message(id, Uid(6), msg(0, 1, 0), Vec::new())?;
                 Ok((w.reader().require_mailbox(id)?.highest_modseq, m))
             })
             .unwrap()
@@ -201,13 +214,17 @@ fn highestmodseq_stays_above_what_a_lost_commit_showed() {
     let (highest, uids) = index
         .read(|r| Ok((r.require_mailbox(id)?.highest_modseq, r.uids(id)?)))
         .unwrap();
-    assert_eq!(uids, vec![1, 2, 3, 4, 5], "the commit is lost");
+    assert_eq!(
+        uids,
+        (1..=5).map(Uid).collect::<Vec<_>>(),
+        "the commit is lost"
+    );
     assert!(
         highest > seen,
         "HIGHESTMODSEQ {highest} after the loss, {seen} before"
     );
     let again = index
-        .write(move |w| w.insert_message(id, 6, msg(0, 1, 0), Vec::new()))
+        .write(move |w| w.insert_message(id, Uid(6), msg(0, 1, 0), Vec::new()))
         .unwrap();
     assert!(
         again > seen_msg,
@@ -237,7 +254,7 @@ fn writers_that_queue_during_a_commit_share_the_next_one() {
             index.write(move |w| {
                 started_tx.send(()).unwrap();
                 release_rx.recv().unwrap();
-                w.insert_message(id, 1, msg(0, 1, 0), Vec::new())
+                w.insert_message(id, Uid(1), msg(0, 1, 0), Vec::new())
             })
         })
     };
@@ -246,7 +263,7 @@ fn writers_that_queue_during_a_commit_share_the_next_one() {
         .map(|uid| {
             let index = Arc::clone(&index);
             std::thread::spawn(move || {
-                index.write(move |w| w.insert_message(id, uid, msg(0, 1, 0), Vec::new()))
+                index.write(move |w| w.insert_message(id, Uid(uid), msg(0, 1, 0), Vec::new()))
             })
         })
         .collect();
@@ -302,7 +319,7 @@ fn the_map_grows_past_its_initial_size() {
         loop {
             let r = index.write(move |w| {
                 for uid in batch * 100 + 1..=batch * 100 + 100 {
-                    w.insert_message(id, uid, noisy(uid), Vec::new())?;
+                    w.insert_message(id, Uid(uid), noisy(uid), Vec::new())?;
                 }
                 Ok(())
             });
@@ -352,10 +369,10 @@ fn compact_refuses_while_open_and_keeps_data() {
         .write(|w| {
             let id = w.create_mailbox("INBOX", 7)?;
             for uid in 1..=300 {
-                w.insert_message(id, uid, msg(0, 1, 1000), Vec::new())?;
+                w.insert_message(id, Uid(uid), msg(0, 1, 1000), Vec::new())?;
             }
             for uid in 1..=290 {
-                w.remove_message(id, uid)?;
+                w.remove_message(id, Uid(uid))?;
             }
             Ok(id)
         })
@@ -416,13 +433,17 @@ fn a_write_that_changes_nothing_is_no_commit_and_wakes_no_one() {
     let index = Index::open(dir.path(), &opts()).unwrap();
     let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
     index
-        .write(move |w| w.insert_message(id, 1, msg(0, 1, 0), Vec::new()))
+        .write(move |w| w.insert_message(id, Uid(1), msg(0, 1, 0), Vec::new()))
         .unwrap();
     let rx = Woken::on(&index);
     let before = index.commits();
     // reads inside a write, a mailbox that exists already, a claim of nothing new
     let claimed = index.write(move |w| w.claim_recent(id)).unwrap();
-    assert_eq!(claimed, 1..2, "the first claim takes the new message");
+    assert_eq!(
+        claimed,
+        Uid(1)..Uid(2),
+        "the first claim takes the new message"
+    );
     assert_eq!(index.commits(), before + 1);
     assert!(rx.has_changed());
     for _ in 0..3 {
@@ -439,7 +460,7 @@ fn a_write_that_changes_nothing_is_no_commit_and_wakes_no_one() {
     assert!(!rx.has_changed(), "and wake no IDLE session");
     // a real change still does
     index
-        .write(move |w| w.insert_message(id, 2, msg(0, 1, 0), Vec::new()))
+        .write(move |w| w.insert_message(id, Uid(2), msg(0, 1, 0), Vec::new()))
         .unwrap();
     assert_eq!(index.commits(), before + 2);
     assert!(rx.has_changed());

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use maildex_index::{
-    Cached, CachedFields, Index, MessageRecord, MessageState, OpenOptions, PartRecord,
-    SearchFields, SortKeys, TextRecord,
+    Cached, CachedFields, Index, MailboxId, MessageRecord, MessageState, OpenOptions, PartRecord,
+    SearchFields, SortKeys, TextRecord, Uid,
 };
 use proptest::prelude::*;
 
@@ -167,17 +167,17 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                             .entry(mailbox)
                             .or_default()
                             .insert(uid, (rec.cached.clone(), headers.clone()));
-                        batch.push((uid, rec, headers));
+                        batch.push((Uid(uid), rec, headers));
                     }
                 }
                 index
-                    .write(move |w| w.insert_messages(mailbox, batch).map(drop))
+                    .write(move |w| w.insert_messages(MailboxId(mailbox), batch).map(drop))
                     .unwrap();
             }
             Op::Remove { mailbox, uid } => {
                 let was = model.entry(mailbox).or_default().remove(&uid).is_some();
                 let removed = index
-                    .write(move |w| Ok(w.remove_message(mailbox, uid)?.is_some()))
+                    .write(move |w| Ok(w.remove_message(MailboxId(mailbox), Uid(uid))?.is_some()))
                     .unwrap();
                 prop_assert_eq!(was, removed);
             }
@@ -185,6 +185,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     }
     for mailbox in 1..3u32 {
         let want = model.remove(&mailbox).unwrap_or_default();
+        let mailbox = MailboxId(mailbox);
         let (all, singles) = index
             .read(|r| {
                 let all = r.messages(mailbox)?;
@@ -198,7 +199,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 Ok((all, singles))
             })
             .unwrap();
-        let got: Vec<(u32, Cached)> = all.iter().map(|(u, m)| (*u, m.cached.clone())).collect();
+        let got: Vec<(u32, Cached)> = all
+            .iter()
+            .map(|(u, m)| (u.get(), m.cached.clone()))
+            .collect();
         let expected: Vec<(u32, Cached)> = want.iter().map(|(u, (c, _))| (*u, c.clone())).collect();
         prop_assert_eq!(got, expected);
         for ((_, (cached, headers)), (one, one_headers)) in want.iter().zip(singles) {
@@ -210,8 +214,9 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let got = index
                     .read(|r| {
                         let mut got = Vec::new();
-                        r.for_each_cached(mailbox, range.clone(), fields, |uid, c| {
-                            got.push((uid, c));
+                        let uids = Uid(*range.start())..=Uid(*range.end());
+                        r.for_each_cached(mailbox, uids, fields, |uid, c| {
+                            got.push((uid.get(), c));
                             Ok(ControlFlow::Continue(()))
                         })?;
                         Ok(got)
@@ -224,7 +229,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 prop_assert_eq!(&got, &expected, "{:?} {:?}", fields, range);
                 for (uid, c) in &expected {
                     let one = index
-                        .read(|r| r.cached_fields(mailbox, *uid, fields))
+                        .read(|r| r.cached_fields(mailbox, Uid(*uid), fields))
                         .unwrap();
                     prop_assert_eq!(one.as_ref(), Some(c));
                 }
@@ -249,7 +254,7 @@ proptest! {
 
 /// A new index of 8 MiB in a temporary folder (kept alive by the first element), and the
 /// id of its empty INBOX.
-fn small_index() -> (tempfile::TempDir, std::sync::Arc<Index>, u32) {
+fn small_index() -> (tempfile::TempDir, std::sync::Arc<Index>, MailboxId) {
     let dir = tempfile::tempdir().unwrap();
     let index = Index::open(
         dir.path(),
@@ -277,7 +282,7 @@ fn a_full_segment_is_stored_compact() {
             .to_vec();
         raw += headers.len();
         index
-            .write(move |w| w.insert_message(id, uid, rec, headers).map(drop))
+            .write(move |w| w.insert_message(id, Uid(uid), rec, headers).map(drop))
             .unwrap();
     }
     let stats = index.read(|r| r.page_stats()).unwrap();
@@ -298,7 +303,7 @@ fn segment_keys(batches: &[Vec<u32>]) -> Vec<(&'static str, usize)> {
             .iter()
             .map(|&u| {
                 let (rec, headers) = record(u, 0);
-                (u, rec, headers)
+                (Uid(u), rec, headers)
             })
             .collect();
         index

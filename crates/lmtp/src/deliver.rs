@@ -402,7 +402,7 @@ fn deliver_target(
     }
     match result {
         Ok((d, how)) => {
-            tracing::debug!(user = %user, mailbox, uid = d.uid, size = d.size, linked = how == LinkOrCopy::Linked, "delivered");
+            tracing::debug!(user = %user, mailbox, uid = d.uid.get(), size = d.size, linked = how == LinkOrCopy::Linked, "delivered");
             accounts.quota_warning(&t.user, quota, msg.vsize());
             Ok(format!("{user}/{mailbox} uid={}", d.uid))
         }

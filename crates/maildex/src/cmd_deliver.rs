@@ -180,7 +180,7 @@ fn deliver_prepared(
             .deliver(mailbox, message, &opts)
             .map_err(|e| failure(&e))?;
         *message_id = d.message_id;
-        return Ok(d.uid);
+        return Ok(d.uid.get());
     }
     let mut incoming = store.incoming(mailbox).map_err(|e| failure(&e))?;
     std::io::copy(message, &mut incoming).map_err(|e| {
@@ -202,5 +202,5 @@ fn deliver_prepared(
         .map_err(|e| failure(&e))?;
     drop(incoming);
     accounts.quota_warning(user, quota, prepared.vsize());
-    Ok(d.uid)
+    Ok(d.uid.get())
 }

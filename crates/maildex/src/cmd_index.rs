@@ -76,7 +76,10 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
             out.push_str(&dump::mailbox(id, &m));
             out.push_str(&dump::text_stats(r, id)?);
             let records = match a.uid {
-                Some(uid) => r.message(id, uid)?.map(|m| (uid, m)).into_iter().collect(),
+                Some(uid) => {
+                    let uid = maildex_store::Uid(uid);
+                    r.message(id, uid)?.map(|m| (uid, m)).into_iter().collect()
+                }
                 None => r.messages(id)?,
             };
             for (uid, rec) in records {

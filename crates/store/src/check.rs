@@ -10,6 +10,7 @@ use maildex_maildir::filename::base_of;
 use maildex_maildir::{folder, scan, Sub, Uidlist};
 
 use crate::convert::flag_bits;
+use crate::Uid;
 use crate::{StoreError, UserStore};
 
 /// One way in which the index and the Maildir disagree.
@@ -30,48 +31,48 @@ pub enum Difference {
     /// The index would hand out a UID the uidlist already used.
     UidNext {
         mailbox: String,
-        uidlist: u32,
-        index: u32,
+        uidlist: Uid,
+        index: Uid,
     },
     /// A message file that has no UID in dovecot-uidlist yet.
     NotInUidlist { mailbox: String, file: String },
     /// A message file (with its UID) that the index lacks.
     NotIndexed {
         mailbox: String,
-        uid: u32,
+        uid: Uid,
         file: String,
     },
     /// An index record whose file is gone.
     FileGone {
         mailbox: String,
-        uid: u32,
+        uid: Uid,
         file: String,
     },
     /// The index and the uidlist give one file different UIDs.
     UidMismatch {
         mailbox: String,
         file: String,
-        uidlist: u32,
-        index: u32,
+        uidlist: Uid,
+        index: Uid,
     },
     /// The record's file name (flags) differs from the file's.
     FileName {
         mailbox: String,
-        uid: u32,
+        uid: Uid,
         index: String,
         disk: String,
     },
     /// The record's flags differ from the file name's.
     Flags {
         mailbox: String,
-        uid: u32,
+        uid: Uid,
         index: u8,
         disk: u8,
     },
     /// The record's size differs from the file's.
     Size {
         mailbox: String,
-        uid: u32,
+        uid: Uid,
         index: u64,
         disk: u64,
     },
@@ -79,7 +80,7 @@ pub enum Difference {
     /// not what its file gives; `index check --repair` rewrites it.
     Text {
         mailbox: String,
-        uid: u32,
+        uid: Uid,
         missing: bool,
     },
     /// The stored counters differ from the records.
@@ -202,7 +203,7 @@ impl Difference {
     }
 }
 
-fn recount(heads: &[(u32, MessageState)], first_recent_uid: u32) -> Counts {
+fn recount(heads: &[(Uid, MessageState)], first_recent_uid: Uid) -> Counts {
     let mut c = Counts::default();
     for (uid, h) in heads {
         c.add(*uid, h, first_recent_uid);
@@ -275,18 +276,18 @@ impl UserStore {
             .records
             .iter()
             .filter(|r| on_disk.contains(base_of(&r.file_name)))
-            .map(|r| r.uid)
+            .map(|r| Uid(r.uid))
             .max()
-            .unwrap_or(0);
+            .unwrap_or(Uid(0));
         if m.uid_next <= max_listed {
             out.push(Difference::UidNext {
                 mailbox: mb.clone(),
-                uidlist: list.next_uid,
+                uidlist: Uid(list.next_uid),
                 index: m.uid_next,
             });
         }
         let by_base = list.uids_by_base();
-        let indexed: HashMap<u32, &MessageState> = heads.iter().map(|(u, h)| (*u, h)).collect();
+        let indexed: HashMap<Uid, &MessageState> = heads.iter().map(|(u, h)| (*u, h)).collect();
         let mut seen = HashSet::new();
         for e in &listing.entries {
             let Some(&uid) = by_base.get(e.name.base.as_str()) else {
@@ -296,6 +297,7 @@ impl UserStore {
                 });
                 continue;
             };
+            let uid = Uid(uid);
             seen.insert(uid);
             let Some(h) = indexed.get(&uid) else {
                 out.push(Difference::NotIndexed {
@@ -309,7 +311,7 @@ impl UserStore {
                 let index_uid = heads
                     .iter()
                     .find(|(_, x)| maildex_maildir::filename::base_of(&x.file_name) == e.name.base)
-                    .map_or(0, |(u, _)| *u);
+                    .map_or(Uid(0), |(u, _)| *u);
                 out.push(Difference::UidMismatch {
                     mailbox: mb.clone(),
                     file: e.file_name.clone(),

@@ -36,6 +36,7 @@ use maildex_maildir::{Keywords, MaildirName, Sub, UidRecord};
 
 use crate::convert;
 use crate::opctx::{flags_of, keyword_names, Letters, Target};
+use crate::{ModSeq, Uid};
 use crate::{OpError, StoreError, UserStore};
 
 /// What a COPY or MOVE did, for COPYUID (RFC 4315 §3).
@@ -45,12 +46,12 @@ pub struct CopyOutcome {
     pub uidvalidity: u32,
     /// (source UID, destination UID) for each message copied or moved, in source UID
     /// order. Source UIDs that were gone are absent.
-    pub pairs: Vec<(u32, u32)>,
+    pub pairs: Vec<(Uid, Uid)>,
 }
 
 /// A source message as the index holds it.
 struct Source {
-    uid: u32,
+    uid: Uid,
     state: MessageState,
     /// Cached data and header blocks; None when the index lacks them (then the copy is
     /// parsed from its file).
@@ -59,7 +60,7 @@ struct Source {
 
 /// A file now in dst.
 struct Placed {
-    src_uid: u32,
+    src_uid: Uid,
     sub: Sub,
     file_name: String,
     state: MessageState,
@@ -89,7 +90,7 @@ impl UserStore {
     /// dovecot-keywords ([`OpError::KeywordLimit`] before anything is copied when they do not
     /// fit). The new messages are `\Recent` as delivered ones are. Files are fsynced as
     /// delivery does (`StoreOptions::fsync`).
-    pub fn copy(&self, src: &str, dst: &str, uids: &[u32]) -> Result<CopyOutcome, OpError> {
+    pub fn copy(&self, src: &str, dst: &str, uids: &[Uid]) -> Result<CopyOutcome, OpError> {
         self.transfer(src, dst, uids, false)
     }
 
@@ -101,7 +102,7 @@ impl UserStore {
         &self,
         src: &str,
         dst: &str,
-        uids: &[u32],
+        uids: &[Uid],
     ) -> Result<CopyOutcome, OpError> {
         self.transfer(src, dst, uids, true)
     }
@@ -110,7 +111,7 @@ impl UserStore {
         &self,
         src: &str,
         dst: &str,
-        uids: &[u32],
+        uids: &[Uid],
         moving: bool,
     ) -> Result<CopyOutcome, OpError> {
         let s = self.target(src)?;
@@ -152,7 +153,7 @@ impl UserStore {
                     Vec::new(),
                 ));
             }
-            let bases: Vec<(u32, String)> = placed
+            let bases: Vec<(Uid, String)> = placed
                 .iter()
                 .map(|p| (p.src_uid, p.base().to_string()))
                 .collect();
@@ -176,7 +177,7 @@ impl UserStore {
             }
             if let (Some(o), true, true) = (&outcome, moving, same) {
                 // MOVE within one mailbox: the copies are in; now the originals go
-                let wanted: Vec<u32> = o.pairs.iter().map(|(s_uid, _)| *s_uid).collect();
+                let wanted: Vec<Uid> = o.pairs.iter().map(|(s_uid, _)| *s_uid).collect();
                 let id = s.id;
                 let states = self.index.read(move |r| {
                     let mut out = Vec::new();
@@ -209,7 +210,7 @@ impl UserStore {
     }
 
     /// The index records of `uids` in `t`, in UID order (missing UIDs skipped).
-    fn read_sources(&self, t: &Target, uids: &[u32]) -> Result<Vec<Source>, OpError> {
+    fn read_sources(&self, t: &Target, uids: &[Uid]) -> Result<Vec<Source>, OpError> {
         let mut uids = uids.to_vec();
         uids.sort_unstable();
         uids.dedup();
@@ -289,7 +290,7 @@ impl UserStore {
                 }
             }
             let Some(dl) = delivered else {
-                tracing::debug!(mailbox = %s.name, uid = m.uid, "message gone before COPY; skipped");
+                tracing::debug!(mailbox = %s.name, uid = m.uid.get(), "message gone before COPY; skipped");
                 continue;
             };
             let state = MessageState {
@@ -297,7 +298,7 @@ impl UserStore {
                 in_new: sub == Sub::New,
                 flags: convert::flag_bits(flags),
                 keywords: kw.0,
-                modseq: 0,
+                modseq: ModSeq(0),
                 internal_date: m.state.internal_date,
                 save_date: convert::now_secs(),
                 size: m.state.size,
@@ -391,7 +392,7 @@ impl UserStore {
                 }
             }
             let Some(origin) = origin else {
-                tracing::debug!(mailbox = %s.name, uid = m.uid, "message gone before MOVE; skipped");
+                tracing::debug!(mailbox = %s.name, uid = m.uid.get(), "message gone before MOVE; skipped");
                 continue;
             };
             let state = MessageState {
@@ -403,7 +404,7 @@ impl UserStore {
                     convert::flag_bits(flags)
                 },
                 keywords: if sub == Sub::New { 0 } else { kw.0 },
-                modseq: 0,
+                modseq: ModSeq(0),
                 save_date: convert::now_secs(),
                 ..m.state.clone()
             };
@@ -516,7 +517,7 @@ impl UserStore {
         };
         // records built outside the transaction; parsed from the new file only when the
         // source's cached data was missing
-        let mut items: Vec<(u32, MessageRecord, Vec<u8>)> = Vec::with_capacity(placed.len());
+        let mut items: Vec<(Uid, MessageRecord, Vec<u8>)> = Vec::with_capacity(placed.len());
         for (p, &uid) in placed.iter().zip(&uids) {
             let (record, headers) = match &p.data {
                 Some((cached, headers)) => (
@@ -532,10 +533,10 @@ impl UserStore {
                     (built.record, built.headers)
                 }
             };
-            items.push((uid, record, headers));
+            items.push((Uid(uid), record, headers));
         }
         let (dst_id, src_id) = (d.id, s.id);
-        let src_uids: Vec<u32> = placed.iter().map(|p| p.src_uid).collect();
+        let src_uids: Vec<Uid> = placed.iter().map(|p| p.src_uid).collect();
         let table = letters.table.clone();
         let committed = self.index.write_retrying(move |w| {
             if remove_src {
@@ -569,14 +570,18 @@ impl UserStore {
         }
         Ok(Some(CopyOutcome {
             uidvalidity,
-            pairs: placed.iter().map(|p| p.src_uid).zip(uids).collect(),
+            pairs: placed
+                .iter()
+                .map(|p| p.src_uid)
+                .zip(uids.into_iter().map(Uid))
+                .collect(),
         }))
     }
 
     /// Removes the source records of moved files (they are in dst now).
     fn drop_sources(&self, s: &Target, placed: &[Placed]) -> Result<(), OpError> {
         let id = s.id;
-        let uids: Vec<u32> = placed.iter().map(|p| p.src_uid).collect();
+        let uids: Vec<Uid> = placed.iter().map(|p| p.src_uid).collect();
         self.index.write_retrying(move |w| {
             for &u in &uids {
                 w.remove_message(id, u)?;
@@ -587,12 +592,12 @@ impl UserStore {
     }
 
     /// After a sync: the dst UIDs of files by base.
-    fn find_placed(&self, d: &Target, bases: &[(u32, String)]) -> Result<CopyOutcome, OpError> {
+    fn find_placed(&self, d: &Target, bases: &[(Uid, String)]) -> Result<CopyOutcome, OpError> {
         let name = d.name.clone();
         let (id, m) = self
             .indexed_mailbox(&name)?
             .ok_or(OpError::Store(StoreError::NoMailbox(name)))?;
-        let by_base: HashMap<String, u32> = self.index.read(move |r| {
+        let by_base: HashMap<String, Uid> = self.index.read(move |r| {
             Ok(r.states(id)?
                 .into_iter()
                 .map(|(u, st)| (base_of(&st.file_name).to_string(), u))

@@ -28,6 +28,7 @@ use maildex_maildir::uidlist::AppendScan;
 use maildex_maildir::{deliver, Delivered, Flags, Keywords, MaildirError, Sub, TmpFile, UidRecord};
 
 use crate::convert::{self, flag_bits};
+use crate::{MailboxId, ModSeq, Uid};
 use crate::{StoreError, UserStore};
 
 /// How a message is delivered.
@@ -45,13 +46,13 @@ pub struct DeliverOptions {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeliveredMessage {
     /// Index id of the mailbox.
-    pub mailbox_id: u32,
+    pub mailbox_id: MailboxId,
     /// Its UID.
-    pub uid: u32,
+    pub uid: Uid,
     /// The mailbox's UIDVALIDITY (for APPENDUID, RFC 4315).
     pub uidvalidity: u32,
     /// Modseq of the new record.
-    pub modseq: u64,
+    pub modseq: ModSeq,
     /// Its `Message-ID` (unfolded, trimmed), for the delivery log.
     pub message_id: Option<String>,
     /// File name in `new/` or `cur/`.
@@ -430,7 +431,7 @@ impl UserStore {
             if m.uidvalidity != uidvalidity {
                 return Ok(None);
             }
-            if let Some(old) = w.reader().state(id, uid)? {
+            if let Some(old) = w.reader().state(id, Uid(uid))? {
                 if maildex_maildir::filename::base_of(&old.file_name) != base {
                     return Ok(None);
                 }
@@ -446,7 +447,7 @@ impl UserStore {
                 m.keywords = table;
                 w.put_mailbox(id, &m)?;
             }
-            w.insert_message(id, uid, built.record.clone(), built.headers.clone())
+            w.insert_message(id, Uid(uid), built.record.clone(), built.headers.clone())
                 .map(Some)
         })?;
         let Some(modseq) = committed else {
@@ -459,7 +460,7 @@ impl UserStore {
         };
         Ok(Some(DeliveredMessage {
             mailbox_id: id,
-            uid,
+            uid: Uid(uid),
             uidvalidity,
             modseq,
             message_id: None, // set by finish_delivery

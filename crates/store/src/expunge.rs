@@ -15,6 +15,7 @@ use maildex_maildir::transfer::find_base;
 use maildex_maildir::{MaildirName, Sub};
 
 use crate::opctx::Target;
+use crate::{MailboxId, Uid};
 use crate::{OpError, StoreError, UserStore};
 
 impl UserStore {
@@ -24,15 +25,15 @@ impl UserStore {
     /// expunged, ascending. A message another tool renamed meanwhile is found by its base
     /// and expunged only if it still has `\Deleted` (T) on disk; one whose file is gone
     /// already is left for the sync to remove (it removes only on a complete listing).
-    pub fn expunge(&self, mailbox: &str, uids: Option<&[u32]>) -> Result<Vec<u32>, OpError> {
+    pub fn expunge(&self, mailbox: &str, uids: Option<&[Uid]>) -> Result<Vec<Uid>, OpError> {
         let t = self.target(mailbox)?;
-        let chosen: Option<Vec<u32>> = uids.map(<[u32]>::to_vec);
+        let chosen: Option<Vec<Uid>> = uids.map(<[Uid]>::to_vec);
         // Shared with the mailbox's STOREs, APPENDs and other EXPUNGEs (see `MailboxSerial`):
         // the messages that have \Deleted are claimed against STOREs of them, then read
         // again, so that one a STORE took \Deleted from meanwhile stays.
         let serial = self.mailbox_lock(&t.name);
         let shared = serial.share();
-        let candidates: Vec<u32> = self
+        let candidates: Vec<Uid> = self
             .deleted_states(t.id, chosen)?
             .into_iter()
             .map(|(uid, _)| uid)
@@ -46,10 +47,10 @@ impl UserStore {
     /// order.
     fn deleted_states(
         &self,
-        id: u32,
-        chosen: Option<Vec<u32>>,
-    ) -> Result<Vec<(u32, MessageState)>, StoreError> {
-        let mut states: Vec<(u32, MessageState)> = self.index.read(move |r| {
+        id: MailboxId,
+        chosen: Option<Vec<Uid>>,
+    ) -> Result<Vec<(Uid, MessageState)>, StoreError> {
+        let mut states: Vec<(Uid, MessageState)> = self.index.read(move |r| {
             let all = match chosen {
                 None => r.states(id)?,
                 Some(list) => {
@@ -76,9 +77,9 @@ impl UserStore {
     pub(crate) fn remove_messages(
         &self,
         t: &Target,
-        mut states: Vec<(u32, MessageState)>,
+        mut states: Vec<(Uid, MessageState)>,
         require_deleted: bool,
-    ) -> Result<Vec<u32>, OpError> {
+    ) -> Result<Vec<Uid>, OpError> {
         states.sort_by_key(|(u, _)| *u);
         states.dedup_by_key(|(u, _)| *u);
         let mut gone = Vec::with_capacity(states.len());
@@ -101,7 +102,7 @@ impl UserStore {
                     }
                 }
                 None => {
-                    tracing::debug!(mailbox = %t.name, uid, "file gone before expunge; left for the sync")
+                    tracing::debug!(mailbox = %t.name, uid = uid.get(), "file gone before expunge; left for the sync")
                 }
             }
         }

@@ -18,6 +18,7 @@ use maildex_maildir::{Flags, Keywords, MaildirName, Sub};
 
 use crate::convert::flag_bits;
 use crate::opctx::{flags_of, keyword_names, newer_keywords, Target};
+use crate::{ModSeq, Uid};
 use crate::{OpError, StoreError, UserStore};
 
 /// How STORE combines the given flags with a message's flags (RFC 3501 §6.4.6).
@@ -35,13 +36,13 @@ pub enum FlagOp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlagState {
     /// Its UID.
-    pub uid: u32,
+    pub uid: Uid,
     /// System flags now.
     pub flags: Flags,
     /// Keyword names now (from the mailbox's dovecot-keywords), in letter order.
     pub keywords: Vec<String>,
     /// Its modseq (the new one when `changed`).
-    pub modseq: u64,
+    pub modseq: ModSeq,
     /// Whether this STORE changed it (an unchanged message kept its modseq and file name).
     pub changed: bool,
 }
@@ -55,12 +56,12 @@ pub struct FlagsOutcome {
     pub messages: Vec<FlagState>,
     /// UIDs whose modseq was above UNCHANGEDSINCE: not changed (`[MODIFIED ...]`,
     /// RFC 7162 §3.1.3).
-    pub modified: Vec<u32>,
+    pub modified: Vec<Uid>,
     /// UIDs of the set that are gone (expunged by another session or tool; unknown UIDs
     /// too). The session ignores them (RFC 3501 §6.4.6 asks nothing for them).
-    pub vanished: Vec<u32>,
+    pub vanished: Vec<Uid>,
     /// The mailbox's highest modseq after the change.
-    pub highest_modseq: u64,
+    pub highest_modseq: ModSeq,
     /// The mailbox's keyword names after the change, in dovecot-keywords letter order (a
     /// session announces a new one in FLAGS before a FETCH carries it).
     pub keywords: Vec<String>,
@@ -83,7 +84,7 @@ impl FlagOp {
 
 /// A rename done on disk, for the index commit.
 struct Renamed {
-    uid: u32,
+    uid: Uid,
     file_name: String,
     flags: Flags,
     keywords: Keywords,
@@ -107,11 +108,11 @@ impl UserStore {
     pub fn set_flags(
         &self,
         mailbox: &str,
-        uids: &[u32],
+        uids: &[Uid],
         op: FlagOp,
         flags: Flags,
         keywords: &[String],
-        unchanged_since: Option<u64>,
+        unchanged_since: Option<ModSeq>,
     ) -> Result<FlagsOutcome, OpError> {
         let t = self.target(mailbox)?;
         let letters = self.letters(&t, keywords, op != FlagOp::Remove)?;
@@ -129,15 +130,15 @@ impl UserStore {
     fn set_flags_locked(
         &self,
         t: &Target,
-        uids: &[u32],
+        uids: &[Uid],
         op: FlagOp,
         flags: Flags,
         letters: crate::opctx::Letters,
-        unchanged_since: Option<u64>,
+        unchanged_since: Option<ModSeq>,
     ) -> Result<FlagsOutcome, OpError> {
         let id = t.id;
         let wanted = uids.to_vec();
-        let states: Vec<(u32, Option<MessageState>)> = self.index.read(move |r| {
+        let states: Vec<(Uid, Option<MessageState>)> = self.index.read(move |r| {
             wanted
                 .iter()
                 .map(|&uid| Ok((uid, r.state(id, uid)?)))
@@ -146,7 +147,7 @@ impl UserStore {
         let mut out = FlagsOutcome::default();
         let mut renamed: Vec<Renamed> = Vec::new();
         // (uid, state) of messages left as they were
-        let mut unchanged: Vec<(u32, MessageState)> = Vec::new();
+        let mut unchanged: Vec<(Uid, MessageState)> = Vec::new();
         for (uid, state) in states {
             let Some(state) = state else {
                 out.vanished.push(uid);
@@ -170,7 +171,7 @@ impl UserStore {
         }
 
         let table = letters.table.clone();
-        let changes: Vec<(u32, String, u8, u32)> = renamed
+        let changes: Vec<(Uid, String, u8, u32)> = renamed
             .iter()
             .map(|r| (r.uid, r.file_name.clone(), flag_bits(r.flags), r.keywords.0))
             .collect();
@@ -250,7 +251,7 @@ impl UserStore {
     fn rename_one(
         &self,
         t: &Target,
-        uid: u32,
+        uid: Uid,
         state: &MessageState,
         op: FlagOp,
         flags: Flags,

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use maildex_index::{SearchView, HOT_HEADERS, SEARCH_HEADERS};
 
-use crate::{Mailbox, StoreError, UserStore};
+use crate::{Mailbox, MailboxId, StoreError, Uid, UserStore};
 
 /// A mailbox with fewer messages learns nothing: reading its header blocks costs little.
 pub const LEARN_MIN_MESSAGES: u32 = 100;
@@ -20,10 +20,10 @@ const CHUNK: u32 = 2048;
 
 /// Fills running in this process: (index directory, mailbox id). A second search of the
 /// field while one runs does not start another.
-static FILLING: Mutex<BTreeSet<(std::path::PathBuf, u32)>> = Mutex::new(BTreeSet::new());
+static FILLING: Mutex<BTreeSet<(std::path::PathBuf, MailboxId)>> = Mutex::new(BTreeSet::new());
 
 /// Removes its entry from [`FILLING`] when the fill ends, whichever way.
-struct Filling((std::path::PathBuf, u32));
+struct Filling((std::path::PathBuf, MailboxId));
 
 impl Drop for Filling {
     fn drop(&mut self) {
@@ -87,7 +87,7 @@ impl UserStore {
             .into_iter()
             .filter(|n| m.learned_headers.contains(n))
             .collect();
-        let last = m.uid_next.saturating_sub(1);
+        let last = m.uid_next.get().saturating_sub(1);
         if learned.is_empty() {
             return Ok(0);
         }
@@ -97,7 +97,7 @@ impl UserStore {
             let end = first.saturating_add(CHUNK - 1).min(last);
             let blocks = self.index.read(|r| {
                 let mut lacking = Vec::new();
-                r.for_each_search(id, first..=end, |uid, raw| {
+                r.for_each_search(id, Uid(first)..=Uid(end), |uid, raw| {
                     let holds = SearchView::parse(raw)
                         .is_some_and(|v| learned.iter().all(|n| v.header(n.as_bytes()).is_some()));
                     if !holds {

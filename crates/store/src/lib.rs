@@ -58,7 +58,7 @@ pub use deliver::{
 pub use flags::{FlagOp, FlagState, FlagsOutcome};
 pub use incoming::IncomingMessage;
 pub use mailboxes::{MailboxInfo, SpecialUse};
-pub use maildex_index::ChangeSet;
+pub use maildex_index::{ChangeSet, MailboxId, ModSeq, Uid};
 /// The index's record types as sessions read them: the IMAP crate takes them from here and
 /// does not depend on the index crate (it reaches mail only through the store).
 pub mod records {
@@ -218,7 +218,7 @@ pub struct UserStore {
 pub(crate) struct MailboxSerial {
     lock: RwLock<()>,
     /// UIDs a STORE or an EXPUNGE holding `lock` shared is changing.
-    claimed: Mutex<BTreeSet<u32>>,
+    claimed: Mutex<BTreeSet<Uid>>,
     /// Signalled when claimed UIDs are released.
     released: Condvar,
     /// Held by the one adder (holding `lock` shared) that is adding messages.
@@ -284,7 +284,7 @@ impl MailboxSerial {
     pub(crate) fn claim<'a>(
         &'a self,
         _shared: &RwLockReadGuard<'a, ()>,
-        uids: &[u32],
+        uids: &[Uid],
     ) -> Claim<'a> {
         debug_assert!(uids.windows(2).all(|w| w[0] < w[1]));
         let mut claimed = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
@@ -314,7 +314,7 @@ pub(crate) struct Adding<'a> {
 /// UIDs a STORE or an EXPUNGE changes, claimed against the others of the mailbox ([`MailboxSerial::claim`]).
 pub(crate) struct Claim<'a> {
     serial: &'a MailboxSerial,
-    uids: Vec<u32>,
+    uids: Vec<Uid>,
 }
 
 impl Drop for Claim<'_> {
@@ -484,17 +484,19 @@ mod tests {
                 s.spawn(move || {
                     for round in 0..300u32 {
                         // a different, overlapping set per thread and round
-                        let uids: Vec<u32> =
-                            (0..8u32).filter(|u| (u + t + round) % 3 != 0).collect();
+                        let uids: Vec<Uid> = (0..8u32)
+                            .filter(|u| (u + t + round) % 3 != 0)
+                            .map(Uid)
+                            .collect();
                         let shared = serial.share();
                         let _claim = serial.claim(&shared, &uids);
                         for &u in &uids {
-                            let was = held[u as usize].swap(true, Ordering::SeqCst);
+                            let was = held[u.get() as usize].swap(true, Ordering::SeqCst);
                             assert!(!was, "UID {u} claimed twice");
                         }
                         std::thread::yield_now();
                         for &u in &uids {
-                            held[u as usize].store(false, Ordering::SeqCst);
+                            held[u.get() as usize].store(false, Ordering::SeqCst);
                         }
                     }
                 });

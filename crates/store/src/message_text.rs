@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use maildex_index::{Built, CachedFields, Fts, MessageState, TextRecord};
 use maildex_text::{Html, MessageText, SearchText};
 
-use crate::{Loaded, Mailbox, StoreError, UserStore};
+use crate::{Loaded, Mailbox, MailboxId, StoreError, Uid, UserStore};
 
 /// The index record of a message from its bytes, built as delivery builds it (for tests
 /// and tools that need a record, and so its part tree, without a Maildir).
@@ -16,7 +16,7 @@ pub fn build_record(bytes: &[u8], state: MessageState) -> Result<Built, StoreErr
 }
 
 /// Names a text record in a decoding error.
-struct What(u32, u32);
+struct What(MailboxId, Uid);
 
 impl std::fmt::Display for What {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -31,7 +31,11 @@ impl std::fmt::Display for What {
 }
 
 /// Reads a stored text record of message `uid` of mailbox `id`.
-pub(crate) fn decode_text(stored: &[u8], id: u32, uid: u32) -> Result<SearchText, StoreError> {
+pub(crate) fn decode_text(
+    stored: &[u8],
+    id: MailboxId,
+    uid: Uid,
+) -> Result<SearchText, StoreError> {
     Ok(SearchText::from_record(TextRecord::decode(
         stored,
         &What(id, uid),
@@ -50,7 +54,7 @@ impl UserStore {
     pub fn visit_search_texts(
         &self,
         mailbox: &Mailbox,
-        uids: &[u32],
+        uids: &[Uid],
         headers: bool,
         mut f: impl FnMut(usize, SearchText),
     ) -> Result<(), StoreError> {
@@ -72,7 +76,7 @@ impl UserStore {
         let mut stored = vec![false; uids.len()];
         self.index.read(|r| {
             let mut failed = None;
-            let mut visit = |i: usize, uid: u32, raw: &[u8]| match decode_text(raw, id, uid) {
+            let mut visit = |i: usize, uid: Uid, raw: &[u8]| match decode_text(raw, id, uid) {
                 Ok(t) => {
                     stored[i] = true;
                     let t = match blocks.get_mut(i).and_then(Option::take) {
@@ -109,7 +113,7 @@ impl UserStore {
             }
             Ok(failed.map_or(Ok(()), Err))
         })??;
-        let missing: Vec<u32> = uids
+        let missing: Vec<Uid> = uids
             .iter()
             .zip(&stored)
             .filter_map(|(&uid, &s)| (!s).then_some(uid))
@@ -149,7 +153,7 @@ impl UserStore {
     pub fn text_candidates(
         &self,
         mailbox: &Mailbox,
-        uids: &[u32],
+        uids: &[Uid],
         needles: &[String],
     ) -> Result<Vec<bool>, StoreError> {
         let mut out = vec![true; uids.len()];
@@ -198,8 +202,8 @@ impl UserStore {
     /// file then), but a stored one is still compared: SEARCH uses it.
     pub(crate) fn text_drift(
         &self,
-        id: u32,
-        uid: u32,
+        id: MailboxId,
+        uid: Uid,
         path: &std::path::Path,
         state: &MessageState,
     ) -> Result<Option<bool>, StoreError> {
@@ -234,7 +238,7 @@ impl UserStore {
 
     /// Rewrites the full-text record of message `uid` of `mailbox` from its file (`index
     /// check --repair`). False when the message or its file is gone.
-    pub fn repair_text(&self, mailbox: &str, uid: u32) -> Result<bool, StoreError> {
+    pub fn repair_text(&self, mailbox: &str, uid: Uid) -> Result<bool, StoreError> {
         let Some((id, _)) = self.indexed_mailbox(mailbox)? else {
             return Ok(false);
         };
@@ -282,7 +286,7 @@ impl UserStore {
             let states = self.index.read(|r| r.states(id))?;
             for chunk in states.chunks(256) {
                 if !self.opts.full_text {
-                    let uids: Vec<u32> = chunk.iter().map(|(uid, _)| *uid).collect();
+                    let uids: Vec<Uid> = chunk.iter().map(|(uid, _)| *uid).collect();
                     written += self.index.write_retrying(move |w| {
                         for &uid in &uids {
                             w.remove_text(id, uid)?;
@@ -351,7 +355,8 @@ mod tests {
         };
         let snap = s.snapshot("INBOX", &req).unwrap().expect("INBOX");
         let mut out = Vec::new();
-        s.visit_search_texts(&snap.mailbox, uids, true, |i, t| out.push((i, t)))
+        let uids: Vec<Uid> = uids.iter().copied().map(Uid).collect();
+        s.visit_search_texts(&snap.mailbox, &uids, true, |i, t| out.push((i, t)))
             .unwrap();
         out
     }
@@ -379,7 +384,8 @@ mod tests {
         let inbox = s.snapshot("INBOX", &req).unwrap().expect("INBOX").mailbox;
         let cand = |w: &[&str]| {
             let w: Vec<String> = w.iter().map(|x| x.to_string()).collect();
-            s.text_candidates(&inbox, &[1, 2, 3], &w).unwrap()
+            s.text_candidates(&inbox, &[Uid(1), Uid(2), Uid(3)], &w)
+                .unwrap()
         };
         assert_eq!(cand(&["second"]), [false, true, false]);
         assert_eq!(cand(&["body", "third"]), [false, false, true]);
@@ -399,8 +405,8 @@ mod tests {
         let (other, sig) = (other.encode().unwrap(), maildex_index::signature(&other));
         s.index
             .write_retrying(move |w| {
-                w.put_text(id, 2, other.clone(), sig.clone())?;
-                w.remove_text(id, 3)
+                w.put_text(id, Uid(2), other.clone(), sig.clone())?;
+                w.remove_text(id, Uid(3))
             })
             .unwrap();
         let mut diffs = s.check().unwrap();
@@ -410,7 +416,7 @@ mod tests {
             uid,
             missing,
         };
-        assert_eq!(diffs, vec![text(2, false), text(3, true)]);
+        assert_eq!(diffs, vec![text(Uid(2), false), text(Uid(3), true)]);
         assert_eq!(diffs[1].to_string(), "INBOX: UID 3 has no full-text record");
         assert!(diffs.iter().all(Difference::is_drift));
         // a search sees what is stored (UID 2 the wrong one), and UID 3's file
@@ -419,16 +425,16 @@ mod tests {
         assert!(!got[1].1.body_contains("second"));
         assert_eq!(got[2].0, 2);
         assert!(got[2].1.body_contains("third"));
-        assert!(s.repair_text("INBOX", 2).unwrap());
-        assert!(s.repair_text("INBOX", 3).unwrap());
-        assert!(!s.repair_text("INBOX", 9).unwrap());
+        assert!(s.repair_text("INBOX", Uid(2)).unwrap());
+        assert!(s.repair_text("INBOX", Uid(3)).unwrap());
+        assert!(!s.repair_text("INBOX", Uid(9)).unwrap());
         assert_eq!(s.check().unwrap(), vec![]);
         let got = texts(&s, &[1, 2, 3]);
         assert_eq!(got.len(), 3);
         assert!(got[1].1.body_contains("second") && got[2].1.body_contains("third"));
         // rebuild --fts-only rewrites them all, nothing else
         s.index
-            .write_retrying(move |w| w.remove_text(id, 1))
+            .write_retrying(move |w| w.remove_text(id, Uid(1)))
             .unwrap();
         let before = s.index.read(|r| r.states(id)).unwrap();
         let mut reports = Vec::new();

@@ -9,7 +9,7 @@ use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::{Flags, Keywords};
 use parking_lot::RwLockWriteGuard;
 
-use crate::{MailboxSerial, OpError, UserStore};
+use crate::{MailboxId, MailboxSerial, OpError, UserStore};
 
 /// A mailbox an operation works on.
 pub(crate) struct Target {
@@ -18,7 +18,7 @@ pub(crate) struct Target {
     /// Its folder.
     pub path: PathBuf,
     /// Index id.
-    pub id: u32,
+    pub id: MailboxId,
     /// Its record when the operation started.
     pub record: MailboxRecord,
 }

@@ -15,19 +15,19 @@ use std::sync::{Arc, Mutex};
 
 use maildex_index::SortNeed;
 
-use crate::{Mailbox, SortEntry, StoreError, UserStore};
+use crate::{Mailbox, MailboxId, SortEntry, StoreError, Uid, UserStore};
 
 /// Orders kept per user store.
 const KEPT: usize = 8;
 
 /// One kept order.
 struct Kept {
-    mailbox: u32,
+    mailbox: MailboxId,
     uidvalidity: u32,
     program: String,
     /// The mailbox's message count and next UID when the order was made: UIDs only grow,
     /// so a message added or removed changes one of them.
-    stamp: (u32, u32),
+    stamp: (u32, Uid),
     value: Arc<dyn Any + Send + Sync>,
     used: u64,
 }
@@ -53,9 +53,9 @@ impl UserStore {
         compute: impl FnOnce(Vec<SortEntry>) -> T,
     ) -> Result<Arc<T>, StoreError> {
         let id = mailbox.id();
-        let stamp = |s: &UserStore| -> Result<(u32, u32), StoreError> {
+        let stamp = |s: &UserStore| -> Result<(u32, Uid), StoreError> {
             let rec = s.index.read(|r| r.mailbox(id))?;
-            Ok(rec.map_or((0, 0), |m| (m.counts.messages, m.uid_next)))
+            Ok(rec.map_or((0, Uid(0)), |m| (m.counts.messages, m.uid_next)))
         };
         let before = stamp(self)?;
         {

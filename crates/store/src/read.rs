@@ -18,13 +18,13 @@ use maildex_index::{
     SortNeed,
 };
 
-use crate::{StoreError, UserStore};
+use crate::{MailboxId, ModSeq, StoreError, Uid, UserStore};
 
 /// A mailbox a session has opened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mailbox {
     name: String,
-    id: u32,
+    id: MailboxId,
     uidvalidity: u32,
 }
 
@@ -35,7 +35,7 @@ impl Mailbox {
     }
 
     /// Its index id.
-    pub fn id(&self) -> u32 {
+    pub fn id(&self) -> MailboxId {
         self.id
     }
 
@@ -63,9 +63,9 @@ pub struct Since {
     /// Messages the session believes exist (announced and not known expunged).
     pub messages: u32,
     /// The highest UID it announced.
-    pub max_uid: u32,
+    pub max_uid: Uid,
     /// The highest modseq whose changes it has been told.
-    pub modseq: u64,
+    pub modseq: ModSeq,
 }
 
 /// What a [`UserStore::snapshot`] reads.
@@ -87,22 +87,22 @@ pub struct Snapshot {
     /// The mailbox (its UIDVALIDITY now: a session compares it with its own).
     pub mailbox: Mailbox,
     /// UIDNEXT.
-    pub uid_next: u32,
+    pub uid_next: Uid,
     /// HIGHESTMODSEQ.
-    pub highest_modseq: u64,
+    pub highest_modseq: ModSeq,
     /// Messages now.
     pub messages: u32,
     /// The first UID no session has claimed as `\Recent` (the unclaimed run up to
     /// `uid_next`).
-    pub first_recent_uid: u32,
+    pub first_recent_uid: Uid,
     /// Keyword names in dovecot-keywords letter order.
     pub keywords: Vec<String>,
     /// Every UID (without [`SnapshotRequest::since`]) or what changed since the view.
     pub contents: Contents,
     /// The first unseen message's UID, when asked for.
-    pub first_unseen_uid: Option<u32>,
+    pub first_unseen_uid: Option<Uid>,
     /// The UIDs this read claimed as `\Recent`, when it claimed.
-    pub claimed: Option<Range<u32>>,
+    pub claimed: Option<Range<Uid>>,
 }
 
 impl Snapshot {
@@ -112,7 +112,7 @@ impl Snapshot {
     }
 
     /// The unclaimed UIDs from `from` on, if any.
-    pub fn unclaimed_from(&self, from: u32) -> Option<Range<u32>> {
+    pub fn unclaimed_from(&self, from: Uid) -> Option<Range<Uid>> {
         let range = self.first_recent_uid.max(from)..self.uid_next;
         (!range.is_empty()).then_some(range)
     }
@@ -122,7 +122,7 @@ impl Snapshot {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Contents {
     /// Every UID, ascending.
-    All(Vec<u32>),
+    All(Vec<Uid>),
     /// What changed since a session's view, read from the change log.
     Changes(Changes),
 }
@@ -131,9 +131,9 @@ pub enum Contents {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Changes {
     /// Messages above the view's highest UID, ascending.
-    pub added: Vec<u32>,
+    pub added: Vec<Uid>,
     /// Messages of the view whose flags changed, ascending UID, with their state now.
-    pub changed: Vec<(u32, MessageState)>,
+    pub changed: Vec<(Uid, MessageState)>,
     /// The view's messages that are gone.
     pub expunged: Expunged,
     /// Index records read to answer (what catching up cost).
@@ -145,10 +145,10 @@ pub struct Changes {
 pub enum Expunged {
     /// The UIDs expunged since the view's modseq, ascending (some may never have been in
     /// the view).
-    Uids(Vec<u32>),
+    Uids(Vec<Uid>),
     /// The change log no longer reaches back to the view (or disagrees with its count):
     /// every UID present now, ascending; the view's others are gone.
-    Present(Vec<u32>),
+    Present(Vec<Uid>),
 }
 
 impl Default for Expunged {
@@ -173,7 +173,7 @@ pub struct Loaded {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SortEntry {
     /// The UID.
-    pub uid: u32,
+    pub uid: Uid,
     /// INTERNALDATE, seconds since the epoch (SORT ARRIVAL; DATE without a sent date).
     pub internal_date: i64,
     /// RFC822.SIZE (SORT SIZE).
@@ -192,8 +192,8 @@ impl SortEntry {
 /// Whether reading `n` UIDs from `first` to `last` is cheaper as one walk over the whole
 /// range (skipping the UIDs not asked for) than as one lookup per UID: the choice of every
 /// per-message column read (sort keys, search fields, texts, signatures).
-pub(crate) fn walk_whole_range(first: u32, last: u32, n: usize) -> bool {
-    u64::from(last - first) <= 4 * n as u64 + 64
+pub(crate) fn walk_whole_range(first: Uid, last: Uid, n: usize) -> bool {
+    u64::from(last.get() - first.get()) <= 4 * n as u64 + 64
 }
 
 /// A message file opened for reading.
@@ -260,7 +260,11 @@ impl UserStore {
     /// (CHANGEDSINCE m VANISHED), §3.2.6): the messages changed or added since, with their
     /// state now, and the UIDs expunged since (`None` when the tombstones no longer reach
     /// back that far), from the change log alone.
-    pub fn changes_since(&self, mailbox: &Mailbox, modseq: u64) -> Result<ChangeSet, StoreError> {
+    pub fn changes_since(
+        &self,
+        mailbox: &Mailbox,
+        modseq: ModSeq,
+    ) -> Result<ChangeSet, StoreError> {
         let id = mailbox.id;
         Ok(self.index.read(|r| r.changes_since(id, modseq))?)
     }
@@ -284,7 +288,7 @@ impl UserStore {
     pub fn load(
         &self,
         mailbox: &Mailbox,
-        uids: &[u32],
+        uids: &[Uid],
         fields: CachedFields,
         headers: bool,
     ) -> Result<Vec<Option<Loaded>>, StoreError> {
@@ -299,7 +303,7 @@ impl UserStore {
     pub fn load_more(
         &self,
         mailbox: &Mailbox,
-        uids: &[u32],
+        uids: &[Uid],
         fields: CachedFields,
         headers: bool,
     ) -> Result<Vec<Option<Loaded>>, StoreError> {
@@ -317,7 +321,7 @@ impl UserStore {
     pub fn sort_keys(
         &self,
         mailbox: &Mailbox,
-        uids: &[u32],
+        uids: &[Uid],
         need: SortNeed,
     ) -> Result<Vec<SortEntry>, StoreError> {
         let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
@@ -325,7 +329,7 @@ impl UserStore {
         };
         if walk_whole_range(first, last, uids.len()) {
             let id = mailbox.id;
-            let wanted = |uid: u32| uids.binary_search(&uid).is_ok();
+            let wanted = |uid: Uid| uids.binary_search(&uid).is_ok();
             return Ok(self.index.read(|r| {
                 let mut out: Vec<SortEntry> = Vec::with_capacity(uids.len());
                 r.for_each_state(id, first..=last, |uid, state| {
@@ -381,7 +385,7 @@ impl UserStore {
     pub fn visit_states(
         &self,
         mailbox: &Mailbox,
-        uids: &[u32],
+        uids: &[Uid],
         mut f: impl FnMut(usize, MessageState),
     ) -> Result<(), StoreError> {
         let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
@@ -415,7 +419,7 @@ impl UserStore {
     pub fn visit_search_fields(
         &self,
         mailbox: &Mailbox,
-        uids: &[u32],
+        uids: &[Uid],
         mut f: impl FnMut(usize, &[u8]),
     ) -> Result<(), StoreError> {
         let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
@@ -448,7 +452,7 @@ impl UserStore {
     pub fn open_message(
         &self,
         mailbox: &Mailbox,
-        uid: u32,
+        uid: Uid,
         state: &MessageState,
     ) -> Result<Option<MessageFile>, StoreError> {
         let dir = self.mailbox_path(&mailbox.name)?;
@@ -502,7 +506,7 @@ fn open_at(dir: &Path, state: &MessageState) -> Result<Option<MessageFile>, Stor
 fn read_snapshot(
     r: &Reader<'_>,
     name: String,
-    id: u32,
+    id: MailboxId,
     req: &SnapshotRequest,
 ) -> Result<Option<Snapshot>, IndexError> {
     let Some(m) = r.mailbox(id)? else {
@@ -514,7 +518,7 @@ fn read_snapshot(
     };
     let mut first_unseen_uid = None;
     if req.first_unseen && m.counts.unseen > 0 {
-        r.for_each_state(id, 1..=u32::MAX, |uid, st| {
+        r.for_each_state(id, Uid::MIN..=Uid::MAX, |uid, st| {
             if st.is_unseen() {
                 first_unseen_uid = Some(uid);
                 return Ok(ControlFlow::Break(()));
@@ -542,7 +546,7 @@ fn read_snapshot(
 /// What changed in mailbox `id` (record `m`) since a view, from the change log.
 fn changes(
     r: &Reader<'_>,
-    id: u32,
+    id: MailboxId,
     m: &MailboxRecord,
     since: Since,
 ) -> Result<Changes, IndexError> {
@@ -580,8 +584,8 @@ fn changes(
 /// [`UserStore::load`] in a read transaction (the states left default without `states`).
 fn load_batch(
     r: &Reader<'_>,
-    id: u32,
-    uids: &[u32],
+    id: MailboxId,
+    uids: &[Uid],
     fields: CachedFields,
     headers: bool,
     states: bool,
@@ -593,7 +597,7 @@ fn load_batch(
     let mut out: Vec<Option<Loaded>> = (0..uids.len()).map(|_| None).collect();
     // A segment holds up to 16 messages: walking the range decodes each segment once,
     // looking UIDs up decodes one per UID, so the walk is cheaper down to one UID in 16.
-    let dense = u64::from(last - first) <= 16 * uids.len() as u64 + 64;
+    let dense = u64::from(last.get() - first.get()) <= 16 * uids.len() as u64 + 64;
     if !dense {
         for (slot, &uid) in out.iter_mut().zip(uids) {
             let state = if states {
@@ -616,7 +620,7 @@ fn load_batch(
         }
         return Ok(out);
     }
-    let slot = |uid: u32| uids.binary_search(&uid).ok();
+    let slot = |uid: Uid| uids.binary_search(&uid).ok();
     if states {
         r.for_each_state(id, first..=last, |uid, state| {
             if let Some(i) = slot(uid) {
@@ -671,7 +675,7 @@ pub(crate) mod tests {
         UserStore::open(&dir.join("mail"), &dir.join("index"), opts).unwrap()
     }
 
-    fn deliver(s: &UserStore, n: usize) -> Vec<u32> {
+    fn deliver(s: &UserStore, n: usize) -> Vec<Uid> {
         (0..n)
             .map(|i| {
                 let msg = format!("Subject: m{i}\r\nMessage-ID: <{i}@x>\r\n\r\nbody {i}\r\n");
@@ -720,7 +724,7 @@ pub(crate) mod tests {
             let uids = deliver(&s, size);
             let sel = select(&s);
             assert_eq!(sel.contents, Contents::All(uids.clone()));
-            assert_eq!(sel.claimed, Some(1..size as u32 + 1));
+            assert_eq!(sel.claimed, Some(Uid(1)..Uid(size as u32 + 1)));
             let since = Since {
                 messages: size as u32,
                 max_uid: *uids.last().unwrap(),

@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use maildex_index::MessageState;
 use maildex_maildir::folder;
 
-use crate::{OpError, SpecialUse, StoreError, UserStore};
+use crate::{OpError, SpecialUse, StoreError, Uid, UserStore};
 
 /// The marker file in the index folder.
 const MARKER: &str = "special-use.done";
@@ -132,7 +132,7 @@ impl UserStore {
         &self,
         now: SystemTime,
         budget: usize,
-    ) -> Result<Vec<(String, Vec<u32>)>, OpError> {
+    ) -> Result<Vec<(String, Vec<Uid>)>, OpError> {
         let mut out = Vec::new();
         let mut left = budget;
         for m in &self.opts.mailboxes {
@@ -163,15 +163,15 @@ impl UserStore {
         mailbox: &str,
         cutoff: i64,
         limit: usize,
-    ) -> Result<Vec<u32>, OpError> {
+    ) -> Result<Vec<Uid>, OpError> {
         self.sync_mailbox(mailbox)?;
         let t = self.target(mailbox)?;
         let id = t.id;
         let serial = self.serial(&[&t.name]);
         serial.hold(|| {
-            let old: Vec<(u32, MessageState)> = self.index.read(move |r| {
+            let old: Vec<(Uid, MessageState)> = self.index.read(move |r| {
                 let mut old = Vec::new();
-                r.for_each_state(id, 1..=u32::MAX, |uid, s| {
+                r.for_each_state(id, Uid::MIN..=Uid::MAX, |uid, s| {
                     if s.save_date >= cutoff || old.len() >= limit {
                         return Ok(ControlFlow::Break(()));
                     }
@@ -270,9 +270,9 @@ mod tests {
         assert!(s.autoexpunge(SystemTime::now(), 100).unwrap().is_empty());
         let later = SystemTime::now() + Duration::from_secs(7200);
         let first = s.autoexpunge(later, 3).unwrap();
-        assert_eq!(first, [("Trash".to_string(), vec![1, 2, 3])]);
+        assert_eq!(first, [("Trash".to_string(), vec![Uid(1), Uid(2), Uid(3)])]);
         let rest = s.autoexpunge(later, 3).unwrap();
-        assert_eq!(rest, [("Trash".to_string(), vec![4, 5])]);
+        assert_eq!(rest, [("Trash".to_string(), vec![Uid(4), Uid(5)])]);
         let id = s.target("Trash").unwrap().id;
         assert!(s.index.read(move |r| r.uids(id)).unwrap().is_empty());
     }

@@ -25,6 +25,7 @@ use maildex_maildir::{deliver, folder, scan, uidlist, Entry, Sub};
 
 use crate::convert::{self, file_stamp, flag_bits, stamp};
 use crate::uids::{self, Known};
+use crate::{MailboxId, Uid};
 use crate::{StoreError, UserStore};
 
 /// What a sync did.
@@ -103,7 +104,7 @@ impl UserStore {
             }
         }
         let on_disk: HashSet<&str> = folders.iter().map(|f| f.name.as_str()).collect();
-        let gone: Vec<(u32, String)> = self.index.read(|r| {
+        let gone: Vec<(MailboxId, String)> = self.index.read(|r| {
             Ok(r.mailboxes()?
                 .into_iter()
                 .filter(|(_, m)| !on_disk.contains(m.name.as_str()))
@@ -210,13 +211,13 @@ impl UserStore {
         let files: Vec<(u32, String)> = self.index.read(|r| {
             Ok(r.states(id)?
                 .into_iter()
-                .map(|(u, h)| (u, h.file_name))
+                .map(|(u, h)| (u.get(), h.file_name))
                 .collect())
         })?;
         let max = files.iter().map(|(u, _)| *u).max().unwrap_or(0);
         Ok(Some(Known {
             uidvalidity: m.uidvalidity,
-            uid_next: m.uid_next.max(max.saturating_add(1)),
+            uid_next: m.uid_next.get().max(max.saturating_add(1)),
             files,
         }))
     }
@@ -225,7 +226,7 @@ impl UserStore {
     pub(crate) fn indexed_mailbox(
         &self,
         name: &str,
-    ) -> Result<Option<(u32, MailboxRecord)>, StoreError> {
+    ) -> Result<Option<(MailboxId, MailboxRecord)>, StoreError> {
         Ok(self.index.read(|r| match r.mailbox_id(name)? {
             Some(id) => Ok(r.mailbox(id)?.map(|m| (id, m))),
             None => Ok(None),
@@ -295,7 +296,7 @@ impl UserStore {
         } = match vouched {
             Some((m, to_update)) => Plan {
                 uidvalidity: m.uidvalidity,
-                next_uid: m.uid_next,
+                next_uid: m.uid_next.get(),
                 uidlist_stamp: uidlist_now,
                 to_add: Vec::new(),
                 to_update,
@@ -326,15 +327,15 @@ impl UserStore {
                 w.clear_messages(id)?;
                 m = w.reader().require_mailbox(id)?;
                 m.uidvalidity = uidvalidity;
-                m.uid_next = 1;
-                m.first_recent_uid = 1;
+                m.uid_next = Uid::MIN;
+                m.first_recent_uid = Uid::MIN;
                 w.put_mailbox(id, &m)?;
             }
             for uid in to_remove {
-                w.remove_message(id, uid)?;
+                w.remove_message(id, Uid(uid))?;
             }
             for (uid, file_name, in_new, flags, kw) in to_update {
-                w.update_message(id, uid, flags, kw, &file_name, in_new)?;
+                w.update_message(id, Uid(uid), flags, kw, &file_name, in_new)?;
             }
             if let Some(settle) = settle_now {
                 settle.apply(w, id)?;
@@ -413,7 +414,7 @@ impl UserStore {
         name: &str,
         path: &Path,
         listing: &'a scan::Scan,
-        existing: Option<&(u32, MailboxRecord)>,
+        existing: Option<&(MailboxId, MailboxRecord)>,
         heads: &Indexed,
         report: &mut SyncReport,
     ) -> Result<Plan<'a>, StoreError> {
@@ -472,11 +473,15 @@ impl UserStore {
     }
 
     /// Inserts built records in one write (run again if the map had to grow).
-    pub(crate) fn insert_batch(&self, id: u32, built: Vec<(u32, Built)>) -> Result<(), StoreError> {
+    pub(crate) fn insert_batch(
+        &self,
+        id: MailboxId,
+        built: Vec<(u32, Built)>,
+    ) -> Result<(), StoreError> {
         Ok(self.index.write_retrying(move |w| {
             let items = built
                 .iter()
-                .map(|(uid, b)| (*uid, b.record.clone(), b.headers.clone()))
+                .map(|(uid, b)| (Uid(*uid), b.record.clone(), b.headers.clone()))
                 .collect();
             w.insert_messages(id, items).map(drop)
         })?)
@@ -494,11 +499,12 @@ struct Indexed {
 }
 
 impl Indexed {
-    fn read(r: &Reader<'_>, id: u32) -> Result<Indexed, IndexError> {
+    fn read(r: &Reader<'_>, id: MailboxId) -> Result<Indexed, IndexError> {
         let mut out = Indexed::default();
         r.for_each_file_name(id, |uid, file_name, in_new| {
             out.names.push_str(file_name);
-            out.heads.push((uid, out.names.len(), in_new));
+            // dovecot-uidlist's UIDs are bare numbers: the diff compares those
+            out.heads.push((uid.get(), out.names.len(), in_new));
         })?;
         Ok(out)
     }
@@ -541,10 +547,10 @@ struct Settle {
 }
 
 impl Settle {
-    fn apply(&self, w: &mut Writer<'_, '_>, id: u32) -> Result<(), IndexError> {
+    fn apply(&self, w: &mut Writer<'_, '_>, id: MailboxId) -> Result<(), IndexError> {
         let old = w.reader().require_mailbox(id)?;
         let mut m = old.clone();
-        m.uid_next = m.uid_next.max(self.next_uid);
+        m.uid_next = m.uid_next.max(Uid(self.next_uid));
         if let Some(table) = crate::opctx::newer_keywords(&m.keywords, &self.keywords) {
             m.keywords = table;
         }

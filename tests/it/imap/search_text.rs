@@ -331,7 +331,7 @@ fn text_records(s: &Server) -> usize {
                 r.for_each_fts(
                     maildex_store::records::Fts::Text,
                     id,
-                    1..=u32::MAX,
+                    maildex_store::Uid::MIN..=maildex_store::Uid::MAX,
                     |_, _| {
                         n += 1;
                         Ok(std::ops::ControlFlow::Continue(()))
@@ -400,7 +400,7 @@ fn full_text_turned_off_and_on_again_never_misses_a_match() {
         .map(|d| match d {
             maildex_store::Difference::Text {
                 uid, missing: true, ..
-            } => uid,
+            } => uid.get(),
             other => panic!("unexpected {other:?}"),
         })
         .collect();

@@ -134,15 +134,15 @@ fn check(keys: &[SearchKey], (i, flags, kws, recent, idate): (usize, u8, u32, bo
             flags,
             keywords: kws,
             internal_date: idate,
-            modseq: 3,
+            modseq: maildex_index::ModSeq(3),
             ..MessageState::default()
         },
     );
     let table = vec!["$Junk".to_string(), "Work".to_string(), "Home".to_string()];
-    let saved = [3u32, 9];
+    let saved = [Uid(3), Uid(9)];
     let cx = Context {
         max_seq: 12,
-        max_uid: 15,
+        max_uid: Uid(15),
         keywords: &table,
         saved: Some(&saved),
         now: 1_700_000_000,

@@ -2,9 +2,10 @@
 //! and the SEARCHRES saved result (RFC 5182 §2.1).
 
 use maildex_imap_proto::{encode, SearchReturn, Tag};
+use maildex_store::ModSeq;
 
 /// Sorted, duplicate-free copy of `results` (no copy when already so).
-fn sorted(results: &[u32]) -> std::borrow::Cow<'_, [u32]> {
+fn sorted<T: Copy + Ord>(results: &[T]) -> std::borrow::Cow<'_, [T]> {
     if results.windows(2).all(|w| w[0] < w[1]) {
         std::borrow::Cow::Borrowed(results)
     } else {
@@ -18,14 +19,14 @@ fn sorted(results: &[u32]) -> std::borrow::Cow<'_, [u32]> {
 /// Writes `* SEARCH 1 2 3\r\n` (RFC 3501 §7.2.5; `* SEARCH\r\n` when
 /// nothing matched). `results` are sequence numbers or UIDs, written in
 /// ascending order; `modseq` adds `(MODSEQ n)` (RFC 7162 §3.1.5) when some matched.
-pub fn search(out: &mut Vec<u8>, results: &[u32], modseq: Option<u64>) {
+pub fn search(out: &mut Vec<u8>, results: &[u32], modseq: Option<ModSeq>) {
     numbers(out, b"* SEARCH", &sorted(results), modseq);
 }
 
 /// Writes `name` then ` n` for each of `numbers` in the order given, ` (MODSEQ m)` when
 /// some are there and `modseq` is given, and CRLF: `* SEARCH` (RFC 3501 §7.2.5) and
 /// `* SORT` (RFC 5256 §4) share the shape.
-pub(crate) fn numbers(out: &mut Vec<u8>, name: &[u8], numbers: &[u32], modseq: Option<u64>) {
+pub(crate) fn numbers(out: &mut Vec<u8>, name: &[u8], numbers: &[u32], modseq: Option<ModSeq>) {
     out.extend_from_slice(name);
     for n in numbers {
         out.push(b' ');
@@ -59,7 +60,7 @@ pub fn esearch(
     uid: bool,
     returns: &[SearchReturn],
     results: &[u32],
-    modseq: Option<u64>,
+    modseq: Option<ModSeq>,
 ) {
     if !returns.is_empty() && returns.iter().all(|r| *r == SearchReturn::Save) {
         return;
@@ -98,7 +99,7 @@ pub fn esearch(
 /// result, except that SAVE with only MIN and/or MAX (no ALL, no COUNT)
 /// saves just those messages. `results` are UIDs (the session saves UIDs
 /// so `$` survives expunges); returns them sorted.
-pub fn save_result(returns: &[SearchReturn], results: &[u32]) -> Vec<u32> {
+pub fn save_result<T: Copy + Ord>(returns: &[SearchReturn], results: &[T]) -> Vec<T> {
     let results = sorted(results);
     let min = returns.contains(&SearchReturn::Min);
     let max = returns.contains(&SearchReturn::Max);
@@ -171,10 +172,10 @@ mod tests {
         search(&mut out, &[3, 1, 2], None);
         assert_eq!(out, b"* SEARCH 1 2 3\r\n");
         out.clear();
-        search(&mut out, &[], Some(7));
+        search(&mut out, &[], Some(ModSeq(7)));
         assert_eq!(out, b"* SEARCH\r\n");
         out.clear();
-        search(&mut out, &[4], Some(7));
+        search(&mut out, &[4], Some(ModSeq(7)));
         assert_eq!(out, b"* SEARCH 4 (MODSEQ 7)\r\n");
     }
 
@@ -185,6 +186,6 @@ mod tests {
         assert_eq!(save_result(&[Save, Min, Max], &[5, 1, 3]), vec![1, 5]);
         assert_eq!(save_result(&[Save, Min, Max], &[7]), vec![7]);
         assert_eq!(save_result(&[Save, Min, Count], &[5, 1]), vec![1, 5]);
-        assert_eq!(save_result(&[Save, Max], &[]), Vec::<u32>::new());
+        assert_eq!(save_result::<u32>(&[Save, Max], &[]), Vec::<u32>::new());
     }
 }

@@ -45,7 +45,7 @@ impl Msg {
     pub fn full(&self, seq: u32, uid: u32, recent: bool) -> Candidate<'_> {
         Candidate {
             seq,
-            uid,
+            uid: Uid(uid),
             state: Some(&self.built.record.state),
             search: SearchView::parse(&self.search),
             hot: Some(&self.built.record.cached.hot_headers),
@@ -58,7 +58,7 @@ impl Msg {
 pub(super) fn ctx(keywords: &[String]) -> Context<'_> {
     Context {
         max_seq: 10,
-        max_uid: 100,
+        max_uid: Uid(100),
         keywords,
         saved: None,
         now: 1_700_000_000,
@@ -534,7 +534,7 @@ fn uid_and_sequence_sets_with_star_and_dollar() {
     );
     // $ holds UIDs, for UID and for sequence sets alike.
     assert!(!t(K::Uid(SequenceSet::Saved), 1, 42, &cx), "nothing saved");
-    let saved = [7, 42];
+    let saved = [Uid(7), Uid(42)];
     let with = Context {
         saved: Some(&saved),
         ..cx
@@ -586,7 +586,7 @@ fn modseq_is_at_or_above() {
     let m = Msg::new(
         PLAIN,
         MessageState {
-            modseq: 7,
+            modseq: ModSeq(7),
             ..state(0)
         },
     );

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use maildex_imap_proto::{encode, Flag, Input, Mailbox, ResponseCode, Tag};
 use maildex_store::Flags;
-use maildex_store::{DeliverOptions, FlagOp, UserStore};
+use maildex_store::{DeliverOptions, FlagOp, Uid, UserStore};
 use tokio::sync::mpsc;
 
 use super::mailbox::imap_name;
@@ -68,7 +68,7 @@ pub(crate) fn split_flags(flags: &[Flag]) -> (Flags, Vec<String>) {
 
 /// Removes messages appended by a MULTIAPPEND that then failed (RFC 3502 §6.3.11: all or
 /// none).
-fn roll_back(store: &UserStore, name: &str, uids: &[u32]) {
+fn roll_back(store: &UserStore, name: &str, uids: &[Uid]) {
     if uids.is_empty() {
         return;
     }
@@ -134,9 +134,9 @@ impl Session {
                 CmdError::no(ResponseCode::TryCreate, "Mailbox doesn't exist."),
             );
         }
-        let mut appended: Vec<u32> = Vec::new();
+        let mut appended: Vec<Uid> = Vec::new();
         let mut uidvalidity = 0;
-        let fail = |this: &mut Session, appended: &[u32], e: CmdError| {
+        let fail = |this: &mut Session, appended: &[Uid], e: CmdError| {
             let (s, n, a) = (Arc::clone(&store), name.clone(), appended.to_vec());
             // roll back in the background; the client gets its answer now
             tokio::task::spawn_blocking(move || roll_back(&s, &n, &a));
@@ -258,7 +258,7 @@ impl Session {
             }
         }
         self.refresh_fast(true).await?;
-        let uids = super::untagged::uid_set(appended);
+        let uids = super::untagged::uid_set(appended.iter().map(|u| u.get()));
         let code = ResponseCode::AppendUid { uidvalidity, uids };
         self.tagged(&tag, encode::Status::Ok, Some(&code), "Append completed.");
         Ok(())
@@ -269,7 +269,7 @@ impl Session {
     async fn append_interrupted(
         &mut self,
         tag: &Tag,
-        appended: &[u32],
+        appended: &[Uid],
         input: Input,
         store: &Arc<UserStore>,
         name: &str,

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use maildex_imap_proto::{SearchKey, SequenceSet};
-use maildex_store::ChangeSet;
+use maildex_store::{ChangeSet, ModSeq, Uid};
 
 use super::{blocking, untagged, CmdError, Done, Session, State};
 
@@ -28,17 +28,20 @@ pub(crate) fn uses_modseq(keys: &[SearchKey]) -> bool {
 /// `known` when the client named the UIDs it knows: what VANISHED (EARLIER) reports when
 /// the change log no longer reaches back to the client's modseq (RFC 7162 §3.2.5.2 lets
 /// the server list UIDs the client never saw).
-fn absent_ranges(present: &[u32], uid_next: u32, known: Option<&SequenceSet>) -> Vec<(u32, u32)> {
+fn absent_ranges(present: &[Uid], uid_next: Uid, known: Option<&SequenceSet>) -> Vec<(Uid, Uid)> {
+    let uid_next = uid_next.get();
     let mut gaps = Vec::new();
     let mut next = 1u32;
-    for &u in present.iter().chain(std::iter::once(&uid_next)) {
+    let present = present.iter().map(|u| u.get());
+    for u in present.chain(std::iter::once(uid_next)) {
         if u > next {
             gaps.push((next, u - 1));
         }
         next = next.max(u.saturating_add(1));
     }
+    let typed = |v: Vec<(u32, u32)>| v.into_iter().map(|(a, b)| (Uid(a), Uid(b))).collect();
     let Some(known) = known else {
-        return gaps;
+        return typed(gaps);
     };
     let known = known
         .resolve(uid_next.saturating_sub(1))
@@ -53,19 +56,19 @@ fn absent_ranges(present: &[u32], uid_next: u32, known: Option<&SequenceSet>) ->
         }
     }
     out.sort_unstable();
-    out
+    typed(out)
 }
 
 /// `uids` as ranges (sorted, merged), those outside `known` dropped.
-fn uid_ranges(uids: &[u32], known: Option<&SequenceSet>, largest: u32) -> Vec<(u32, u32)> {
-    let known = known.map(|k| k.resolve(largest).unwrap_or_default());
-    let mut v: Vec<u32> = uids
+fn uid_ranges(uids: &[Uid], known: Option<&SequenceSet>, largest: Uid) -> Vec<(Uid, Uid)> {
+    let known = known.map(|k| k.resolve(largest.get()).unwrap_or_default());
+    let mut v: Vec<Uid> = uids
         .iter()
         .copied()
         .filter(|u| {
             known
                 .as_ref()
-                .is_none_or(|k| k.iter().any(|&(a, b)| (a..=b).contains(u)))
+                .is_none_or(|k| k.iter().any(|&(a, b)| (a..=b).contains(&u.get())))
         })
         .collect();
     v.sort_unstable();
@@ -106,7 +109,7 @@ impl Session {
     }
 
     /// What changed in the selected mailbox since `modseq`, read by the store.
-    async fn changes_since(&self, modseq: u64) -> Result<ChangeSet, CmdError> {
+    async fn changes_since(&self, modseq: ModSeq) -> Result<ChangeSet, CmdError> {
         let State::Selected(authed, sel) = &self.state else {
             return Err(CmdError::Bad("no mailbox selected".into()));
         };
@@ -121,7 +124,7 @@ impl Session {
     pub(super) async fn qresync_select(
         &mut self,
         q: &maildex_imap_proto::Qresync,
-        uid_next: u32,
+        uid_next: Uid,
     ) -> Result<(), CmdError> {
         let State::Selected(_, sel) = &self.state else {
             return Ok(());
@@ -129,26 +132,27 @@ impl Session {
         if q.uidvalidity != sel.mailbox.uidvalidity() {
             return Ok(());
         }
-        let changes = self.changes_since(q.modseq).await?;
+        let changes = self.changes_since(ModSeq(q.modseq)).await?;
         let State::Selected(_, sel) = &mut self.state else {
             return Ok(());
         };
         let known = q.known_uids.as_ref();
+        let largest = Uid(uid_next.get().saturating_sub(1));
         let vanished = match &changes.expunged {
-            Some(gone) => uid_ranges(gone, known, uid_next.saturating_sub(1)),
+            Some(gone) => uid_ranges(gone, known, largest),
             None => {
-                let present: Vec<u32> = sel.view.uids().collect();
+                let present: Vec<Uid> = sel.view.uids().collect();
                 absent_ranges(&present, uid_next, known)
             }
         };
         untagged::vanished(&mut self.out, true, &vanished);
         // FETCH for the changed messages the client knows (all of them when it did not say
         // which it knows), as Dovecot does: a new one is told by EXISTS
-        let known = known.map(|k| k.resolve(uid_next.saturating_sub(1)).unwrap_or_default());
-        let knows = |uid: u32| {
+        let known = known.map(|k| k.resolve(largest.get()).unwrap_or_default());
+        let knows = |uid: Uid| {
             known
                 .as_ref()
-                .is_none_or(|k| k.iter().any(|&(a, b)| (a..=b).contains(&uid)))
+                .is_none_or(|k| k.iter().any(|&(a, b)| (a..=b).contains(&uid.get())))
         };
         for (uid, st) in changes.changed.iter().filter(|(u, _)| knows(*u)) {
             if let Some(seq) = sel.view.seq(*uid) {
@@ -165,24 +169,24 @@ impl Session {
     pub(super) async fn fetch_vanished(
         &mut self,
         set: &SequenceSet,
-        modseq: u64,
+        modseq: ModSeq,
     ) -> Result<(), CmdError> {
         let changes = self.changes_since(modseq).await?;
         let State::Selected(_, sel) = &self.state else {
             return Ok(());
         };
-        let largest = sel.view.max_uid().unwrap_or(0).max(
+        let largest = sel.view.max_uid().unwrap_or(Uid(0)).max(
             changes
                 .expunged
                 .as_ref()
                 .and_then(|g| g.iter().max().copied())
-                .unwrap_or(0),
+                .unwrap_or(Uid(0)),
         );
         let vanished = match &changes.expunged {
             Some(gone) => uid_ranges(gone, Some(set), largest),
             None => {
-                let present: Vec<u32> = sel.view.uids().collect();
-                absent_ranges(&present, largest.saturating_add(1), Some(set))
+                let present: Vec<Uid> = sel.view.uids().collect();
+                absent_ranges(&present, largest.next(), Some(set))
             }
         };
         untagged::vanished(&mut self.out, true, &vanished);
@@ -207,24 +211,40 @@ mod tests {
         )
     }
 
+    fn uids(list: &[u32]) -> Vec<Uid> {
+        list.iter().copied().map(Uid).collect()
+    }
+
+    fn bare(ranges: Vec<(Uid, Uid)>) -> Vec<(u32, u32)> {
+        ranges
+            .into_iter()
+            .map(|(a, b)| (a.get(), b.get()))
+            .collect()
+    }
+
     #[test]
     fn absent_uids_are_the_gaps_below_uid_next_within_the_known_ones() {
         assert_eq!(
-            absent_ranges(&[2, 3, 7], 10, None),
+            bare(absent_ranges(&uids(&[2, 3, 7]), Uid(10), None)),
             [(1, 1), (4, 6), (8, 9)]
         );
-        assert_eq!(absent_ranges(&[], 1, None), []);
+        assert_eq!(bare(absent_ranges(&[], Uid(1), None)), []);
         assert_eq!(
-            absent_ranges(&[2, 3, 7], 10, Some(&set(&[(3, 5), (9, 20)]))),
+            bare(absent_ranges(
+                &uids(&[2, 3, 7]),
+                Uid(10),
+                Some(&set(&[(3, 5), (9, 20)]))
+            )),
             [(4, 5), (9, 9)]
         );
     }
 
     #[test]
     fn expunged_uids_become_merged_ranges_within_the_known_ones() {
-        assert_eq!(uid_ranges(&[5, 3, 4, 9], None, 9), [(3, 5), (9, 9)]);
+        let gone = uids(&[5, 3, 4, 9]);
+        assert_eq!(bare(uid_ranges(&gone, None, Uid(9))), [(3, 5), (9, 9)]);
         assert_eq!(
-            uid_ranges(&[5, 3, 4, 9], Some(&set(&[(4, 9)])), 9),
+            bare(uid_ranges(&gone, Some(&set(&[(4, 9)])), Uid(9))),
             [(4, 5), (9, 9)]
         );
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use maildex_imap_proto::{FetchArgs, FetchItem, ResponseCode, SectionText, SequenceSet};
 use maildex_store::records::CachedFields;
 use maildex_store::Flags;
-use maildex_store::{FlagOp, Loaded, Mailbox, MessageFile, UserStore};
+use maildex_store::{FlagOp, Loaded, Mailbox, MessageFile, ModSeq, Uid, UserStore};
 
 use super::binary::binary_part;
 use super::messages::resolve;
@@ -138,7 +138,7 @@ impl Session {
         set: SequenceSet,
         args: FetchArgs,
     ) -> Result<Done, CmdError> {
-        let changed_since = args.changed_since;
+        let changed_since = args.changed_since.map(ModSeq);
         if args.vanished {
             // RFC 7162 §3.2.6: only UID FETCH, only with CHANGEDSINCE, only with QRESYNC
             if !uid_cmd || changed_since.is_none() || !self.enabled.qresync {
@@ -174,9 +174,9 @@ impl Session {
         let need = needs(&items);
         let (mailbox, read_only) = (sel.mailbox.clone(), sel.read_only);
         // implicit \Seen, before anything is sent, so FLAGS in the answer are true
-        let mut seen_now: HashSet<u32> = HashSet::new();
+        let mut seen_now: HashSet<Uid> = HashSet::new();
         if !read_only && items.iter().any(sets_seen) && !targets.is_empty() {
-            let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
+            let uids: Vec<Uid> = targets.iter().map(|&(_, u)| u).collect();
             let (s, n) = (Arc::clone(&store), mailbox.name().to_string());
             let outcome =
                 blocking(move || s.set_flags(&n, &uids, FlagOp::Add, Flags::SEEN, &[], None))
@@ -198,11 +198,11 @@ impl Session {
         let mut expunged = false;
         // Each batch is read (and, when no item needs the file, rendered) on a blocking
         // thread while earlier ones are written out.
-        let start = |batch: &[(u32, u32)]| {
+        let start = |batch: &[(u32, Uid)]| {
             let targets = batch.to_vec();
             let (s, r, m) = (Arc::clone(&store), Arc::clone(&render), mailbox.clone());
             tokio::task::spawn_blocking(move || -> Result<Batch, CmdError> {
-                let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
+                let uids: Vec<Uid> = targets.iter().map(|&(_, u)| u).collect();
                 let loaded = s.load(&m, &uids, need.fields, need.headers)?;
                 // RFC 7162 §3.1.4.1: only messages changed since (a gone one still counts
                 // as gone)
@@ -284,7 +284,7 @@ impl Session {
         store: &Arc<UserStore>,
         r: &Render,
         mailbox: &Mailbox,
-        (seq, uid): (u32, u32),
+        (seq, uid): (u32, Uid),
         msg: Loaded,
     ) -> Result<bool, CmdError> {
         let (s, m, st) = (Arc::clone(store), mailbox.clone(), msg.state.clone());
@@ -375,7 +375,7 @@ enum Batch {
     /// `* n FETCH` lines of the batch (or of its first part, the rest to follow).
     Rendered(Rendered),
     /// The messages, for items that read the file.
-    Loaded(Vec<(u32, u32)>, Vec<Option<Loaded>>),
+    Loaded(Vec<(u32, Uid)>, Vec<Option<Loaded>>),
 }
 
 #[cfg(test)]

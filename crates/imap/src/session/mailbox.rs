@@ -156,11 +156,11 @@ fn status_line(
         let value = match item {
             StatusItem::Messages => u64::from(m.counts.messages),
             StatusItem::Recent => u64::from(m.counts.recent),
-            StatusItem::UidNext => u64::from(m.uid_next),
+            StatusItem::UidNext => u64::from(m.uid_next.get()),
             StatusItem::UidValidity => u64::from(m.uidvalidity),
             StatusItem::Unseen => u64::from(m.counts.unseen),
             StatusItem::Size => m.counts.vsize,
-            StatusItem::HighestModSeq => m.highest_modseq,
+            StatusItem::HighestModSeq => m.highest_modseq.get(),
             StatusItem::Deleted => u64::from(m.counts.deleted),
             // RFC 9208 §4.2: what EXPUNGE would give back, in the unit of STORAGE (1024
             // octets, rounded up as GETQUOTA's use is), counted as QUOTA counts the use

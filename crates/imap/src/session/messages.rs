@@ -2,11 +2,13 @@
 //! SEARCH and UID EXPUNGE.
 
 use maildex_imap_proto::SequenceSet;
+use maildex_store::Uid;
 
 use super::selected::Selected;
 use super::CmdError;
 
-/// The (sequence number, UID) pairs `set` names in `sel`'s view, in order.
+/// The (sequence number, UID) pairs `set` names in `sel`'s view, in order: where the
+/// numbers of a command become [`Uid`]s.
 ///
 /// With `uid`, the set holds UIDs and UIDs that are not in the view are skipped
 /// (RFC 3501 §6.4.8). Without it, a number above the message count is an error (RFC 3501
@@ -16,7 +18,7 @@ pub(crate) fn resolve(
     sel: &Selected,
     set: &SequenceSet,
     uid: bool,
-) -> Result<Vec<(u32, u32)>, CmdError> {
+) -> Result<Vec<(u32, Uid)>, CmdError> {
     let view = &sel.view;
     if matches!(set, SequenceSet::Saved) {
         let saved = sel.saved.as_deref().unwrap_or(&[]);
@@ -27,9 +29,9 @@ pub(crate) fn resolve(
     }
     let mut out = Vec::new();
     if uid {
-        let largest = view.max_uid().unwrap_or(0);
+        let largest = view.max_uid().map_or(0, Uid::get);
         for (lo, hi) in set.resolve(largest).unwrap_or_default() {
-            for (u, s) in view.uids_in(lo, hi) {
+            for (u, s) in view.uids_in(Uid(lo), Uid(hi)) {
                 out.push((s, u));
             }
         }

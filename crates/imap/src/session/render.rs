@@ -14,7 +14,7 @@ use maildex_store::records::{Cached, HOT_HEADERS};
 use super::body::partial_window;
 use super::{untagged, CmdError};
 use maildex_store::section::{header_block, header_section, locate, Fields, Located, Want};
-use maildex_store::Loaded;
+use maildex_store::{Loaded, Uid};
 
 fn is_hot(names: &[String]) -> bool {
     names.iter().all(|n| {
@@ -148,7 +148,7 @@ fn literal_cut(out: &mut Vec<u8>, data: &[u8], partial: Option<Partial>) {
 pub(super) const RENDER_BUDGET: usize = 1 << 20;
 
 /// Messages of a batch with what the index gave for each (`None`: expunged meanwhile).
-pub(super) type Messages = Vec<((u32, u32), Option<Loaded>)>;
+pub(super) type Messages = Vec<((u32, Uid), Option<Loaded>)>;
 
 /// What a blocking thread rendered of a batch.
 pub(super) struct Rendered {
@@ -171,15 +171,15 @@ pub(super) struct Render {
     /// The mailbox's keyword names (bit i of a state's keywords is `keywords[i]`).
     pub keywords: Vec<String>,
     /// UIDs `\Recent` in this session.
-    pub recent: Vec<Range<u32>>,
+    pub recent: Vec<Range<Uid>>,
     /// UIDs this FETCH just set `\Seen` on: their FLAGS go out even when not asked for
     /// (RFC 3501 §6.4.5).
-    pub seen_now: HashSet<u32>,
+    pub seen_now: HashSet<Uid>,
 }
 
 impl Render {
     /// The cached record of a message, which every non-state item needs.
-    pub(super) fn cached<'m>(&self, msg: &'m Loaded, uid: u32) -> Result<&'m Cached, CmdError> {
+    pub(super) fn cached<'m>(&self, msg: &'m Loaded, uid: Uid) -> Result<&'m Cached, CmdError> {
         msg.cached.as_ref().ok_or_else(|| {
             CmdError::server(format!(
                 "mailbox {:?} uid {uid}: no cached record",
@@ -189,12 +189,12 @@ impl Render {
     }
 
     /// Whether FLAGS is sent for `uid` although not asked for.
-    pub(super) fn flags_too(&self, uid: u32) -> bool {
+    pub(super) fn flags_too(&self, uid: Uid) -> bool {
         self.seen_now.contains(&uid) && !self.items.contains(&FetchItem::Flags)
     }
 
     /// Whether `uid` is `\Recent` in this session.
-    pub(super) fn is_recent(&self, uid: u32) -> bool {
+    pub(super) fn is_recent(&self, uid: Uid) -> bool {
         self.recent.iter().any(|r| r.contains(&uid))
     }
 
@@ -204,7 +204,7 @@ impl Render {
         &self,
         out: &mut Vec<u8>,
         (item, plan): (&FetchItem, &Plan),
-        uid: u32,
+        uid: Uid,
         msg: &Loaded,
     ) -> Result<bool, CmdError> {
         let st = &msg.state;
@@ -268,7 +268,7 @@ impl Render {
         plan: &Plan,
         section: &Section,
         partial: Option<Partial>,
-        uid: u32,
+        uid: Uid,
         msg: &Loaded,
     ) -> Result<bool, CmdError> {
         let cached = self.cached(msg, uid)?;
@@ -310,7 +310,7 @@ impl Render {
     fn message(
         &self,
         out: &mut Vec<u8>,
-        (seq, uid): (u32, u32),
+        (seq, uid): (u32, Uid),
         msg: &Loaded,
     ) -> Result<(), CmdError> {
         untagged::fetch_start(out, seq);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use maildex_imap_proto::{ResponseCode, SearchArgs, SearchKey, Tag};
 use maildex_store::records::{Cached, CachedFields, MessageState, SearchView};
 use maildex_store::text;
-use maildex_store::UserStore;
+use maildex_store::{ModSeq, Uid, UserStore};
 
 use super::condstore::uses_modseq;
 use super::{blocking, CmdError, Done, Session, State};
@@ -18,7 +18,7 @@ use crate::search::{self, Candidate, Context, Stage};
 const BATCH: usize = 512;
 
 /// A matching message: sequence number, UID, modseq.
-pub(super) type Hit = (u32, u32, u64);
+pub(super) type Hit = (u32, Uid, ModSeq);
 
 /// SEARCH, SORT and THREAD take US-ASCII and UTF-8; another charset is `NO [BADCHARSET]`
 /// naming those (RFC 3501 §6.4.4, RFC 5256 §3).
@@ -49,14 +49,14 @@ impl Session {
             self.enable_condstore();
         }
         let hits = self.matching(args.keys).await?;
-        let uids: Vec<u32> = hits.iter().map(|&(_, u, _)| u).collect();
+        let uids: Vec<Uid> = hits.iter().map(|&(_, u, _)| u).collect();
         let numbers: Vec<u32> = if uid_cmd {
-            uids.clone()
+            uids.iter().map(|u| u.get()).collect()
         } else {
             hits.iter().map(|&(s, _, _)| s).collect()
         };
         // the highest modseq of the messages reported (MIN/MAX alone report only those)
-        let modseq_of = |reported: &[u32]| {
+        let modseq_of = |reported: &[Uid]| {
             hits.iter()
                 .filter(|(_, u, _)| reported.binary_search(u).is_ok())
                 .map(|&(_, _, m)| m)
@@ -101,7 +101,11 @@ impl Session {
             return Err(CmdError::Bad("no mailbox selected".into()));
         };
         let store: Arc<UserStore> = Arc::clone(&authed.store);
-        let targets: Vec<(u32, u32)> = sel.view.uids_in(1, u32::MAX).map(|(u, s)| (s, u)).collect();
+        let targets: Vec<(u32, Uid)> = sel
+            .view
+            .uids_in(Uid::MIN, Uid::MAX)
+            .map(|(u, s)| (s, u))
+            .collect();
         let need = search::needs(&keys);
         search::prepare(&mut keys);
         let mailbox = sel.mailbox.clone();
@@ -109,7 +113,7 @@ impl Session {
         let saved = sel.saved.clone();
         let recent = sel.recent.clone();
         let max_seq = sel.view.len();
-        let max_uid = sel.view.max_uid().unwrap_or(0);
+        let max_uid = sel.view.max_uid().unwrap_or(Uid(0));
         let keys = Arc::new(keys);
         let mut hits: Vec<Hit> = Vec::new();
         // whether some message's HEADER key had to read its header blocks
@@ -137,8 +141,8 @@ impl Session {
                     now,
                     tz_offset_secs: 0,
                 };
-                let is_recent = |uid: u32| rc.iter().any(|x| x.contains(&uid));
-                let uids: Vec<u32> = batch.iter().map(|&(_, u)| u).collect();
+                let is_recent = |uid: Uid| rc.iter().any(|x| x.contains(&uid));
+                let uids: Vec<Uid> = batch.iter().map(|&(_, u)| u).collect();
                 // the states only when a key reads them; otherwise only for the hits
                 // (their modseq), at the end
                 let mut undecided: Vec<Pending> = Vec::with_capacity(batch.len());
@@ -196,12 +200,12 @@ impl Session {
                         // a string the keys require.
                         let needles = search::required_texts(&k);
                         if !needles.is_empty() {
-                            let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
+                            let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
                             let pass = s.text_candidates(&m, &uids, &needles)?;
                             let mut pass = pass.into_iter();
                             undecided.retain(|_| pass.next().unwrap_or(true));
                         }
-                        let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
+                        let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
                         let mut visited = vec![false; uids.len()];
                         let mut decide = |p: &Pending, t: Option<text::SearchText>| {
                             let c = p.candidate(&loaded);
@@ -227,7 +231,7 @@ impl Session {
                     if stage == Stage::Search {
                         // read in place and decided as read; only the messages a later
                         // stage must decide keep a copy of their fields
-                        let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
+                        let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
                         let mut answers: Vec<Option<Option<bool>>> = vec![None; uids.len()];
                         s.visit_search_fields(&m, &uids, |i, raw| {
                             let Some(p) = undecided.get_mut(i) else {
@@ -264,8 +268,8 @@ impl Session {
                 out.sort_unstable();
                 if !need.state && !out.is_empty() {
                     // the hits' modseqs (and whether they are still there)
-                    let uids: Vec<u32> = out.iter().map(|h| h.1).collect();
-                    let mut modseqs: Vec<Option<u64>> = vec![None; uids.len()];
+                    let uids: Vec<Uid> = out.iter().map(|h| h.1).collect();
+                    let mut modseqs: Vec<Option<ModSeq>> = vec![None; uids.len()];
                     s.visit_states(&m, &uids, |i, state| modseqs[i] = Some(state.modseq))?;
                     let mut modseqs = modseqs.into_iter();
                     out.retain_mut(|h| match modseqs.next().flatten() {
@@ -298,7 +302,7 @@ impl Session {
 /// A message not yet decided, with what has been loaded of it.
 struct Pending {
     seq: u32,
-    uid: u32,
+    uid: Uid,
     recent: bool,
     /// Flags, sizes, dates, file name; default until [`Stage::State`] is loaded.
     state: MessageState,
@@ -346,7 +350,7 @@ fn load_stage(
         hot_headers: stage == Stage::Hot,
         ..CachedFields::default()
     };
-    let uids: Vec<u32> = undecided.iter().map(|p| p.uid).collect();
+    let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
     let headers = stage == Stage::Headers;
     let got = store.load_more(mailbox, &uids, fields, headers)?;
     let mut got = got.into_iter();

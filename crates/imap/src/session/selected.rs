@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use maildex_imap_proto::{Mailbox, ResponseCode, SelectParams};
-use maildex_store::{Contents, Expunged, Since, Snapshot, SnapshotRequest, SyncFirst};
+use maildex_store::{Contents, Expunged, ModSeq, Since, Snapshot, SnapshotRequest, SyncFirst, Uid};
 use tokio::sync::watch;
 
 use super::mailbox::imap_name;
@@ -23,20 +23,20 @@ pub(crate) struct Selected {
     /// Sequence numbers <-> UIDs as announced to the client.
     pub view: View,
     /// Highest modseq whose changes the session has applied to its view.
-    pub modseq_seen: u64,
+    pub modseq_seen: ModSeq,
     /// UIDs the change log says are expunged but that are still in the view, because they
     /// could not be told yet (RFC 3501 §7.4.1: no EXPUNGE during FETCH, STORE, SEARCH).
-    pub expunged_pending: Vec<u32>,
+    pub expunged_pending: Vec<Uid>,
     /// UID ranges whose `\Recent` this session holds (RFC 3501 §2.3.2).
-    pub recent: Vec<Range<u32>>,
+    pub recent: Vec<Range<Uid>>,
     /// Keyword table size last announced in `* FLAGS`.
     pub keywords_announced: usize,
     /// The mailbox's keyword names (dovecot-keywords letters `a`.. in order).
     pub keywords: Vec<String>,
     /// SEARCHRES `$` (RFC 5182), as UIDs.
-    pub saved: Option<Vec<u32>>,
+    pub saved: Option<Vec<Uid>>,
     /// Flag changes this session made and reported itself: uid -> modseq (not echoed again).
-    pub own: HashMap<u32, u64>,
+    pub own: HashMap<Uid, ModSeq>,
     /// Index commit generations (wakes IDLE).
     pub changes: watch::Receiver<u64>,
 }
@@ -48,7 +48,7 @@ impl Selected {
     }
 
     /// Whether `uid` is `\Recent` for this session.
-    pub fn is_recent(&self, uid: u32) -> bool {
+    pub fn is_recent(&self, uid: Uid) -> bool {
         self.recent.iter().any(|r| r.contains(&uid))
     }
 
@@ -59,7 +59,7 @@ impl Selected {
         self.recent
             .iter()
             .filter(|r| !r.is_empty())
-            .map(|r| self.view.uids_in(r.start, r.end - 1).count())
+            .map(|r| self.view.uids_in(r.start, Uid(r.end.get() - 1)).count())
             .sum::<usize>()
             .try_into()
             .unwrap_or(u32::MAX)
@@ -144,7 +144,7 @@ impl Session {
             // RFC 3501 §2.3.2: a read-only session shows the unclaimed messages as
             // \Recent without claiming them, so a later SELECT still gets them (Dovecot)
             recent: if read_only {
-                snap.unclaimed_from(1).into_iter().collect()
+                snap.unclaimed_from(Uid::MIN).into_iter().collect()
             } else {
                 snap.claimed.clone().into_iter().collect()
             },
@@ -168,14 +168,14 @@ impl Session {
         untagged::ok(out, ResponseCode::UidValidity(uidvalidity), "UIDs valid");
         untagged::ok(
             out,
-            ResponseCode::UidNext(snap.uid_next),
+            ResponseCode::UidNext(snap.uid_next.get()),
             "Predicted next UID",
         );
         // RFC 7162 §3.1.2.1: HIGHESTMODSEQ once CONDSTORE is enabled
         if self.enabled.condstore {
             untagged::ok(
                 out,
-                ResponseCode::HighestModSeq(snap.highest_modseq),
+                ResponseCode::HighestModSeq(snap.highest_modseq.get()),
                 "Highest",
             );
         }
@@ -231,7 +231,7 @@ impl Session {
             sync,
             since: Some(Since {
                 messages: u32::try_from(count).unwrap_or(u32::MAX),
-                max_uid: sel.view.max_uid().unwrap_or(0),
+                max_uid: sel.view.max_uid().unwrap_or(Uid(0)),
                 modseq: sel.modseq_seen,
             }),
             claim_recent: false,
@@ -281,7 +281,7 @@ impl Session {
                 .expunged_pending
                 .extend(gone.iter().copied().filter(|&u| sel.view.seq(u).is_some())),
             Expunged::Present(present) => {
-                let present: std::collections::HashSet<u32> = present.iter().copied().collect();
+                let present: std::collections::HashSet<Uid> = present.iter().copied().collect();
                 sel.expunged_pending = sel.view.uids().filter(|u| !present.contains(u)).collect();
             }
         }
@@ -306,15 +306,14 @@ impl Session {
         untagged::vanished(out, false, &untagged::ranges_of(&vanished));
         announce_keywords(out, sel, &snap.keywords);
         // new messages: EXISTS (and RECENT)
-        let max = sel.view.max_uid().unwrap_or(0);
+        let max = sel.view.max_uid().unwrap_or(Uid(0));
         let mut added = false;
         for &uid in changes.added.iter().filter(|&&u| u > max) {
             added |= sel.view.push(uid);
         }
         if added {
             if sel.read_only {
-                sel.recent
-                    .extend(snap.unclaimed_from(max.saturating_add(1)));
+                sel.recent.extend(snap.unclaimed_from(max.next()));
             }
             untagged::exists(out, sel.view.len());
             untagged::recent(out, sel.recent_count());
@@ -335,7 +334,7 @@ impl Session {
         if !vanished.is_empty() && snap.highest_modseq > sel.modseq_seen {
             untagged::ok(
                 out,
-                ResponseCode::HighestModSeq(snap.highest_modseq),
+                ResponseCode::HighestModSeq(snap.highest_modseq.get()),
                 "Highest",
             );
         }

@@ -10,7 +10,7 @@ use maildex_imap_proto::{
     SearchKey, SearchReturn, SortArgs, SortCriterion, Tag, ThreadAlgorithm, ThreadArgs,
 };
 use maildex_store::records::SortNeed;
-use maildex_store::{Mailbox, SortEntry, UserStore};
+use maildex_store::{Mailbox, ModSeq, SortEntry, Uid, UserStore};
 
 use super::condstore::uses_modseq;
 use super::search_cmd::{check_charset, Hit};
@@ -48,11 +48,11 @@ impl Session {
         let hit = |i: usize| hits[i];
         let numbers: Vec<u32> = order
             .iter()
-            .map(|&i| if uid_cmd { hit(i).1 } else { hit(i).0 })
+            .map(|&i| if uid_cmd { hit(i).1.get() } else { hit(i).0 })
             .collect();
         match &args.returns {
             Some(returns) => {
-                let uids: Vec<u32> = order.iter().map(|&i| hit(i).1).collect();
+                let uids: Vec<Uid> = order.iter().map(|&i| hit(i).1).collect();
                 let saved = sort::save_sorted(returns, &uids);
                 if returns.contains(&SearchReturn::Save) {
                     if let State::Selected(_, sel) = &mut self.state {
@@ -60,7 +60,7 @@ impl Session {
                     }
                 }
                 // MIN/MAX alone report only those messages; their modseq is the highest
-                let reported: Vec<u32> = if returns.is_empty()
+                let reported: Vec<Uid> = if returns.is_empty()
                     || returns
                         .iter()
                         .any(|r| matches!(r, SearchReturn::All | SearchReturn::Count))
@@ -110,7 +110,7 @@ impl Session {
         let msgs: Vec<thread::Msg<'_>> = entries
             .iter()
             .map(|(seq, entry)| thread::Msg {
-                number: if uid_cmd { entry.uid } else { *seq },
+                number: if uid_cmd { entry.uid.get() } else { *seq },
                 entry,
             })
             .collect();
@@ -165,10 +165,10 @@ impl Session {
         let order = blocking(move || {
             store.sort_order(&mailbox, &program, need, |entries| {
                 // ties by UID here are ties by sequence number in every view
-                sort::order(&entries, &criteria, |e| (e.uid, e))
+                sort::order(&entries, &criteria, |e| (e.uid.get(), e))
                     .into_iter()
                     .map(|i| entries[i].uid)
-                    .collect::<Vec<u32>>()
+                    .collect::<Vec<Uid>>()
             })
         })
         .await??;
@@ -199,7 +199,7 @@ impl Session {
                 let msgs: Vec<thread::Msg<'_>> = entries
                     .iter()
                     .map(|entry| thread::Msg {
-                        number: entry.uid,
+                        number: entry.uid.get(),
                         entry,
                     })
                     .collect();
@@ -232,7 +232,7 @@ impl Session {
                 .collect()
         }
         let number = |uid: u32| {
-            let at = hits.binary_search_by_key(&uid, |h| h.1).ok()?;
+            let at = hits.binary_search_by_key(&Uid(uid), |h| h.1).ok()?;
             Some(if uid_cmd { uid } else { hits[at].0 })
         };
         let mut seen = 0;
@@ -248,8 +248,8 @@ impl Session {
         if let ([SearchKey::All], State::Selected(_, sel)) = (keys.as_slice(), &self.state) {
             return Ok(sel
                 .view
-                .uids_in(1, u32::MAX)
-                .map(|(uid, seq)| (seq, uid, 0))
+                .uids_in(Uid::MIN, Uid::MAX)
+                .map(|(uid, seq)| (seq, uid, ModSeq(0)))
                 .collect());
         }
         self.matching(keys).await
@@ -269,7 +269,7 @@ impl Session {
         let store: Arc<UserStore> = Arc::clone(&authed.store);
         let mut out: Vec<(u32, SortEntry)> = Vec::with_capacity(hits.len());
         for batch in hits.chunks(BATCH) {
-            let uids: Vec<u32> = batch.iter().map(|h| h.1).collect();
+            let uids: Vec<Uid> = batch.iter().map(|h| h.1).collect();
             let (s, m) = (Arc::clone(&store), sel.mailbox.clone());
             let found = blocking(move || s.sort_keys(&m, &uids, need)).await??;
             let mut found = found.into_iter().peekable();

@@ -8,6 +8,7 @@ use std::io::Write as _;
 use maildex_imap_proto::encode::{self, Status};
 use maildex_imap_proto::{Flag, ResponseCode, SeqNum, SeqRange, SequenceSet};
 use maildex_store::records::flag;
+use maildex_store::{ModSeq, Uid};
 
 /// The system flags, in the order FLAGS and PERMANENTFLAGS list them (Dovecot's).
 const SYSTEM: &[u8] = b"\\Answered \\Flagged \\Deleted \\Seen \\Draft";
@@ -147,9 +148,9 @@ pub(crate) fn fetch_end(out: &mut Vec<u8>) {
 pub(crate) fn fetch_flags<'a>(
     out: &mut Vec<u8>,
     seq: u32,
-    uid: Option<u32>,
+    uid: Option<Uid>,
     f: FlagsOf<impl Iterator<Item = &'a str>>,
-    modseq: Option<u64>,
+    modseq: Option<ModSeq>,
 ) {
     fetch_start(out, seq);
     if let Some(uid) = uid {
@@ -166,7 +167,7 @@ pub(crate) fn fetch_flags<'a>(
 /// `* seq FETCH ([UID uid ]MODSEQ (m))`: a .SILENT STORE's change told to a CONDSTORE
 /// client, which must learn the new modseq (RFC 7162 §3.1.3; Dovecot sends it for every
 /// changed message once CONDSTORE is enabled).
-pub(crate) fn fetch_modseq(out: &mut Vec<u8>, seq: u32, uid: Option<u32>, modseq: u64) {
+pub(crate) fn fetch_modseq(out: &mut Vec<u8>, seq: u32, uid: Option<Uid>, modseq: ModSeq) {
     fetch_start(out, seq);
     if let Some(uid) = uid {
         let _ = write!(out, "UID {uid} ");
@@ -178,7 +179,7 @@ pub(crate) fn fetch_modseq(out: &mut Vec<u8>, seq: u32, uid: Option<u32>, modseq
 /// `* VANISHED [(EARLIER) ]uid-set` (RFC 7162 §3.2.10): expunged UIDs, told instead of
 /// EXPUNGE once QRESYNC is enabled (without EARLIER: each one leaves the view now), or
 /// what a client that was away missed (EARLIER). Nothing for no UIDs.
-pub(crate) fn vanished(out: &mut Vec<u8>, earlier: bool, ranges: &[(u32, u32)]) {
+pub(crate) fn vanished(out: &mut Vec<u8>, earlier: bool, ranges: &[(Uid, Uid)]) {
     if ranges.is_empty() {
         return;
     }
@@ -200,14 +201,14 @@ pub(crate) fn vanished(out: &mut Vec<u8>, earlier: bool, ranges: &[(u32, u32)]) 
     out.extend_from_slice(b"\r\n");
 }
 
-/// `uids` (any order, repeats allowed) as a set of merged ranges, for a response code
-/// (APPENDUID, MODIFIED).
-pub(crate) fn uid_set(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
-    let mut v: Vec<u32> = uids.into_iter().collect();
+/// `numbers` (UIDs or sequence numbers as the command has them; any order, repeats
+/// allowed) as a set of merged ranges, for a response code (APPENDUID, MODIFIED).
+pub(crate) fn uid_set(numbers: impl IntoIterator<Item = u32>) -> SequenceSet {
+    let mut v: Vec<u32> = numbers.into_iter().collect();
     v.sort_unstable();
     v.dedup();
     SequenceSet::Ranges(
-        ranges_of(&v)
+        merged(v)
             .into_iter()
             .map(|(a, b)| SeqRange {
                 start: SeqNum::Value(a),
@@ -218,9 +219,17 @@ pub(crate) fn uid_set(uids: impl IntoIterator<Item = u32>) -> SequenceSet {
 }
 
 /// Sorted, duplicate-free UIDs as ranges.
-pub(crate) fn ranges_of(sorted: &[u32]) -> Vec<(u32, u32)> {
+pub(crate) fn ranges_of(sorted: &[Uid]) -> Vec<(Uid, Uid)> {
+    merged(sorted.iter().map(|u| u.get()))
+        .into_iter()
+        .map(|(a, b)| (Uid(a), Uid(b)))
+        .collect()
+}
+
+/// Sorted, duplicate-free numbers as ranges.
+fn merged(sorted: impl IntoIterator<Item = u32>) -> Vec<(u32, u32)> {
     let mut out: Vec<(u32, u32)> = Vec::new();
-    for &u in sorted {
+    for u in sorted {
         match out.last_mut() {
             Some(l) if l.1.checked_add(1) == Some(u) => l.1 = u,
             _ => out.push((u, u)),
@@ -238,14 +247,18 @@ mod tests {
         let table = vec!["$Label1".to_string(), "Work".into(), "Junk".into()];
         let mut out = Vec::new();
         let f = flags_of(flag::SEEN | flag::DRAFT, 0b101, &table, true);
-        fetch_flags(&mut out, 3, Some(9), f, Some(12));
+        fetch_flags(&mut out, 3, Some(Uid(9)), f, Some(ModSeq(12)));
         assert_eq!(
             out,
             b"* 3 FETCH (UID 9 FLAGS (\\Seen \\Draft $Label1 Junk \\Recent) MODSEQ (12))\r\n"
         );
         out.clear();
-        vanished(&mut out, true, &ranges_of(&[3, 4, 5, 9]));
-        vanished(&mut out, false, &[(7, 7)]);
+        vanished(
+            &mut out,
+            true,
+            &ranges_of(&[Uid(3), Uid(4), Uid(5), Uid(9)]),
+        );
+        vanished(&mut out, false, &[(Uid(7), Uid(7))]);
         vanished(&mut out, false, &[]);
         assert_eq!(out, b"* VANISHED (EARLIER) 3:5,9\r\n* VANISHED 7\r\n");
         out.clear();

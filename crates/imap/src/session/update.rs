@@ -6,7 +6,7 @@ use std::sync::Arc;
 use maildex_imap_proto::{
     encode, Mailbox, ResponseCode, SeqNum, SeqRange, SequenceSet, StoreArgs, StoreMode,
 };
-use maildex_store::FlagOp;
+use maildex_store::{FlagOp, ModSeq, Uid};
 
 use super::append::split_flags;
 use super::mailbox::imap_name;
@@ -17,7 +17,7 @@ use super::{blocking, untagged, CmdError, Done, Session, State};
 impl Session {
     /// Takes `uids` (ascending) out of the view and tells the client: an EXPUNGE each, or
     /// one VANISHED once QRESYNC is enabled (RFC 7162 §3.2.10).
-    fn tell_expunged(&mut self, uids: &[u32]) -> Result<(), CmdError> {
+    fn tell_expunged(&mut self, uids: &[Uid]) -> Result<(), CmdError> {
         let qresync = self.enabled.qresync;
         let (_, sel) = self.selected_parts()?;
         let mut lines = Vec::new();
@@ -78,8 +78,8 @@ impl Session {
             StoreMode::Remove => FlagOp::Remove,
         };
         let name = sel.name().to_string();
-        let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
-        let unchanged_since = args.unchanged_since;
+        let uids: Vec<Uid> = targets.iter().map(|&(_, u)| u).collect();
+        let unchanged_since = args.unchanged_since.map(ModSeq);
         let outcome =
             blocking(move || store.set_flags(&name, &uids, op, flags, &keywords, unchanged_since))
                 .await??;
@@ -117,7 +117,7 @@ impl Session {
             // RFC 7162 §3.1.3: the messages UNCHANGEDSINCE kept
             let (_, sel) = self.selected_parts()?;
             let ids: Vec<u32> = if uid_cmd {
-                outcome.modified.clone()
+                outcome.modified.iter().map(|u| u.get()).collect()
             } else {
                 outcome
                     .modified
@@ -141,7 +141,7 @@ impl Session {
                 "Mailbox is read-only.".into(),
             ));
         }
-        let only: Option<Vec<u32>> = match &uids {
+        let only: Option<Vec<Uid>> = match &uids {
             Some(set) => Some(
                 resolve(sel, set, true)?
                     .into_iter()
@@ -209,7 +209,7 @@ impl Session {
                 "Copy completed."
             }));
         }
-        let uids: Vec<u32> = targets.iter().map(|&(_, u)| u).collect();
+        let uids: Vec<Uid> = targets.iter().map(|&(_, u)| u).collect();
         let outcome = blocking(move || {
             if is_move {
                 store.move_messages(&src, &dst, &uids)
@@ -225,8 +225,8 @@ impl Session {
                     .pairs
                     .iter()
                     .map(|&(s, _)| SeqRange {
-                        start: SeqNum::Value(s),
-                        end: SeqNum::Value(s),
+                        start: SeqNum::Value(s.get()),
+                        end: SeqNum::Value(s.get()),
                     })
                     .collect(),
             ),
@@ -235,8 +235,8 @@ impl Session {
                     .pairs
                     .iter()
                     .map(|&(_, d)| SeqRange {
-                        start: SeqNum::Value(d),
-                        end: SeqNum::Value(d),
+                        start: SeqNum::Value(d.get()),
+                        end: SeqNum::Value(d.get()),
                     })
                     .collect(),
             ),
@@ -263,7 +263,7 @@ impl Session {
                 "Moved UIDs.",
             );
         }
-        let mut moved: Vec<u32> = outcome.pairs.iter().map(|&(s, _)| s).collect();
+        let mut moved: Vec<Uid> = outcome.pairs.iter().map(|&(s, _)| s).collect();
         moved.sort_unstable();
         self.tell_expunged(&moved)?;
         self.refresh_fast(true).await?;

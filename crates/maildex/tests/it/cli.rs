@@ -5,6 +5,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use maildex_store::{MailboxId, Uid};
+
 fn maildex(config: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_maildex"));
     cmd.args(args)
@@ -126,7 +128,7 @@ fn index_dump_check_rebuild_and_compact() {
         let store = maildex_store::UserStore::open(&maildir, &index, Default::default()).unwrap();
         let removed = store
             .index()
-            .write_retrying(|w| w.remove_text(1, 2))
+            .write_retrying(|w| w.remove_text(MailboxId(1), Uid(2)))
             .unwrap();
         assert!(removed);
     }
@@ -151,7 +153,7 @@ fn index_dump_check_rebuild_and_compact() {
         let store = maildex_store::UserStore::open(&maildir, &index, Default::default()).unwrap();
         let removed = store
             .index()
-            .write_retrying(|w| w.remove_text(1, 3))
+            .write_retrying(|w| w.remove_text(MailboxId(1), Uid(3)))
             .unwrap();
         assert!(removed);
     }

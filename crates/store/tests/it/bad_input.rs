@@ -11,7 +11,7 @@ use maildex_store::{StoreError, UserStore};
 fn uids(store: &UserStore) -> Vec<(u32, String, u64)> {
     inbox_states(store)
         .into_iter()
-        .map(|(u, h)| (u, h.file_name, h.size))
+        .map(|(u, h)| (u.get(), h.file_name, h.size))
         .collect()
 }
 

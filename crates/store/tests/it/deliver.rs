@@ -40,7 +40,7 @@ fn flags_keywords_and_date_land_in_the_file_name_and_the_index() {
     let flagged = store
         .deliver("INBOX", &mut &message("flagged")[..], &opts)
         .unwrap();
-    assert_eq!((plain.uid, flagged.uid), (1, 2));
+    assert_eq!((plain.uid.get(), flagged.uid.get()), (1, 2));
 
     assert_eq!(
         names_in(&s.maildir.join("new")),
@@ -76,7 +76,7 @@ fn flags_keywords_and_date_land_in_the_file_name_and_the_index() {
         .index()
         .read(|r| {
             Ok((
-                r.message(flagged.mailbox_id, 2)?.unwrap(),
+                r.message(flagged.mailbox_id, flagged.uid)?.unwrap(),
                 r.require_mailbox(flagged.mailbox_id)?,
             ))
         })
@@ -115,6 +115,7 @@ fn deliver_in_threads(
                             .deliver("INBOX", &mut &msg[..], &DeliverOptions::default())
                             .unwrap()
                             .uid
+                            .get()
                     })
                     .collect::<Vec<u32>>()
             })
@@ -187,7 +188,7 @@ fn a_delivery_that_fails_mid_stream_leaves_nothing_behind() {
             &DeliverOptions::default(),
         )
         .unwrap();
-    assert_eq!(d.uid, 1);
+    assert_eq!(d.uid.get(), 1);
 }
 
 #[test]

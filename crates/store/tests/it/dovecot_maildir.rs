@@ -105,7 +105,7 @@ fn observed(s: &Scratch) -> (Messages, BTreeMap<String, u32>) {
                 for (uid, rec) in r.messages(id)? {
                     let kws = maildex_index::dump::keyword_names(rec.state.keywords, &m.keywords);
                     msgs.insert(
-                        (m.name.clone(), uid),
+                        (m.name.clone(), uid.get()),
                         (rec.state.file_name.clone(), rec.state.flags, kws),
                     );
                 }
@@ -140,7 +140,7 @@ fn every_uid_flag_and_keyword_is_kept() {
     let d = store
         .deliver("INBOX", &mut &message("after")[..], &Default::default())
         .unwrap();
-    assert_eq!((d.uid, d.uidvalidity), (121, UIDVALIDITY));
+    assert_eq!((d.uid.get(), d.uidvalidity), (121, UIDVALIDITY));
 }
 
 #[test]
@@ -264,5 +264,5 @@ fn courier_uids_are_imported() {
         .open()
         .deliver("INBOX", &mut &message("c")[..], &Default::default())
         .unwrap();
-    assert_eq!(d.uid, 40);
+    assert_eq!(d.uid.get(), 40);
 }

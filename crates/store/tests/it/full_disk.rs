@@ -98,6 +98,6 @@ fn a_full_disk_fails_the_delivery_cleanly() {
     let next = store
         .deliver("INBOX", &mut &big[..], &DeliverOptions::default())
         .unwrap();
-    assert_eq!(next.uid, first.uid + 1);
+    assert_eq!(next.uid, first.uid.next());
     assert_eq!(store.check().unwrap(), vec![]);
 }

@@ -263,7 +263,7 @@ fn a_delivery_never_brings_back_a_message_expunged_meanwhile() {
             while !done.load(Ordering::SeqCst) {
                 // a sync that lists the folder every time (as a new file keeps it unsettled)
                 store.sync_mailbox("INBOX").unwrap();
-                let uids: Vec<u32> = store
+                let uids: Vec<maildex_store::Uid> = store
                     .index()
                     .read(|r| r.uids(r.mailbox_id("INBOX")?.unwrap()))
                     .unwrap();

@@ -4,7 +4,7 @@
 
 use crate::support::{make_folder, put_file, Scratch};
 use maildex_store::records::SortNeed;
-use maildex_store::{DeliverOptions, SnapshotRequest, SyncFirst};
+use maildex_store::{DeliverOptions, SnapshotRequest, SyncFirst, Uid};
 
 const MSG: &[u8] = b"From: =?iso-8859-1?q?=C9ric?= <eric@example.org>\n\
 To: Bob <bob@example.org>, carol@example.org\n\
@@ -44,11 +44,11 @@ fn keys_are_computed_at_delivery_and_at_sync_and_read_from_the_index() {
         .unwrap()
         .unwrap();
     let keys = store
-        .sort_keys(&snap.mailbox, &[1, 2, 3], SortNeed::ALL)
+        .sort_keys(&snap.mailbox, &[Uid(1), Uid(2), Uid(3)], SortNeed::ALL)
         .unwrap();
     assert_eq!(keys.len(), 2, "{keys:?}");
     let k = &keys[0].keys;
-    assert_eq!(keys[0].uid, 1);
+    assert_eq!(keys[0].uid, Uid(1));
     assert_eq!(k.sent_date, Some(880_127_706));
     assert_eq!(keys[0].date(), 880_127_706);
     assert_eq!(k.subject, "E\u{301}TE\u{301}");
@@ -70,17 +70,17 @@ fn keys_are_computed_at_delivery_and_at_sync_and_read_from_the_index() {
 
     // a sparse set reads each UID on its own, to the same keys
     let sparse = store
-        .sort_keys(&snap.mailbox, &[1, 500], SortNeed::ALL)
+        .sort_keys(&snap.mailbox, &[Uid(1), Uid(500)], SortNeed::ALL)
         .unwrap();
     assert_eq!(sparse, keys[..1].to_vec());
     // DATE needs the sent date alone, ARRIVAL and SIZE nothing of the column
     let dates = store
-        .sort_keys(&snap.mailbox, &[1, 2], SortNeed::SENT_DATE)
+        .sort_keys(&snap.mailbox, &[Uid(1), Uid(2)], SortNeed::SENT_DATE)
         .unwrap();
     assert_eq!(dates[0].keys.sent_date, Some(880_127_706));
     assert_eq!(dates[0].keys.subject, "");
     let none = store
-        .sort_keys(&snap.mailbox, &[1, 2], SortNeed::NOTHING)
+        .sort_keys(&snap.mailbox, &[Uid(1), Uid(2)], SortNeed::NOTHING)
         .unwrap();
     assert_eq!(
         (none[0].vsize, &none[0].keys),

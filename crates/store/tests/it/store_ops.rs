@@ -11,9 +11,11 @@ use std::os::unix::fs::MetadataExt;
 use crate::support::{message, Scratch};
 use maildex_index::{flag, MailboxRecord, MessageState};
 use maildex_maildir::{Flags, Uidlist};
-use maildex_store::{DeliverOptions, FlagOp, OpError, SpecialUse, UserStore};
+use maildex_store::{
+    DeliverOptions, FlagOp, MailboxId, ModSeq, OpError, SpecialUse, Uid, UserStore,
+};
 
-fn deliver(store: &UserStore, mailbox: &str, subject: &str) -> u32 {
+fn deliver(store: &UserStore, mailbox: &str, subject: &str) -> Uid {
     store
         .deliver(
             mailbox,
@@ -24,7 +26,7 @@ fn deliver(store: &UserStore, mailbox: &str, subject: &str) -> u32 {
         .uid
 }
 
-fn mailbox(store: &UserStore, name: &str) -> (u32, MailboxRecord) {
+fn mailbox(store: &UserStore, name: &str) -> (MailboxId, MailboxRecord) {
     store
         .index()
         .read(|r| {
@@ -34,7 +36,7 @@ fn mailbox(store: &UserStore, name: &str) -> (u32, MailboxRecord) {
         .unwrap()
 }
 
-fn states(store: &UserStore, name: &str) -> Vec<(u32, MessageState)> {
+fn states(store: &UserStore, name: &str) -> Vec<(Uid, MessageState)> {
     let (id, _) = mailbox(store, name);
     store.index().read(|r| r.states(id)).unwrap()
 }
@@ -58,7 +60,7 @@ fn kw(names: &[&str]) -> Vec<String> {
 fn store_renames_files_and_gives_each_change_a_new_modseq() {
     let s = Scratch::new();
     let store = s.open();
-    let uids: Vec<u32> = (0..3)
+    let uids: Vec<Uid> = (0..3)
         .map(|i| deliver(&store, "INBOX", &format!("m{i}")))
         .collect();
     assert_eq!(files(&s.maildir, "new").len(), 3);
@@ -83,7 +85,7 @@ fn store_renames_files_and_gives_each_change_a_new_modseq() {
     assert_eq!(out.messages[0].keywords, kw(&["$Label1"]));
     // one new modseq per changed message, strictly increasing, HIGHESTMODSEQ follows
     assert!(out.messages[0].modseq > before.highest_modseq);
-    assert_eq!(out.messages[1].modseq, out.messages[0].modseq + 1);
+    assert_eq!(out.messages[1].modseq, out.messages[0].modseq.next());
     assert_eq!(out.highest_modseq, out.messages[1].modseq);
     // new/ -> cur/ with the :2, info, as Dovecot does
     assert_eq!(files(&s.maildir, "new").len(), 1);
@@ -120,11 +122,11 @@ fn store_renames_files_and_gives_each_change_a_new_modseq() {
     );
 
     // UNCHANGEDSINCE (RFC 7162 §3.1.3): uid 1 changed after modseq m0, uid 3 did not
-    let m0 = out.messages[0].modseq - 1;
+    let m0 = ModSeq(out.messages[0].modseq.get() - 1);
     let cond = store
         .set_flags(
             "INBOX",
-            &[uids[0], uids[2], 99],
+            &[uids[0], uids[2], Uid(99)],
             FlagOp::Replace,
             Flags::FLAGGED,
             &[],
@@ -132,7 +134,7 @@ fn store_renames_files_and_gives_each_change_a_new_modseq() {
         )
         .unwrap();
     assert_eq!(cond.modified, vec![uids[0]]);
-    assert_eq!(cond.vanished, vec![99]);
+    assert_eq!(cond.vanished, vec![Uid(99)]);
     assert_eq!(cond.messages.len(), 1);
     assert_eq!(cond.messages[0].uid, uids[2]);
     assert_eq!(cond.messages[0].flags, Flags::FLAGGED);
@@ -245,7 +247,7 @@ fn store_follows_a_file_renamed_by_another_tool() {
 fn expunge_removes_deleted_files_records_and_counts_but_keeps_uids() {
     let s = Scratch::new();
     let store = s.open();
-    let uids: Vec<u32> = (0..4)
+    let uids: Vec<Uid> = (0..4)
         .map(|i| deliver(&store, "INBOX", &format!("e{i}")))
         .collect();
     store
@@ -280,7 +282,7 @@ fn expunge_removes_deleted_files_records_and_counts_but_keeps_uids() {
     .unwrap();
     let gone = store.expunge("INBOX", None).unwrap();
     assert_eq!(gone, vec![uids[0]]);
-    let left: Vec<u32> = states(&store, "INBOX").iter().map(|(u, _)| *u).collect();
+    let left: Vec<Uid> = states(&store, "INBOX").iter().map(|(u, _)| *u).collect();
     assert_eq!(left, vec![uids[2], uids[3]]);
     assert_eq!(
         files(&s.maildir, "cur").len() + files(&s.maildir, "new").len(),
@@ -291,7 +293,7 @@ fn expunge_removes_deleted_files_records_and_counts_but_keeps_uids() {
     // UIDs are never reused
     let list = Uidlist::read(&s.maildir).unwrap().unwrap();
     assert_eq!(list.next_uid, next_before);
-    assert_eq!(deliver(&store, "INBOX", "after"), next_before);
+    assert_eq!(deliver(&store, "INBOX", "after"), Uid(next_before));
 }
 
 #[test]
@@ -317,11 +319,11 @@ fn copy_links_files_and_clones_records_with_keywords_mapped() {
     let src_states = states(&store, "INBOX");
     let commits = store.index().commits();
 
-    let out = store.copy("INBOX", "Sent", &[a, b, 77]).unwrap();
+    let out = store.copy("INBOX", "Sent", &[a, b, Uid(77)]).unwrap();
     assert_eq!(store.index().commits(), commits + 1, "one index commit");
     let (sent_id, sent) = mailbox(&store, "Sent");
     assert_eq!(out.uidvalidity, sent.uidvalidity);
-    assert_eq!(out.pairs, vec![(a, 1), (b, 2)]);
+    assert_eq!(out.pairs, vec![(a, Uid(1)), (b, Uid(2))]);
     assert_eq!(sent.counts.messages, 2);
     assert_eq!(
         sent.counts.recent, 2,
@@ -391,7 +393,7 @@ fn move_renames_files_and_moves_records_in_one_commit() {
     let s = Scratch::new();
     let store = s.open();
     store.create_mailbox("Archive").unwrap();
-    let uids: Vec<u32> = (0..3)
+    let uids: Vec<Uid> = (0..3)
         .map(|i| deliver(&store, "INBOX", &format!("mv{i}")))
         .collect();
     store
@@ -418,7 +420,7 @@ fn move_renames_files_and_moves_records_in_one_commit() {
     let commits = store.index().commits();
     let out = store.move_messages("INBOX", "Archive", &uids[..2]).unwrap();
     assert_eq!(store.index().commits(), commits + 1, "one index commit");
-    assert_eq!(out.pairs, vec![(uids[0], 1), (uids[1], 2)]);
+    assert_eq!(out.pairs, vec![(uids[0], Uid(1)), (uids[1], Uid(2))]);
     let arch = s.maildir.join(".Archive");
     // the files themselves (same inodes), under new base names, in Archive
     let mut moved: Vec<u64> = [("new", files(&arch, "new")), ("cur", files(&arch, "cur"))]
@@ -451,19 +453,23 @@ fn move_renames_files_and_moves_records_in_one_commit() {
     assert_eq!(a.keywords, kw(&["work"]));
     clean(&store);
     // a MOVE within one mailbox gives new UIDs and expunges the originals
-    let again = store.move_messages("Archive", "archive", &[1]).unwrap_err();
+    let again = store
+        .move_messages("Archive", "archive", &[Uid(1)])
+        .unwrap_err();
     assert!(
         matches!(again, OpError::NoMailbox(_)),
         "names are case-sensitive but INBOX"
     );
-    let same = store.move_messages("Archive", "Archive", &[1]).unwrap();
-    assert_eq!(same.pairs, vec![(1, 3)]);
+    let same = store
+        .move_messages("Archive", "Archive", &[Uid(1)])
+        .unwrap();
+    assert_eq!(same.pairs, vec![(Uid(1), Uid(3))]);
     assert_eq!(
         states(&store, "Archive")
             .iter()
             .map(|(u, _)| *u)
             .collect::<Vec<_>>(),
-        vec![2, 3]
+        vec![Uid(2), Uid(3)]
     );
     clean(&store);
 }
@@ -481,7 +487,7 @@ fn a_message_moved_out_and_back_gets_a_new_uid() {
     let back = store
         .move_messages("Other", "INBOX", &[out.pairs[0].1])
         .unwrap();
-    assert_eq!(back.pairs, vec![(1, 2)]);
+    assert_eq!(back.pairs, vec![(Uid(1), Uid(2))]);
     let list = Uidlist::read(&s.maildir).unwrap().unwrap();
     assert_eq!(list.next_uid, 3);
     clean(&store);
@@ -674,7 +680,7 @@ fn commit_generation_reaches_a_receiver_on_another_thread() {
 fn reader_uids_and_changed_since() {
     let s = Scratch::new();
     let store = s.open();
-    let uids: Vec<u32> = (0..4)
+    let uids: Vec<Uid> = (0..4)
         .map(|i| deliver(&store, "INBOX", &format!("r{i}")))
         .collect();
     let (id, m) = mailbox(&store, "INBOX");
@@ -714,21 +720,23 @@ fn each_new_message_is_recent_for_exactly_one_claim() {
                 let mut claimed = Vec::new();
                 for i in 0..8 {
                     deliver(&store, "INBOX", &format!("t{t}-{i}"));
-                    claimed.extend(store.index().write(move |w| w.claim_recent(id)).unwrap());
+                    let r = store.index().write(move |w| w.claim_recent(id)).unwrap();
+                    claimed.extend((r.start.get()..r.end.get()).map(Uid));
                 }
                 claimed
             })
         })
         .collect();
-    let mut all: Vec<u32> = handles
+    let mut all: Vec<Uid> = handles
         .into_iter()
         .flat_map(|h| h.join().unwrap())
         .collect();
-    all.extend(store.index().write(move |w| w.claim_recent(id)).unwrap());
+    let r = store.index().write(move |w| w.claim_recent(id)).unwrap();
+    all.extend((r.start.get()..r.end.get()).map(Uid));
     all.sort_unstable();
     assert_eq!(
         all,
-        (1..=33).collect::<Vec<u32>>(),
+        (1..=33).map(Uid).collect::<Vec<Uid>>(),
         "a UID claimed twice or never"
     );
     assert_eq!(mailbox(&store, "INBOX").1.counts.recent, 0);
@@ -743,7 +751,7 @@ fn store_races_a_tool_that_keeps_renaming_files() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let s = Scratch::new();
     let store = s.open();
-    let uids: Vec<u32> = (0..40)
+    let uids: Vec<Uid> = (0..40)
         .map(|i| deliver(&store, "INBOX", &format!("r{i}")))
         .collect();
     store

@@ -112,7 +112,7 @@ impl Model {
                         v.push((
                             m.name.clone(),
                             m.uidvalidity,
-                            uid,
+                            uid.get(),
                             maildex_maildir::filename::base_of(&h.file_name).to_string(),
                         ));
                     }

@@ -91,7 +91,7 @@ pub fn put_file(folder: &Path, sub: &str, name: &str, bytes: &[u8]) -> PathBuf {
 }
 
 /// The states of INBOX's messages in the index, in UID order.
-pub fn inbox_states(store: &UserStore) -> Vec<(u32, maildex_index::MessageState)> {
+pub fn inbox_states(store: &UserStore) -> Vec<(maildex_index::Uid, maildex_index::MessageState)> {
     store
         .index()
         .read(|r| {

@@ -57,7 +57,7 @@ fn dovecot_reads_what_the_operations_leave() {
     let s = Scratch::new();
     let store = s.open();
     store.sync_all().unwrap();
-    let uids: Vec<u32> = (0..4)
+    let uids: Vec<maildex_store::Uid> = (0..4)
         .map(|i| deliver(&store, "INBOX", &format!("d{i}")))
         .collect();
     store

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::support::{message, Scratch};
 use maildex_maildir::Flags;
-use maildex_store::{DeliverOptions, FlagOp, UserStore};
+use maildex_store::{DeliverOptions, FlagOp, ModSeq, Uid, UserStore};
 use proptest::prelude::*;
 
 const BOXES: [&str; 2] = ["INBOX", "Other"];
@@ -37,22 +37,22 @@ fn op() -> impl Strategy<Value = Op> {
 /// uid -> (flags, has the keyword, subject)
 #[derive(Default)]
 struct Box {
-    msgs: BTreeMap<u32, (u8, bool, String)>,
-    next: u32,
+    msgs: BTreeMap<Uid, (u8, bool, String)>,
+    next: Uid,
 }
 
-fn pick(b: &Box, picks: &[usize]) -> Vec<u32> {
-    let uids: Vec<u32> = b.msgs.keys().copied().collect();
+fn pick(b: &Box, picks: &[usize]) -> Vec<Uid> {
+    let uids: Vec<Uid> = b.msgs.keys().copied().collect();
     if uids.is_empty() {
         return Vec::new();
     }
-    let mut out: Vec<u32> = picks.iter().map(|i| uids[i % uids.len()]).collect();
+    let mut out: Vec<Uid> = picks.iter().map(|i| uids[i % uids.len()]).collect();
     out.sort_unstable();
     out.dedup();
     out
 }
 
-fn highest(store: &UserStore, name: &str) -> u64 {
+fn highest(store: &UserStore, name: &str) -> ModSeq {
     store
         .index()
         .read(|r| {
@@ -90,7 +90,7 @@ fn run(ops: Vec<Op>) {
     store.create_mailbox(BOXES[1]).unwrap();
     let mut model: Vec<Box> = (0..2)
         .map(|_| Box {
-            next: 1,
+            next: Uid(1),
             ..Box::default()
         })
         .collect();
@@ -109,7 +109,7 @@ fn run(ops: Vec<Op>) {
                     )
                     .unwrap();
                 assert_eq!(d.uid, model[m].next);
-                model[m].next += 1;
+                model[m].next = model[m].next.next();
                 model[m].msgs.insert(d.uid, (0, false, subject));
             }
             Op::Store(m, picks, o, bits, with_kw) => {
@@ -141,7 +141,7 @@ fn run(ops: Vec<Op>) {
                     assert_eq!(after, before, "no change, no modseq");
                 } else {
                     assert!(
-                        after >= before + changed as u64,
+                        after.get() >= before.get() + changed as u64,
                         "one modseq per changed message: {before} -> {after} for {changed}"
                     );
                 }
@@ -150,7 +150,7 @@ fn run(ops: Vec<Op>) {
                 let chosen = picks.map(|p| pick(&model[m], &p));
                 let before = highest(&store, BOXES[m]);
                 let gone = store.expunge(BOXES[m], chosen.as_deref()).unwrap();
-                let expected: Vec<u32> = model[m]
+                let expected: Vec<Uid> = model[m]
                     .msgs
                     .iter()
                     .filter(|(u, e)| e.0 & 8 != 0 && chosen.as_ref().is_none_or(|c| c.contains(u)))
@@ -173,7 +173,7 @@ fn run(ops: Vec<Op>) {
                 for u in &uids {
                     let e = model[a].msgs[u].clone();
                     let nu = model[b].next;
-                    model[b].next += 1;
+                    model[b].next = nu.next();
                     model[b].msgs.insert(nu, e);
                     pairs.push((*u, nu));
                 }
