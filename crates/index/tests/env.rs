@@ -498,11 +498,11 @@ fn file_names_are_read_as_the_states_hold_them() {
         .write(|w| {
             let id = w.create_mailbox("INBOX", 42)?;
             let other = w.create_mailbox("Other", 43)?;
-            w.insert_message(id, 1, msg(0, 100, 0), Vec::new())?;
-            w.insert_message(id, 7, msg(flag::SEEN, 200, 10), Vec::new())?;
-            w.insert_message(other, 2, msg(0, 300, 0), Vec::new())?;
-            w.update_message(id, 1, flag::SEEN, 0, "1.M2P1.host:2,S", false)?;
-            w.update_message(id, 7, 0, 0, "7.M1P1.host", true)?;
+            w.insert_message(id, Uid(1), msg(0, 100, 0), Vec::new())?;
+            w.insert_message(id, Uid(7), msg(flag::SEEN, 200, 10), Vec::new())?;
+            w.insert_message(other, Uid(2), msg(0, 300, 0), Vec::new())?;
+            w.update_message(id, Uid(1), flag::SEEN, 0, "1.M2P1.host:2,S", false)?;
+            w.update_message(id, Uid(7), 0, 0, "7.M1P1.host", true)?;
             Ok((id, other))
         })
         .unwrap();
@@ -515,7 +515,7 @@ fn file_names_are_read_as_the_states_hold_them() {
             Ok((names, r.states(id)?))
         })
         .unwrap();
-    let want: Vec<(u32, String, bool)> = states
+    let want: Vec<(Uid, String, bool)> = states
         .into_iter()
         .map(|(uid, s)| (uid, s.file_name, s.in_new))
         .collect();
@@ -523,8 +523,8 @@ fn file_names_are_read_as_the_states_hold_them() {
     assert_eq!(
         names,
         vec![
-            (1, "1.M2P1.host:2,S".to_string(), false),
-            (7, "7.M1P1.host".to_string(), true)
+            (Uid(1), "1.M2P1.host:2,S".to_string(), false),
+            (Uid(7), "7.M1P1.host".to_string(), true)
         ]
     );
     let mut count = 0;

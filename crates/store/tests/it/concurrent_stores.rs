@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use maildex_maildir::Flags;
-use maildex_store::{DeliverOptions, FlagOp, FlagsOutcome, UserStore};
+use maildex_store::{DeliverOptions, FlagOp, FlagsOutcome, ModSeq, Uid, UserStore};
 
 use crate::support::{message, Scratch};
 
@@ -50,9 +50,9 @@ fn within(limit: Duration, cond: impl Fn() -> bool) -> bool {
 
 fn store_in_thread(
     store: &Arc<UserStore>,
-    uid: u32,
+    uid: Uid,
     flag: Flags,
-    unchanged_since: Option<u64>,
+    unchanged_since: Option<ModSeq>,
 ) -> JoinHandle<FlagsOutcome> {
     let store = Arc::clone(store);
     std::thread::spawn(move || {
@@ -62,7 +62,7 @@ fn store_in_thread(
     })
 }
 
-fn delivered(store: &UserStore, n: usize) -> Vec<(u32, u64)> {
+fn delivered(store: &UserStore, n: usize) -> Vec<(Uid, ModSeq)> {
     (0..n)
         .map(|i| {
             let d = store
