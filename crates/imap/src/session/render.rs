@@ -180,7 +180,7 @@ pub(super) struct Render {
 impl Render {
     /// The cached record of a message, which every non-state item needs.
     pub(super) fn cached<'m>(&self, msg: &'m Loaded, uid: Uid) -> Result<&'m Cached, CmdError> {
-        msg.cached.as_ref().ok_or_else(|| {
+        msg.cached.as_deref().ok_or_else(|| {
             CmdError::server(format!(
                 "mailbox {:?} uid {uid}: no cached record",
                 self.name

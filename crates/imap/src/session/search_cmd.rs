@@ -366,7 +366,7 @@ fn load_stage(
                 };
                 match &mut p.cached {
                     Some(have) => have.hot_headers = new.hot_headers,
-                    None => p.cached = Some(Box::new(new)),
+                    None => p.cached = Some(new),
                 }
             }
         }
