@@ -117,7 +117,7 @@ impl Session {
         let keys = Arc::new(keys);
         let mut hits: Vec<Hit> = Vec::new();
         // whether some message's HEADER key had to read its header blocks
-        let read_blocks = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut read_blocks = false;
         for batch in targets.chunks(BATCH) {
             let batch = batch.to_vec();
             let (s, k, kw, sv, rc, m) = (
@@ -128,8 +128,8 @@ impl Session {
                 recent.clone(),
                 mailbox.clone(),
             );
-            let read_blocks = Arc::clone(&read_blocks);
-            let found = blocking(move || -> Result<Vec<Hit>, CmdError> {
+            let found = blocking(move || -> Result<(Vec<Hit>, bool), CmdError> {
+                let mut read_blocks = false;
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs() as i64);
@@ -258,9 +258,7 @@ impl Session {
                             _ => false,
                         });
                     } else {
-                        if stage == Stage::Headers {
-                            read_blocks.store(true, std::sync::atomic::Ordering::Relaxed);
-                        }
+                        read_blocks |= stage == Stage::Headers;
                         load_stage(&s, &m, stage, &mut undecided)?;
                     }
                     loaded.push(stage);
@@ -280,13 +278,14 @@ impl Session {
                         None => false,
                     });
                 }
-                Ok(out)
+                Ok((out, read_blocks))
             })
             .await??;
-            hits.extend(found);
+            hits.extend(found.0);
+            read_blocks |= found.1;
         }
         let learn = search::learnable_headers(&keys);
-        if read_blocks.load(std::sync::atomic::Ordering::Relaxed) && !learn.is_empty() {
+        if read_blocks && !learn.is_empty() {
             // the next such search reads the search fields instead (the store decides
             // whether the mailbox learns them); the answer does not wait for it
             tokio::task::spawn_blocking(move || {
