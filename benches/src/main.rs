@@ -132,6 +132,11 @@ enum Cmd {
         /// Dovecot's `mail_fsync` (see `all`).
         #[arg(long, default_value = "optimized", value_parser = ["optimized", "always", "never"])]
         dovecot_mail_fsync: String,
+        /// Offer this many commands per second in all (each client paced on a fixed
+        /// schedule, latency timed from the scheduled send), so both servers serve the same
+        /// load; without it each client sends its next command as soon as it has the answer.
+        #[arg(long)]
+        rate: Option<f64>,
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -435,6 +440,7 @@ fn main() -> Result<()> {
             maildex_bin,
             work,
             dovecot_mail_fsync,
+            rate,
             json,
         } => {
             let maildex_bin = maildex_bin_or_default(maildex_bin)?;
@@ -448,6 +454,7 @@ fn main() -> Result<()> {
                 maildex_bin,
                 work,
                 dovecot_mail_fsync,
+                rate,
             })?;
             write_json(json, &r)
         }

@@ -45,6 +45,9 @@ pub struct MixedOpts {
     pub work: PathBuf,
     /// Dovecot's `mail_fsync`.
     pub dovecot_mail_fsync: String,
+    /// Commands per second offered by all clients together (paced), or None for a closed
+    /// loop (each client sends its next command as soon as the last one is answered).
+    pub rate: Option<f64>,
 }
 
 /// A small xorshift generator: the mix must be the same for both servers.
@@ -154,12 +157,25 @@ fn one_command(
     Ok(r.wall)
 }
 
+/// How a client's commands are sent: a closed loop or a fixed schedule.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// The next command as soon as the last one is answered: the faster server is offered
+    /// more load, so its latencies include more queueing than the slower one's.
+    Closed,
+    /// One command every this long per client (the same offered load for both servers).
+    /// Each command is timed from when its schedule said to send it, not from when it was
+    /// sent, so a server that falls behind is charged the wait (no coordinated omission).
+    Every(Duration),
+}
+
 fn client_run(
     addr: std::net::SocketAddr,
     client: usize,
     seed: u64,
     start: &Barrier,
     secs: u64,
+    pace: Pace,
 ) -> Result<ClientResult> {
     let mine = client % 2;
     let mut c = Imap::open_from(
@@ -173,11 +189,29 @@ fn client_run(
     let mut rng = Rng(seed ^ (client as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut out = ClientResult::default();
     start.wait();
-    let deadline = Instant::now() + Duration::from_secs(secs);
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(secs);
+    // clients start spread over one interval, not all at once
+    let mut due = match pace {
+        Pace::Closed => began,
+        Pace::Every(every) => began + every.mul_f64((rng.next() % 1000) as f64 / 1000.0),
+    };
     while Instant::now() < deadline {
+        let late = match pace {
+            Pace::Closed => Duration::ZERO,
+            Pace::Every(every) => {
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                let late = Instant::now().saturating_duration_since(due);
+                due += every;
+                late
+            }
+        };
         let kind = rng.kind();
         match one_command(&mut c, kind, &mut rng, client, mine) {
-            Ok(wall) => out.micros[kind].push(wall.as_micros() as u64),
+            Ok(wall) => out.micros[kind].push((late + wall).as_micros() as u64),
             // a message expunged meanwhile (RFC 2180): counted, not timed
             Err(_) if c.last_status.contains(" NO ") => out.refused[kind] += 1,
             Err(e) => return Err(e.context(format!("client {client}, {}", KINDS[kind]))),
@@ -197,7 +231,17 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 /// One run of `clients` clients against `server`.
-fn run_once(server: &dyn Server, clients: usize, secs: u64, seed: u64) -> Result<Value> {
+fn run_once(
+    server: &dyn Server,
+    clients: usize,
+    secs: u64,
+    seed: u64,
+    rate: Option<f64>,
+) -> Result<Value> {
+    let pace = match rate {
+        Some(r) if r > 0.0 => Pace::Every(Duration::from_secs_f64(clients as f64 / r)),
+        _ => Pace::Closed,
+    };
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     let addr = server.imap();
@@ -205,7 +249,7 @@ fn run_once(server: &dyn Server, clients: usize, secs: u64, seed: u64) -> Result
     let handles: Vec<_> = (0..clients)
         .map(|i| {
             let start = Arc::clone(&start);
-            std::thread::spawn(move || client_run(addr, i, seed, &start, secs))
+            std::thread::spawn(move || client_run(addr, i, seed, &start, secs, pace))
         })
         .collect();
     start.wait();
@@ -372,7 +416,7 @@ pub fn run(o: &MixedOpts) -> Result<Value> {
             let mut by_server = Map::new();
             for i in order {
                 let s = servers[i].as_ref();
-                let r = run_once(s, n, o.secs, seed + round as u64)
+                let r = run_once(s, n, o.secs, seed + round as u64, o.rate)
                     .with_context(|| format!("{} with {n} clients", s.name()))?;
                 eprintln!(
                     "  round {round} {:8} {n:3} clients: {:.0} commands/s",
@@ -390,6 +434,7 @@ pub fn run(o: &MixedOpts) -> Result<Value> {
         "machine": crate::suite::machine(),
         "messages": o.messages,
         "secs": o.secs,
+        "rate": o.rate,
         "dovecot_mail_fsync": o.dovecot_mail_fsync,
         "runs": runs,
     }))
