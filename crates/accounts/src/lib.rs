@@ -705,8 +705,33 @@ impl Accounts {
     /// (opens the LMDB env, creates the Maildir if missing; for the daemon, the first use
     /// after the start also syncs every mailbox of the user, see
     /// [`Accounts::load_syncing_on_first_use`]).
+    ///
+    /// This is the delivery path (LMTP, `maildex deliver`): it does not make the
+    /// configured folders (Drafts, Sent, Trash...), as Dovecot's delivery does not make its
+    /// `auto` folders. A new user's first delivery then makes only the Maildir, INBOX and
+    /// the index, and syncs them once: 25 fewer syncs than with the five default folders
+    /// (each one's dovecot-uidlist, `tmp/`, `new/`, `cur/` and the folder; issue 20's
+    /// deliveries to new users). [`Accounts::session_store`]
+    /// makes them at the first login.
     pub fn store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
-        let store = self.open_store(user)?;
+        self.store_with(user, false)
+    }
+
+    /// The user's store for an IMAP session: [`Accounts::store`], and the configured
+    /// folders the user lacks, made at the first login (one small read of a marker file
+    /// once done). A failure to make them is logged; the session goes on without them.
+    pub fn session_store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
+        let store = self.store_with(user, true)?;
+        if let Err(e) = store.create_special_folders() {
+            tracing::warn!(user = %user.name, error = %e, "could not create the configured folders");
+        }
+        Ok(store)
+    }
+
+    /// [`Accounts::store`]; `folders` makes a new user's configured folders with the rest
+    /// of the new store (durable once, see `UserStore::create_new`).
+    fn store_with(&self, user: &User, folders: bool) -> Result<Arc<UserStore>, AccountsError> {
+        let store = self.open_store(user, folders)?;
         self.sync_on_first_use(user, &store);
         // Maildir++ maildirsize for the other tools while the user has a quota (a new or
         // changed limit rewrites it from the index, synced just now at a first use)
@@ -746,12 +771,12 @@ impl Accounts {
         }
     }
 
-    fn open_store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
+    fn open_store(&self, user: &User, folders: bool) -> Result<Arc<UserStore>, AccountsError> {
         let key = user.name.to_ascii_lowercase();
-        stores::open_once(&self.stores, &key, || self.open_new_store(user))
+        stores::open_once(&self.stores, &key, || self.open_new_store(user, folders))
     }
 
-    fn open_new_store(&self, user: &User) -> Result<UserStore, AccountsError> {
+    fn open_new_store(&self, user: &User, folders: bool) -> Result<UserStore, AccountsError> {
         // before anything of the user's is created or opened: files made as another owner
         // than the directory's would be unreadable to the user's other tools (and to us
         // after a switch)
@@ -773,14 +798,15 @@ impl Accounts {
             user: user.name.clone(),
             error: Box::new(error),
         };
-        // the configured folders (Drafts, Sent, Trash...), on the path both IMAP login and
-        // LMTP delivery take; a failure leaves the user's mail usable and is logged
+        // a new user's configured folders (Drafts, Sent, Trash...) with the rest of the
+        // store when a login opens it; a failure leaves the user's mail usable and is logged
         let (store, folders) = if UserStore::is_new(&paths.maildir, &paths.index_dir) {
             // made whole, then durable once (issue 19 #4); nothing to sync at first use
             let made = UserStore::create_new(
                 &paths.maildir,
                 &paths.index_dir,
                 store_options(&self.config),
+                folders,
             )
             .map_err(store_error)?;
             if let Some(synced) = &self.synced {
@@ -795,8 +821,7 @@ impl Accounts {
                 store_options(&self.config),
             )
             .map_err(store_error)?;
-            let folders = store.create_special_folders();
-            (store, folders)
+            (store, Ok(Vec::new()))
         };
         if let Err(e) = folders {
             tracing::warn!(user = %user.name, error = %e, "could not create the configured folders");

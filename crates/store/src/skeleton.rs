@@ -1,4 +1,5 @@
-//! A new user's Maildir, default folders and index, made durable once (issue 19 #4).
+//! A new user's Maildir, default folders (when a login makes the store; a delivery makes
+//! INBOX alone) and index, made durable once (issue 19 #4).
 //!
 //! Made one step at a time, a new user's skeleton cost 29 synchronous writes before the
 //! first delivery (each folder's dovecot-uidlist written, synced and its folder synced,
@@ -79,14 +80,16 @@ impl UserStore {
         !maildir.exists() || Index::pending_note(index_dir).is_some()
     }
 
-    /// Opens the store of a new user ([`UserStore::is_new`]) and creates the configured
-    /// folders ([`UserStore::create_special_folders`]), making all of it durable at the
-    /// end instead of step by step (see the module docs). The second value is the outcome
-    /// of the folders' creation, which the caller logs (the store is usable without them).
+    /// Opens the store of a new user ([`UserStore::is_new`]) and, with `folders`, creates
+    /// the configured folders ([`UserStore::create_special_folders`]), making all of it
+    /// durable at the end instead of step by step (see the module docs). The second value
+    /// is the outcome of the folders' creation, which the caller logs (the store is usable
+    /// without them); without `folders` it is an empty list.
     pub fn create_new(
         maildir: &Path,
         index_dir: &Path,
         opts: StoreOptions,
+        folders: bool,
     ) -> Result<(UserStore, Result<Vec<String>, OpError>), StoreError> {
         let durable = opts.fsync && opts.index.durable;
         // what this creation makes, and what one cut short before it made
@@ -102,7 +105,11 @@ impl UserStore {
         };
         let mut store =
             UserStore::open_with(maildir, index_dir, deferred, durable.then_some(&note[..]))?;
-        let folders = store.create_special_folders();
+        let folders = if folders {
+            store.create_special_folders()
+        } else {
+            Ok(Vec::new())
+        };
         // INBOX too (its dovecot-uidlist and index record), or the first delivery would
         // make them, synced one by one
         store.sync_mailbox("INBOX")?;

@@ -2,8 +2,8 @@
 //! as Dovecot's `namespace inbox { mailbox Trash { special_use = \Trash auto = subscribe
 //! autoexpunge = 30d } }`.
 //!
-//! Creation: [`UserStore::create_special_folders`] runs when the daemon opens a user's
-//! store. A marker file in the index folder holds the settings it last applied, so an
+//! Creation: [`UserStore::create_special_folders`] runs at the user's first IMAP login
+//! (the accounts crate's `session_store`; deliveries do not make the folders). A marker file in the index folder holds the settings it last applied, so an
 //! unchanged configuration costs one small read per open, not a listing. Otherwise it
 //! lists the folders once and creates (and subscribes) each configured one unless a folder
 //! exists under that name or another folder already carries its role (`Sent Messages`

@@ -92,6 +92,42 @@ fn a_fresh_user_lists_the_five_folders_with_their_roles_and_subscribed() {
     );
 }
 
+/// Delivery makes only what it needs, as Dovecot's LMTP (which creates `auto` folders at
+/// their first access in IMAP, not at delivery): a new user's first message makes the
+/// Maildir, INBOX and the index; the folders come with the first login.
+#[test]
+fn a_first_delivery_makes_no_folders_and_the_first_login_makes_them() {
+    let s = server_with_defaults();
+    s.deliver("bob", &simple("hello", "first mail"));
+    let maildir = s.maildir("bob");
+    assert!(maildir.join("cur").is_dir() && maildir.join("new").is_dir());
+    let folders: Vec<String> = std::fs::read_dir(&maildir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(folders.is_empty(), "made at delivery: {folders:?}");
+    // a second delivery, to a user whose store is open, does not make them either
+    s.deliver("bob", &simple("again", "second mail"));
+    assert!(!maildir.join(".Trash").exists());
+
+    let mut c = s.login("bob");
+    let list = listed(&c.ok("LIST \"\" *"), "LIST");
+    let names: Vec<&str> = list.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["INBOX", "Archive", "Drafts", "Junk", "Sent", "Trash"],
+        "{list:?}"
+    );
+    for (name, role) in FIVE {
+        assert!(attrs_of(&list, name).unwrap().contains(role), "{name}");
+        assert!(maildir.join(format!(".{name}/cur")).is_dir(), "{name}");
+    }
+    let lsub = listed(&c.ok("LSUB \"\" *"), "LSUB");
+    assert_eq!(lsub.len(), 5, "{lsub:?}");
+    assert_eq!(c.ok("SELECT INBOX").lines("* 2 EXISTS").len(), 1);
+}
+
 #[test]
 fn a_new_user_can_save_a_draft_at_once() {
     let s = server_with_defaults();

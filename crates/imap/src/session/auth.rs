@@ -206,10 +206,12 @@ impl Session {
         };
         let accounts = Arc::clone(&self.shared.accounts);
         let u = user.clone();
-        let store = blocking(move || accounts.store(&u)).await?.map_err(|e| {
-            tracing::error!(user = %user.name, error = %e, "cannot open the user's mail");
-            CmdError::no(ResponseCode::Unavailable, "Mail storage is not available.")
-        })?;
+        let store = blocking(move || accounts.session_store(&u))
+            .await?
+            .map_err(|e| {
+                tracing::error!(user = %user.name, error = %e, "cannot open the user's mail");
+                CmdError::no(ResponseCode::Unavailable, "Mail storage is not available.")
+            })?;
         tracing::Span::current().record("user", user.name.as_str());
         tracing::info!(tls = self.stream.is_tls(), mechanism, "logged in");
         self.state = State::Authenticated(Authed { user, store });
