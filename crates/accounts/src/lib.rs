@@ -711,8 +711,7 @@ impl Accounts {
     /// `auto` folders. A new user's first delivery then makes only the Maildir, INBOX and
     /// the index, and syncs them once: 25 fewer syncs than with the five default folders
     /// (each one's dovecot-uidlist, `tmp/`, `new/`, `cur/` and the folder; issue 20's
-    /// deliveries to new users). [`Accounts::session_store`]
-    /// makes them at the first login.
+    /// deliveries to new users). [`Accounts::session_store`] makes them at the first login.
     pub fn store(&self, user: &User) -> Result<Arc<UserStore>, AccountsError> {
         self.store_with(user, false)
     }
