@@ -32,6 +32,7 @@ mod imap {
     mod quota;
     mod real_clients;
     mod reconnect;
+    mod resync_rescan;
     mod roundcube;
     mod search_index;
     mod search_text;

@@ -17,6 +17,7 @@ use crate::deliver::{
 };
 use crate::filename::{base_of, unique_id};
 use crate::flags::{Flags, Keywords};
+use crate::own_writes::{self, Change};
 use crate::scan::Sub;
 use crate::util::create_excl;
 use crate::MaildirError;
@@ -178,12 +179,16 @@ pub fn move_file(
     durable: bool,
 ) -> Result<MoveOutcome, MaildirError> {
     let dest = sub.path(dst).join(file_name);
-    crate::own_writes::note(src);
-    crate::own_writes::note(&dest);
+    own_writes::note(src);
+    own_writes::note(&dest);
     let renamed = maildex_faults::hit(maildex_faults::Point::MoveRename)
         .and_then(|()| rename_noreplace(src, &dest));
     match renamed {
-        Ok(()) => Ok(MoveOutcome::Moved),
+        Ok(()) => {
+            own_writes::done(src, Change::Gone);
+            own_writes::done(&dest, Change::Appeared);
+            Ok(MoveOutcome::Moved)
+        }
         // ENOENT with the destination folder present is about the source (even if a file
         // of that name is back by now: another tool renamed it away and back)
         Err(e) if e.kind() == io::ErrorKind::NotFound && sub.path(dst).is_dir() => {

@@ -32,7 +32,7 @@ use maildex_index::{Cached, MessageRecord, MessageState};
 use maildex_maildir::deliver::{fsync_dir, remove, Delivered};
 use maildex_maildir::filename::{base_of, unique_base};
 use maildex_maildir::transfer::{copy_file, find_base, move_file, MoveOutcome};
-use maildex_maildir::{Keywords, MaildirName, Sub, UidRecord};
+use maildex_maildir::{own_writes, Keywords, MaildirName, Sub, UidRecord};
 
 use crate::convert;
 use crate::opctx::{flags_of, keyword_names, Letters, Target};
@@ -138,7 +138,7 @@ impl UserStore {
         } else {
             self.serial(&[&d.name])
         };
-        let work = || -> Result<_, OpError> {
+        let place = || -> Result<_, OpError> {
             let placed = if moving && !same {
                 self.place_moved(&s, &d, sources, &src_table, &letters)?
             } else {
@@ -189,6 +189,16 @@ impl UserStore {
                     Ok(out)
                 })?;
                 self.remove_messages(&s, states, false)?;
+            }
+            Ok((outcome, bases))
+        };
+        // the links and renames count as this process's for the syncs once the index has
+        // them (sync_watch.rs), confirmed while the mailboxes are still held
+        let work = || -> Result<_, OpError> {
+            let scope = own_writes::Scope::begin();
+            let (outcome, bases) = place()?;
+            if outcome.is_some() {
+                scope.confirm();
             }
             Ok((outcome, bases))
         };

@@ -12,7 +12,7 @@ use maildex_index::MessageState;
 use maildex_maildir::deliver::{fsync_dir, remove};
 use maildex_maildir::filename::base_of;
 use maildex_maildir::transfer::find_base;
-use maildex_maildir::{MaildirName, Sub};
+use maildex_maildir::{own_writes, MaildirName, Sub};
 
 use crate::opctx::Target;
 use crate::{MailboxId, Uid};
@@ -40,7 +40,12 @@ impl UserStore {
             .collect();
         let _claim = serial.claim(&shared, &candidates);
         let states = self.deleted_states(t.id, Some(candidates))?;
-        self.remove_messages(&t, states, true)
+        // the unlinks count as this process's for the sync once the index has them
+        // (sync_watch.rs), confirmed while the mailbox is still held
+        let scope = own_writes::Scope::begin();
+        let removed = self.remove_messages(&t, states, true)?;
+        scope.confirm();
+        Ok(removed)
     }
 
     /// The messages of mailbox `id` that have `\Deleted`, among `chosen` or all, in UID

@@ -14,7 +14,7 @@ use maildex_index::MessageState;
 use maildex_maildir::deliver::{rename_flags, RenameOutcome};
 use maildex_maildir::filename::base_of;
 use maildex_maildir::transfer::find_base;
-use maildex_maildir::{Flags, Keywords, MaildirName, Sub};
+use maildex_maildir::{own_writes, Flags, Keywords, MaildirName, Sub};
 
 use crate::convert::flag_bits;
 use crate::opctx::{flags_of, keyword_names, newer_keywords, Target};
@@ -124,7 +124,12 @@ impl UserStore {
         let serial = self.mailbox_lock(&t.name);
         let shared = serial.share();
         let _claim = serial.claim(&shared, &uids);
-        self.set_flags_locked(&t, &uids, op, flags, letters, unchanged_since)
+        // the renames count as this process's for the sync once the index has them
+        // (sync_watch.rs), confirmed while the mailbox is still held
+        let scope = own_writes::Scope::begin();
+        let out = self.set_flags_locked(&t, &uids, op, flags, letters, unchanged_since)?;
+        scope.confirm();
+        Ok(out)
     }
 
     fn set_flags_locked(

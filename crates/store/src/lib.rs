@@ -36,6 +36,7 @@ mod skeleton;
 mod special;
 mod subscriptions;
 mod sync;
+pub mod sync_watch;
 mod uids;
 pub mod watch;
 

@@ -121,7 +121,9 @@ impl UserStore {
                     w.put_mailbox(id, &m)
                 })?;
             }
-            report.sync.merge(self.sync_mailbox_with(&f.name, true)?);
+            report
+                .sync
+                .merge(self.sync_mailbox_with(&f.name, true, false)?);
             progress(&Progress {
                 mailbox: f.name.clone(),
                 done: i + 1,

@@ -13,6 +13,10 @@
 //! UIDs: the list is neither locked nor read, and listing and index are matched by base
 //! name (`vouched_diff`). A file the index lacks, a message whose file is gone or a changed
 //! list go through the list as before.
+//!
+//! A mailbox in use is watched (`sync_watch.rs`): when only this process's own writes,
+//! all in the index, changed its folders since the last complete sync, nothing is listed
+//! even though the stamps moved.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -24,6 +28,7 @@ use maildex_maildir::keywords::KeywordMap;
 use maildex_maildir::{deliver, folder, scan, uidlist, Entry, Sub};
 
 use crate::convert::{self, file_stamp, flag_bits, stamp};
+use crate::sync_watch;
 use crate::uids::{self, Known};
 use crate::{MailboxId, Uid};
 use crate::{StoreError, UserStore};
@@ -91,7 +96,8 @@ impl UserStore {
         let folders = folder::list_folders(&self.root)?;
         let mut report = SyncReport::default();
         for f in &folders {
-            report.merge(self.sync_mailbox(&f.name)?);
+            // not watched for that (sync_watch.rs): only mailboxes in use are
+            report.merge(self.sync_mailbox_with(&f.name, false, false)?);
             // a folder without tmp/ (another tool's) or an unreadable one must not stop
             // the sync: the leftovers wait for the next one
             match deliver::clean_stale_tmp(&f.path) {
@@ -127,7 +133,7 @@ impl UserStore {
 
     /// Syncs one mailbox (see the module docs).
     pub fn sync_mailbox(&self, name: &str) -> Result<SyncReport, StoreError> {
-        self.sync_mailbox_with(name, false)
+        self.sync_mailbox_with(name, false, true)
     }
 
     /// As [`UserStore::sync_mailbox`], unless a sync of `name` by this process began less
@@ -157,11 +163,14 @@ impl UserStore {
         self.sync_mailbox(name)
     }
 
-    /// As [`UserStore::sync_mailbox`]; `force` ignores the stamps and lists the folders.
+    /// As [`UserStore::sync_mailbox`]; `force` ignores the stamps and lists the folders;
+    /// `watch` has the folder watched from now on if it is not (see sync_watch.rs: for
+    /// a mailbox in use, not for every mailbox a start-up sync or a rebuild goes through).
     pub(crate) fn sync_mailbox_with(
         &self,
         name: &str,
         force: bool,
+        watch: bool,
     ) -> Result<SyncReport, StoreError> {
         use std::sync::atomic::Ordering::SeqCst;
         let name = Self::canonical(name).to_string();
@@ -186,7 +195,7 @@ impl UserStore {
         let number = lock.syncs_begun.fetch_add(1, SeqCst) + 1;
         let began = std::time::Instant::now();
         for _ in 0..PASSES {
-            let passed = match self.sync_pass(&name, &path, force, &mut report) {
+            let passed = match self.sync_pass(&name, &path, force, watch, &mut report) {
                 Err(e @ StoreError::NoMailbox(_)) => {
                     self.forget_lock(&name);
                     return Err(e);
@@ -241,28 +250,56 @@ impl UserStore {
         name: &str,
         path: &Path,
         force: bool,
+        watch: bool,
         report: &mut SyncReport,
     ) -> Result<bool, StoreError> {
-        let (new, cur) = scan::stamps(path).map_err(|e| {
-            if e.is_not_found() {
-                StoreError::NoMailbox(name.to_string())
-            } else {
-                e.into()
-            }
-        })?;
+        let stamps = || {
+            scan::stamps(path).map_err(|e| {
+                if e.is_not_found() {
+                    StoreError::NoMailbox(name.to_string())
+                } else {
+                    e.into()
+                }
+            })
+        };
+        let (new, cur) = stamps()?;
+        // the folder's watch, read empty (see sync_watch.rs); the mailbox is held
+        // exclusively, so every write of this process to it is confirmed by now
+        let look = sync_watch::look(path, [new.ino, cur.ino], watch);
         let uidlist_path = path.join(uidlist::UIDLIST_NAME);
         let existing = self.indexed_mailbox(name)?;
-        let now = SystemTime::now();
         let uidlist_now = file_stamp(&uidlist_path)?;
         if let Some((_, m)) = existing.as_ref().filter(|_| !force) {
+            // Only this process's writes, all in the index, changed new/ and cur/ since
+            // the last complete sync; dovecot-uidlist has the stamp that sync stored
+            // (every UID given since, by anyone, changed it).
+            if look == sync_watch::Look::Clean
+                && m.uidlist_stamp != Stamp::default()
+                && m.uidlist_stamp == uidlist_now
+            {
+                report.unchanged += 1;
+                return Ok(true);
+            }
+            // stat'ed again after the look: with the folder watched since before this
+            // stat, stamps that vouch for the index are a baseline for the watch. When
+            // the watch saw another process's change since its baseline, the folder is
+            // listed whatever the stamps say (the change may be in the stamps' tick).
+            let (new, cur) = stamps()?;
+            let now = SystemTime::now();
             let same = m.new_stamp == stamp(new)
                 && m.cur_stamp == stamp(cur)
                 && m.uidlist_stamp == uidlist_now;
-            if same && new.is_settled(now) && cur.is_settled(now) {
+            if look != sync_watch::Look::Changed
+                && same
+                && new.is_settled(now)
+                && cur.is_settled(now)
+            {
+                sync_watch::settled(path);
                 report.unchanged += 1;
                 return Ok(true);
             }
         }
+        sync_watch::listed(path);
 
         // The index is read before the folders are listed: a delivery renames its file
         // before it commits the index, so whatever the index holds now has its file on disk
@@ -403,6 +440,10 @@ impl UserStore {
         if !to_add.is_empty() {
             let settle = settle(complete);
             self.index.write(move |w| settle.apply(w, id))?;
+        }
+        if complete && !again {
+            // the listing (after the look) is all in the index: a baseline for the watch
+            sync_watch::settled(path);
         }
         Ok(!again)
     }

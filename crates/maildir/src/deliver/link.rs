@@ -86,6 +86,7 @@ pub fn link_unique(src: &Path, to: LinkInto<'_>) -> Result<Delivered, MaildirErr
         });
         match linked {
             Ok(remove_src) => {
+                crate::own_writes::done(&dest, crate::own_writes::Change::Appeared);
                 if remove_src {
                     if let Err(e) = fs::remove_file(src) {
                         // linked anyway; the tmp/ cleanup removes it later

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::filename::MaildirName;
 use crate::flags::{Flags, Keywords};
+use crate::own_writes::Change;
 use crate::scan::Sub;
 use crate::MaildirError;
 
@@ -124,7 +125,11 @@ pub fn rename_flags(
     match maildex_faults::hit(maildex_faults::Point::FlagRename)
         .and_then(|()| fs::rename(&src, &dest))
     {
-        Ok(()) => Ok(RenameOutcome::Renamed(new_name)),
+        Ok(()) => {
+            crate::own_writes::done(&src, Change::Gone);
+            crate::own_writes::done(&dest, Change::Appeared);
+            Ok(RenameOutcome::Renamed(new_name))
+        }
         // ENOENT can also mean cur/ is missing: only a missing source is "vanished".
         Err(e) if e.kind() == io::ErrorKind::NotFound && !exists(&src)? => {
             Ok(RenameOutcome::Vanished)
@@ -139,7 +144,10 @@ pub fn remove(mailbox: &Path, sub: Sub, file_name: &str) -> Result<bool, Maildir
     let path = sub.path(mailbox).join(file_name);
     crate::own_writes::note(&path);
     match fs::remove_file(&path) {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            crate::own_writes::done(&path, Change::Gone);
+            Ok(true)
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(MaildirError::io("unlink", &path, e)),
     }

@@ -16,3 +16,4 @@ mod sort_keys;
 mod store_ops;
 mod store_props;
 mod sync_stamps;
+mod sync_watch;

@@ -78,6 +78,19 @@ pub fn message(subject: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Delivers `n` small messages (subjects `m0`, `m1`, ...) to `mailbox` through the store.
+pub fn deliver_many(store: &UserStore, mailbox: &str, n: usize) {
+    for i in 0..n {
+        store
+            .deliver(
+                mailbox,
+                &mut &message(&format!("m{i}"))[..],
+                &Default::default(),
+            )
+            .expect("deliver");
+    }
+}
+
 /// Puts a message file into `folder/sub/name` as procmail or a sync tool would: written
 /// aside, then renamed in whole.
 pub fn put_file(folder: &Path, sub: &str, name: &str, bytes: &[u8]) -> PathBuf {
