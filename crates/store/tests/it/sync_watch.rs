@@ -193,3 +193,18 @@ fn a_folder_replaced_under_its_name_is_listed() {
     let r = store.sync_mailbox("Foo").unwrap();
     assert_eq!(r.added, 1, "{r:?}");
 }
+
+#[test]
+fn a_move_out_leaves_the_source_unlisted() {
+    let (s, store) = synced(10);
+    store.create_mailbox("Archive").unwrap();
+    let all = uids(&store);
+    let before = listings(&s);
+    let moved = store.move_messages("INBOX", "Archive", &all[..4]).unwrap();
+    assert_eq!(moved.pairs.len(), 4);
+    let r = store.sync_mailbox("INBOX").unwrap();
+    assert_eq!(r.unchanged, 1, "{r:?}");
+    assert_eq!(listings(&s), before, "INBOX was listed");
+    assert_eq!(inbox_states(&store).len(), 6);
+    assert_eq!(store.check().unwrap(), vec![]);
+}
