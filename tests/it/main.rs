@@ -40,6 +40,7 @@ mod imap {
     mod sort;
     mod special_use;
     mod store_race;
+    mod text_indexer;
 }
 
 mod lmtp {

@@ -384,6 +384,30 @@ impl Server {
         assert!(diffs.is_empty(), "{user}: {diffs:?}");
     }
 
+    /// Messages of the user whose full text is not indexed yet (every mailbox).
+    pub fn text_pending(&self, user: &str) -> usize {
+        let u = self.accounts.lookup(user).unwrap().unwrap();
+        let store = self.accounts.store(&u).unwrap();
+        store.pending_texts().unwrap().iter().map(|(_, n)| n).sum()
+    }
+
+    /// Waits (a bounded poll) until the daemon's background indexer has indexed the full
+    /// text of every message of the user; panics after [`PATIENCE`].
+    pub fn wait_text_indexed(&self, user: &str) {
+        let until = std::time::Instant::now() + PATIENCE;
+        loop {
+            let n = self.text_pending(user);
+            if n == 0 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "{user}: {n} messages still without full text"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// What SIGHUP does: re-reads the users and aliases files and the certificates.
     pub fn reload(&self) -> Result<(), String> {
         let (tx, rx) = std::sync::mpsc::channel();

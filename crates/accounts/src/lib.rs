@@ -51,6 +51,7 @@ pub use maildex_auth::LogName;
 pub use owner::Owner;
 pub use quota::{usage, StorageQuota};
 pub use sql::SqlConfigError;
+pub use stores::StoreOpened;
 pub use userdb::{Unavailable, UserDb};
 
 use cache::{Cache, CachedLogin, Hit};
@@ -826,6 +827,16 @@ impl Accounts {
             tracing::warn!(user = %user.name, error = %e, "could not create the configured folders");
         }
         Ok(store)
+    }
+
+    /// Registers `f`, called with every store opened from now on (once per open, on the
+    /// thread that opened it, outside the cache's lock): the daemon's background
+    /// full-text indexer watches each open store's change feed from there.
+    pub fn on_store_opened(&self, f: StoreOpened) {
+        self.stores
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .on_open = Some(f);
     }
 
     /// The stores open now (users logged in or delivered to within the last minute), for

@@ -36,7 +36,13 @@ pub(crate) struct Stores {
     pub(crate) max_idle: usize,
     /// A gate per user whose store is being opened ([`open_once`]).
     pub(crate) opening: HashMap<String, Arc<Mutex<()>>>,
+    /// Called with each store this cache opens ([`crate::Accounts::on_store_opened`]).
+    pub(crate) on_open: Option<StoreOpened>,
 }
+
+/// What [`crate::Accounts::on_store_opened`] registers: called with each store the cache
+/// opens, once per open, outside the cache's lock.
+pub type StoreOpened = Arc<dyn Fn(&Arc<UserStore>) + Send + Sync>;
 
 impl Default for Stores {
     fn default() -> Self {
@@ -45,6 +51,7 @@ impl Default for Stores {
             swept: None,
             max_idle: max_idle_open(),
             opening: HashMap::new(),
+            on_open: None,
         }
     }
 }
@@ -154,6 +161,11 @@ pub(crate) fn open_once<E>(
         key.to_owned(),
         (Arc::clone(&store), std::time::Instant::now()),
     );
+    let on_open = s.on_open.clone();
+    drop(s);
+    if let Some(f) = on_open {
+        f(&store);
+    }
     Ok(store)
 }
 

@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 pub mod autoexpunge;
 pub mod privileges;
+pub mod text_indexer;
 use tokio_util::sync::CancellationToken;
 
 /// Why the daemon could not start.
@@ -212,6 +213,8 @@ impl Bound {
             tracing::info!(listen = %l, "LMTP listening behind a proxy (PROXY protocol)");
         }
         let mut tasks = Vec::new();
+        // before the first store is opened: it watches every store opened from now on
+        tasks.extend(text_indexer::start(&accounts, shutdown.clone()));
         tasks.push(tokio::spawn(imap.run()));
         let token = shutdown.clone();
         tasks.push(tokio::spawn(async move {

@@ -276,7 +276,17 @@ impl<'t> Reader<'t> {
 
     /// The UIDs of `mailbox` in ascending order, from the keys alone (no value is decoded).
     pub fn uids(&self, mailbox: MailboxId) -> Result<Vec<Uid>, IndexError> {
-        let lo = msg_key(mailbox, Uid(0));
+        self.uids_from(mailbox, Uid(0), usize::MAX)
+    }
+
+    /// At most `max` UIDs of `mailbox` from `from` on, ascending, from the keys alone.
+    pub fn uids_from(
+        &self,
+        mailbox: MailboxId,
+        from: Uid,
+        max: usize,
+    ) -> Result<Vec<Uid>, IndexError> {
+        let lo = msg_key(mailbox, from);
         let hi = msg_key(mailbox, Uid::MAX);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         let mut out = Vec::new();
@@ -286,7 +296,7 @@ impl<'t> Reader<'t> {
             .remap_data_type::<heed::types::DecodeIgnore>()
             .range(self.txn, &range)
             .map_err(lmdb)?;
-        for item in iter {
+        for item in iter.take(max) {
             let (key, ()) = item.map_err(lmdb)?;
             let (_, uid) = split_msg_key(key).ok_or_else(|| {
                 IndexError::Corrupt(format!("message key of {} bytes", key.len()))
@@ -830,6 +840,31 @@ impl<'t, 'e> Writer<'t, 'e> {
         c.text.put_many(self.txn, mailbox, vec![(uid, stored)])?;
         c.sig.put_many(self.txn, mailbox, vec![(uid, sig)])?;
         Ok(true)
+    }
+
+    /// Stores the full-text records (encoded) and signatures of many messages of
+    /// `mailbox`, those of them still indexed (a message expunged meanwhile gets none):
+    /// the text written after the listing records (the background indexer, SEARCH,
+    /// `index rebuild`). Each segment is written once, and records above every stored one
+    /// are appended as a delivery's are. Not a change a client sees, so no modseq.
+    /// Returns how many were written.
+    pub fn put_texts(
+        &mut self,
+        mailbox: MailboxId,
+        items: Vec<(Uid, Vec<u8>, Vec<u8>)>,
+    ) -> Result<usize, IndexError> {
+        let (mut text, mut sig) = (Vec::with_capacity(items.len()), Vec::new());
+        for (uid, t, s) in items {
+            if self.reader().state(mailbox, uid)?.is_some() {
+                text.push((uid.get(), t));
+                sig.push((uid.get(), s));
+            }
+        }
+        let n = text.len();
+        let c = self.dbs.cache();
+        c.text.put_many(self.txn, mailbox.get(), text)?;
+        c.sig.put_many(self.txn, mailbox.get(), sig)?;
+        Ok(n)
     }
 
     /// Removes the full-text record and signature of message `uid` (tests of `index

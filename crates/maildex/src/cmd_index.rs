@@ -37,6 +37,12 @@ pub struct RebuildArgs {
     /// UIDs, flags, modseqs and the other records stay as they are.
     #[arg(long)]
     pub fts_only: bool,
+    /// Write the listing records only and leave the full text (what SEARCH BODY/TEXT
+    /// compare) to the daemon, which indexes it in the background at each user's next
+    /// use (a SEARCH indexes what it needs itself). Without it the full text is indexed
+    /// in the same run, after the listing records are committed.
+    #[arg(long, conflicts_with = "fts_only")]
+    pub defer_text: bool,
 }
 
 #[derive(Args, Debug)]
@@ -44,7 +50,7 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub users: UsersCmdArgs,
     /// Rewrite what can be rewritten from the message files in place (the full-text
-    /// records); what remains needs `index rebuild`.
+    /// records, and those not indexed yet); what remains needs `index rebuild`.
     #[arg(long)]
     pub repair: bool,
 }
@@ -64,6 +70,8 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let store = open_store(&config, &a.user)?;
+    let pending: std::collections::HashMap<String, usize> =
+        store.pending_texts()?.into_iter().collect();
     let index = store.index();
     let out = index.read(|r| {
         let mut out = String::new();
@@ -75,6 +83,11 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
             }
             out.push_str(&dump::mailbox(id, &m));
             out.push_str(&dump::text_stats(r, id)?);
+            if let Some(n) = pending.get(&m.name) {
+                out.push_str(&format!(
+                    "  fts-pending      {n} messages whose full text is not indexed yet\n"
+                ));
+            }
             let records = match a.uid {
                 Some(uid) => {
                     let uid = maildex_store::Uid(uid);
@@ -114,6 +127,7 @@ pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
     become_mail_owner(&config, &names)?;
     let tty = std::io::stderr().is_terminal();
     let (mut messages, mut mailboxes, mut unreadable, mut skipped) = (0, 0, 0, 0);
+    let (mut texts, mut text_time) = (0, Duration::ZERO);
     let started = std::time::Instant::now();
     for user in names {
         let paths = config
@@ -140,8 +154,34 @@ pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
             bar.finish_and_clear();
         }
         let rate = report.sync.added as f64 / report.elapsed.as_secs_f64().max(1e-9);
+        // the listing records are committed: listings use the index from here on; then the
+        // full text, in this run or by the daemon
+        let text = if r.defer_text || !config.storage.full_text {
+            let pending: usize = store.pending_texts()?.iter().map(|(_, n)| n).sum();
+            format!("full text of {pending} messages left to the daemon")
+        } else {
+            let total: usize = store.pending_texts()?.iter().map(|(_, n)| n).sum();
+            let bar = text_bar(tty, &user, total);
+            let t = store.index_all_pending_text(&mut |p| {
+                if let Some(bar) = &bar {
+                    bar.set_position(p.messages as u64);
+                }
+            })?;
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            texts += t.written;
+            text_time += t.elapsed;
+            unreadable += t.unreadable;
+            let rate = t.written as f64 / t.elapsed.as_secs_f64().max(1e-9);
+            format!(
+                "full text of {} messages in {:.2}s ({rate:.0} messages/s)",
+                t.written,
+                t.elapsed.as_secs_f64()
+            )
+        };
         println!(
-            "{user}: {} mailboxes, {} messages indexed in {:.2}s ({rate:.0} messages/s), {} unreadable",
+            "{user}: {} mailboxes, {} messages indexed in {:.2}s ({rate:.0} messages/s), {text}, {} unreadable",
             report.sync.mailboxes,
             report.sync.added,
             report.elapsed.as_secs_f64(),
@@ -155,8 +195,9 @@ pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
         unreadable += report.sync.unreadable.len();
     }
     println!(
-        "total: {mailboxes} mailboxes, {messages} messages, {unreadable} unreadable, \
-         {skipped} users with no mail yet, {:.2}s",
+        "total: {mailboxes} mailboxes, {messages} messages, full text of {texts} in {:.2}s, \
+         {unreadable} unreadable, {skipped} users with no mail yet, {:.2}s",
+        text_time.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
     Ok(if unreadable > 0 {
@@ -168,13 +209,27 @@ pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
 
 /// A progress bar of mailboxes for a user's rebuild, on a terminal.
 fn progress_bar(tty: bool, user: &str) -> Option<indicatif::ProgressBar> {
+    bar(
+        tty,
+        user,
+        0,
+        "{prefix} [{bar:30}] {pos}/{len} mailboxes, {msg}",
+    )
+}
+
+/// A progress bar of messages for a rebuild's full-text phase, on a terminal.
+fn text_bar(tty: bool, user: &str, total: usize) -> Option<indicatif::ProgressBar> {
+    let template = "{prefix} full text [{bar:30}] {pos}/{len} messages, {per_sec}";
+    bar(tty, user, total, template)
+}
+
+/// A progress bar of `len` steps drawn by `template`, on a terminal.
+fn bar(tty: bool, user: &str, len: usize, template: &str) -> Option<indicatif::ProgressBar> {
     tty.then(|| {
-        let bar = indicatif::ProgressBar::new(0);
+        let bar = indicatif::ProgressBar::new(len as u64);
         bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} mailboxes, {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         bar.set_prefix(user.to_string());
         bar
@@ -246,6 +301,24 @@ pub fn check(c: &CheckArgs) -> Result<ExitCode> {
             store.check()?.into_iter().partition(|d| !d.is_drift());
         for d in &pending {
             println!("{user}: {d}");
+        }
+        // messages whose full text is not indexed yet: listed, not differences
+        let mut texts_pending = false;
+        for (mailbox, n) in store.pending_texts()? {
+            if n > 0 {
+                texts_pending = true;
+                println!(
+                    "{user}: {mailbox}: {n} messages whose full text is not indexed yet \
+                     (the daemon, a SEARCH or `index check --repair` indexes them; not a difference)"
+                );
+            }
+        }
+        if c.repair && texts_pending {
+            let t = store.index_all_pending_text(&mut |_| {})?;
+            println!(
+                "{user}: full text of {} messages indexed, {} unreadable",
+                t.written, t.unreadable
+            );
         }
         // a delivery or sync in flight shows as a passing difference: report only what is
         // still there a moment later

@@ -69,8 +69,8 @@ enum IndexCommand {
     /// reports differences. Safe while the daemon runs.
     Rebuild(cmd_index::RebuildArgs),
     /// Report every difference between index and Maildir; exit status 1 if there is any.
-    /// Reads only and creates nothing (unless --repair); a folder not indexed yet is listed,
-    /// not a difference.
+    /// Reads only and creates nothing (unless --repair); a folder not indexed yet, and
+    /// messages whose full text is not indexed yet, are listed, not differences.
     Check(cmd_index::CheckArgs),
     /// Rewrite the index compactly. Needs the user's index closed (no sessions).
     Compact(cmd_index::UsersCmdArgs),

@@ -76,13 +76,12 @@ pub enum Difference {
         index: u64,
         disk: u64,
     },
-    /// The message's full-text record (what SEARCH BODY/TEXT compare) is missing or is
-    /// not what its file gives; `index check --repair` rewrites it.
-    Text {
-        mailbox: String,
-        uid: Uid,
-        missing: bool,
-    },
+    /// The message's full-text record (what SEARCH BODY/TEXT compare) is not what its
+    /// file gives; `index check --repair` rewrites it.
+    /// A message without one is not a difference: its full text is not indexed yet
+    /// (written after the listing records by the daemon's background indexer, a SEARCH
+    /// or `index rebuild`; [`UserStore::pending_texts`] counts them).
+    Text { mailbox: String, uid: Uid },
     /// The stored counters differ from the records.
     Counts {
         mailbox: String,
@@ -168,17 +167,11 @@ impl fmt::Display for Difference {
                     "{mailbox}: UID {uid} is {index} bytes in the index but {disk} on disk"
                 )
             }
-            Text {
-                mailbox,
-                uid,
-                missing,
-            } => {
-                let what = if *missing {
-                    "has no"
-                } else {
-                    "differs from its file in its"
-                };
-                write!(f, "{mailbox}: UID {uid} {what} full-text record")
+            Text { mailbox, uid } => {
+                write!(
+                    f,
+                    "{mailbox}: UID {uid} differs from its file in its full-text record"
+                )
             }
             Counts {
                 mailbox,
@@ -346,11 +339,11 @@ impl UserStore {
                         index: h.size,
                         disk: md.len(),
                     });
-                } else if let Some(missing) = self.text_drift(id, uid, &file, h)? {
+                } else if let Some(false) = self.text_drift(id, uid, &file, h)? {
+                    // a missing record (`Some(true)`) is a text not indexed yet: no drift
                     out.push(Difference::Text {
                         mailbox: mb.clone(),
                         uid,
-                        missing,
                     });
                 }
             }

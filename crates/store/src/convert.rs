@@ -6,7 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::SystemTime;
 
-use maildex_index::{flag, Built, MessageState, Stamp};
+use maildex_index::{flag, Built, MessageState, PartRecord, Stamp};
 use maildex_maildir::{DirStamp, Flags};
 
 use crate::StoreError;
@@ -75,41 +75,45 @@ pub(crate) fn unix_secs(t: SystemTime) -> i64 {
 /// Files up to this size are read into memory; larger ones are mapped.
 const READ_LIMIT: u64 = 256 * 1024;
 
-/// Reads a message file and builds its index record ([`build`]). INTERNALDATE is the
-/// file's mtime, as Dovecot keeps it for Maildir.
-pub(crate) fn index_file(
+/// Opens message file `path` and calls `f` with its bytes and its mtime (whole seconds).
+fn with_file<T>(
     path: &Path,
-    mut state: MessageState,
-    full_text: bool,
-) -> Result<Built, StoreError> {
+    f: impl FnOnce(&[u8], i64) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
     // O_NOFOLLOW, regular files only: a link planted in cur/ is not indexed (issue 15 #2)
     let mut file = maildex_maildir::open_message(path).map_err(|e| StoreError::io(path, e))?;
     let md = file.metadata().map_err(|e| StoreError::io(path, e))?;
-    state.internal_date = md.mtime();
     if md.len() <= READ_LIMIT {
         let mut bytes = Vec::with_capacity(md.len() as usize);
         file.read_to_end(&mut bytes)
             .map_err(|e| StoreError::io(path, e))?;
-        build(&bytes, state, full_text)
+        f(&bytes, md.mtime())
     } else {
         // SAFETY: Maildir message files are written once in tmp/ and never modified after
         // the rename (every Maildir tool, Dovecot included, relies on this); a tool that
         // truncated one in place while we map it could fault us, as it would Dovecot.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
-        build(&map, state, full_text)
+        f(&map, md.mtime())
     }
+}
+
+/// Reads a message file and builds its index record ([`build`]: no full text). INTERNALDATE
+/// is the file's mtime, as Dovecot keeps it for Maildir.
+pub(crate) fn index_file(path: &Path, mut state: MessageState) -> Result<Built, StoreError> {
+    with_file(path, |bytes, mtime| {
+        state.internal_date = mtime;
+        build(bytes, state)
+    })
 }
 
 /// The index record of a message: the MIME summary's fields (maildex-index) and what
 /// SEARCH's header criteria compare (maildex-text), so every path that indexes a message
-/// (delivery, APPEND, COPY of a file, sync, rebuild) stores both; and, when `full_text`
-/// (`[storage] full_text`), what SEARCH BODY/TEXT compare. Without it the record has no
-/// text (`text` and `text_sig` empty: nothing is written to `fts-text`/`fts-sig`).
-pub(crate) fn build(
-    bytes: &[u8],
-    state: MessageState,
-    full_text: bool,
-) -> Result<Built, StoreError> {
+/// (delivery, APPEND, COPY of a file, sync, rebuild) stores both. Not the full text
+/// (`text` and `text_sig` stay empty: no `fts-text`/`fts-sig` record is written): that is
+/// written after the listing records, by [`crate::UserStore::index_pending_text`] (the
+/// daemon's background indexer, SEARCH BODY/TEXT, `index rebuild`), so that extracting
+/// it never slows delivery (issues 18 #3, 19 #1).
+pub(crate) fn build(bytes: &[u8], state: MessageState) -> Result<Built, StoreError> {
     let summary = maildex_mime::summarize(bytes);
     let mut built = maildex_index::build(bytes, &summary, state)?;
     let root = &summary.root;
@@ -120,24 +124,49 @@ pub(crate) fn build(
     // decoding and the comparison forms are maildex-text's)
     built.record.cached.sort = maildex_text::sort_keys(header, &summary.envelope);
     built.record.cached.search = maildex_text::search_fields(header);
-    if !full_text {
-        return Ok(built);
-    }
-    // and what SEARCH BODY/TEXT compare, stored so no SEARCH reads the file (issue 18 #2):
-    // the scan's rule (text parts decoded, HTML as written), normalised
-    let text = maildex_text::MessageText::extract(
-        bytes,
-        &built.record.cached.parts,
-        maildex_text::Html::AsWritten,
-    );
+    Ok(built)
+}
+
+/// What SEARCH BODY/TEXT compare of a message (issue 18 #2), from its bytes and its part
+/// tree as the index stores it: the scan's rule (text parts decoded, HTML as written),
+/// normalised. Returns the encoded `fts-text` record and its `fts-sig` signature. Even a
+/// message without any text gets a record (an empty one, a few bytes), so a message
+/// without a record is one whose text is not indexed yet, nothing else.
+pub(crate) fn text(bytes: &[u8], parts: &PartRecord) -> Result<(Vec<u8>, Vec<u8>), StoreError> {
+    let text = maildex_text::MessageText::extract(bytes, parts, maildex_text::Html::AsWritten);
     let mut record = maildex_text::SearchText::new(text).into_record();
-    built.record.cached.text_sig = maildex_index::signature(&record);
+    let sig = maildex_index::signature(&record);
     // the signature covers the header text, the record does not: the header blocks are
     // in the `headers` column already, and TEXT decodes them from there (a third of the
     // stored text's bytes, docs/INDEX-FORMAT.md)
     record.headers.clear();
-    built.record.cached.text = record.encode()?;
-    Ok(built)
+    Ok((record.encode()?, sig))
+}
+
+/// [`text`] of message file `path`, whose stored part tree is `parts`.
+pub(crate) fn text_of_file(
+    path: &Path,
+    parts: &PartRecord,
+) -> Result<(Vec<u8>, Vec<u8>), StoreError> {
+    with_file(path, |bytes, _| text(bytes, parts))
+}
+
+/// The whole index record of message file `path`, full text included, parsed afresh
+/// (what `index check` compares the stored records with, and what it repairs them to).
+pub(crate) fn index_file_with_text(path: &Path, state: MessageState) -> Result<Built, StoreError> {
+    with_file(path, |bytes, mtime| {
+        let mut built = build(
+            bytes,
+            MessageState {
+                internal_date: mtime,
+                ..state
+            },
+        )?;
+        let (t, sig) = text(bytes, &built.record.cached.parts)?;
+        built.record.cached.text = t;
+        built.record.cached.text_sig = sig;
+        Ok(built)
+    })
 }
 
 #[cfg(test)]

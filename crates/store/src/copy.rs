@@ -539,7 +539,7 @@ impl UserStore {
                 ),
                 None => {
                     let file = p.sub.path(&d.path).join(&p.file_name);
-                    let built = convert::index_file(&file, p.state.clone(), self.opts.full_text)?;
+                    let built = convert::index_file(&file, p.state.clone())?;
                     (built.record, built.headers)
                 }
             };

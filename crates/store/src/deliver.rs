@@ -223,7 +223,7 @@ impl UserStore {
         tmp.set_mtime(opts.internal_date.unwrap_or_else(SystemTime::now));
         tmp.sync()?;
         let target = self.placement(name, &path, opts)?;
-        let built = convert::index_file(tmp.path(), target.state.clone(), self.opts.full_text)?;
+        let built = convert::index_file(tmp.path(), target.state.clone())?;
         let serial = self.mailbox_lock(name);
         let held = serial.add();
         // nothing after the rename may fail without removing the file again (finish)

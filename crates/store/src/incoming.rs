@@ -18,8 +18,6 @@ use crate::{convert, StoreError, UserStore};
 #[derive(Debug)]
 pub struct IncomingMessage {
     tmp: TmpFile,
-    /// `[storage] full_text`: store what SEARCH BODY/TEXT compare.
-    full_text: bool,
 }
 
 impl IncomingMessage {
@@ -48,9 +46,9 @@ impl IncomingMessage {
                     internal_date: convert::unix_secs(mtime),
                     ..MessageState::default()
                 };
-                convert::build(bytes, state, self.full_text)?
+                convert::build(bytes, state)?
             }
-            _ => convert::index_file(tmp.path(), MessageState::default(), self.full_text)?,
+            _ => convert::index_file(tmp.path(), MessageState::default())?,
         };
         Ok(PreparedMessage {
             path: tmp.path().to_path_buf(),
@@ -80,7 +78,6 @@ impl UserStore {
         let (_, path) = self.delivery_target(mailbox)?;
         Ok(IncomingMessage {
             tmp: self.tmp_in(&path)?,
-            full_text: self.opts.full_text,
         })
     }
 }
@@ -97,10 +94,7 @@ mod tests {
     fn prepared(dir: &std::path::Path, when: SystemTime, whole: Option<&[u8]>) -> String {
         let mut tmp = TmpFile::create(dir).unwrap();
         tmp.set_durable(false);
-        let mut m = IncomingMessage {
-            tmp,
-            full_text: true,
-        };
+        let mut m = IncomingMessage { tmp };
         m.write_all(MSG).unwrap();
         let p = m.prepare(Some(when), whole).unwrap();
         assert_eq!(p.message_id().as_deref(), Some("<x@y>"));

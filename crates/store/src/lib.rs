@@ -37,6 +37,7 @@ mod special;
 mod subscriptions;
 mod sync;
 pub mod sync_watch;
+mod text_index;
 mod uids;
 pub mod watch;
 
@@ -82,6 +83,7 @@ pub use rebuild::{Progress, RebuildReport};
 pub use special::{AutoCreate, MailboxSetting};
 pub use subscriptions::SUBSCRIPTIONS_FILE;
 pub use sync::{SyncReport, FAST_SYNC_INTERVAL};
+pub use text_index::{TextPass, TextReport, TEXT_BATCH};
 pub use watch::{DirWatch, DirWatcher};
 
 /// What can go wrong in the store.

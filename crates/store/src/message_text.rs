@@ -1,6 +1,7 @@
-//! Message text for SEARCH BODY/TEXT: the normalised text stored in the index when the
-//! message was indexed (the `fts-text` column, written by every indexing path through
-//! `convert::build`), so the IMAP crate does no MIME work and no SEARCH opens a file.
+//! Message text for SEARCH BODY/TEXT: the normalised text stored in the index after the
+//! message's listing records (the `fts-text` column, written through `convert::text` by
+//! the background indexer, SEARCH itself or a rebuild: `text_index.rs`), so the IMAP crate
+//! does no MIME work and no SEARCH opens a file.
 
 use std::ops::ControlFlow;
 
@@ -12,7 +13,11 @@ use crate::{Loaded, Mailbox, MailboxId, StoreError, Uid, UserStore};
 /// The index record of a message from its bytes, built as delivery builds it (for tests
 /// and tools that need a record, and so its part tree, without a Maildir).
 pub fn build_record(bytes: &[u8], state: MessageState) -> Result<Built, StoreError> {
-    crate::convert::build(bytes, state, true)
+    let mut built = crate::convert::build(bytes, state)?;
+    let (text, sig) = crate::convert::text(bytes, &built.record.cached.parts)?;
+    built.record.cached.text = text;
+    built.record.cached.text_sig = sig;
+    Ok(built)
 }
 
 /// Names a text record in a decoding error.
@@ -47,8 +52,9 @@ impl UserStore {
     /// (ascending): what SEARCH BODY and TEXT compare. The bodies' text is the stored
     /// record (`fts-text`); with `headers` (a TEXT key) the header text is decoded from
     /// the stored header blocks (the record does not repeat them). A message without a
-    /// record (indexed while `[storage] full_text` was off, or drift) has its file read
-    /// and extracted by the same rule instead, so no answer misses it. A UID not called
+    /// record (indexed while `[storage] full_text` was off, or pending and its file
+    /// unreadable when SEARCH tried to index it: [`UserStore::index_texts_of`]) has its
+    /// file read and extracted by the same rule instead, so no answer misses it. A UID not called
     /// for is not in the index (expunged meanwhile), or has no record and a file that
     /// cannot be read (renamed or removed by another tool since).
     pub fn visit_search_texts(
@@ -142,6 +148,39 @@ impl UserStore {
     }
 }
 
+/// Calls `f` with (index in `uids`, stored value of `column`) of each of `uids`
+/// (ascending) of mailbox `id` that has one: a walk of the whole range for a dense set,
+/// a lookup of each segment for a sparse one.
+pub(crate) fn visit_fts(
+    r: &maildex_index::Reader<'_>,
+    column: Fts,
+    id: MailboxId,
+    uids: &[Uid],
+    mut f: impl FnMut(usize, &[u8]),
+) -> Result<(), maildex_index::IndexError> {
+    let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+        return Ok(());
+    };
+    if crate::read::walk_whole_range(first, last, uids.len()) {
+        r.for_each_fts(column, id, first..=last, |uid, v| {
+            if let Ok(i) = uids.binary_search(&uid) {
+                f(i, v);
+            }
+            Ok(ControlFlow::Continue(()))
+        })
+    } else {
+        let mut i = 0;
+        r.fts_of(column, id, uids, |uid, v| {
+            // both ascending: i catches up with uid
+            while uids.get(i).is_some_and(|&u| u < uid) {
+                i += 1;
+            }
+            f(i, v);
+            Ok(ControlFlow::Continue(()))
+        })
+    }
+}
+
 /// Messages without a stored text whose part trees are loaded at once.
 const FILE_BATCH: usize = 256;
 
@@ -157,10 +196,7 @@ impl UserStore {
         needles: &[String],
     ) -> Result<Vec<bool>, StoreError> {
         let mut out = vec![true; uids.len()];
-        let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
-            return Ok(out);
-        };
-        if needles.iter().all(|n| n.len() < 3) {
+        if uids.is_empty() || needles.iter().all(|n| n.len() < 3) {
             return Ok(out);
         }
         let id = mailbox.id();
@@ -170,25 +206,11 @@ impl UserStore {
                 .all(|n| maildex_index::may_contain(sig, n.as_bytes()))
         };
         self.index.read(|r| {
-            if crate::read::walk_whole_range(first, last, uids.len()) {
-                r.for_each_fts(Fts::Sig, id, first..=last, |uid, sig| {
-                    if let Ok(i) = uids.binary_search(&uid) {
-                        out[i] = passes(sig);
-                    }
-                    Ok(ControlFlow::Continue(()))
-                })
-            } else {
-                let mut i = 0;
-                r.fts_of(Fts::Sig, id, uids, |uid, sig| {
-                    while uids.get(i).is_some_and(|&u| u < uid) {
-                        i += 1;
-                    }
-                    if let Some(o) = out.get_mut(i) {
-                        *o = passes(sig);
-                    }
-                    Ok(ControlFlow::Continue(()))
-                })
-            }
+            visit_fts(r, Fts::Sig, id, uids, |i, sig| {
+                if let Some(o) = out.get_mut(i) {
+                    *o = passes(sig);
+                }
+            })
         })?;
         Ok(out)
     }
@@ -196,10 +218,11 @@ impl UserStore {
 
 impl UserStore {
     /// Whether the stored text record of message `uid` of mailbox `id` is missing
-    /// (`Some(true)`) or differs from what its file `path` gives (`Some(false)`), for
-    /// `index check`. `None`: it agrees, or the file cannot be read (reported otherwise).
-    /// With `[storage] full_text` off a missing record is no drift (BODY/TEXT read the
-    /// file then), but a stored one is still compared: SEARCH uses it.
+    /// (`Some(true)`: not indexed yet, the file is not read) or differs from what its file
+    /// `path` gives (`Some(false)`), for `index check`. `None`: it agrees, or the file
+    /// cannot be read (reported otherwise). With `[storage] full_text` off a missing
+    /// record is nothing (BODY/TEXT read the file then), but a stored one is still
+    /// compared: SEARCH uses it.
     pub(crate) fn text_drift(
         &self,
         id: MailboxId,
@@ -207,14 +230,13 @@ impl UserStore {
         path: &std::path::Path,
         state: &MessageState,
     ) -> Result<Option<bool>, StoreError> {
-        if !self.opts.full_text
-            && self
-                .index
-                .read(|r| Ok(r.fts(Fts::Text, id, uid)?.is_none()))?
+        if self
+            .index
+            .read(|r| Ok(r.fts(Fts::Text, id, uid)?.is_none()))?
         {
-            return Ok(None);
+            return Ok(self.opts.full_text.then_some(true));
         }
-        let Ok(built) = crate::convert::index_file(path, state.clone(), true) else {
+        let Ok(built) = crate::convert::index_file_with_text(path, state.clone()) else {
             return Ok(None);
         };
         let want = TextRecord::decode(&built.record.cached.text, &What(id, uid))?;
@@ -253,7 +275,7 @@ impl UserStore {
         let path = sub
             .path(&self.mailbox_path(mailbox)?)
             .join(&state.file_name);
-        let built = match crate::convert::index_file(&path, state, true) {
+        let built = match crate::convert::index_file_with_text(&path, state) {
             Ok(b) => b,
             Err(StoreError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(false)
@@ -303,7 +325,7 @@ impl UserStore {
                         maildex_maildir::Sub::Cur
                     };
                     let path = sub.path(&dir).join(&state.file_name);
-                    match crate::convert::index_file(&path, state.clone(), true) {
+                    match crate::convert::index_file_with_text(&path, state.clone()) {
                         Ok(b) => {
                             let c = b.record.cached;
                             batch.push((*uid, c.text, c.text_sig));
@@ -370,6 +392,12 @@ mod tests {
             let msg = format!("Subject: t\r\n\r\n{body}\r\n");
             s.deliver("INBOX", &mut msg.as_bytes(), &opts).unwrap();
         }
+        // delivery writes no full text: not indexed yet, which is no drift
+        let pending = |n: usize| vec![("INBOX".to_string(), n)];
+        assert_eq!(s.check().unwrap(), vec![]);
+        assert_eq!(s.pending_texts().unwrap(), pending(3));
+        let pass = s.index_pending_text("INBOX", Uid::MIN, 100).unwrap();
+        assert_eq!((pass.written, pass.unreadable, pass.next), (3, 0, None));
         assert_eq!(s.check().unwrap(), vec![]);
         let got = texts(&s, &[1, 2, 3]);
         assert_eq!(got.len(), 3);
@@ -411,14 +439,17 @@ mod tests {
             .unwrap();
         let mut diffs = s.check().unwrap();
         diffs.sort_by_key(|d| d.to_string());
-        let text = |uid, missing| Difference::Text {
+        let text = |uid| Difference::Text {
             mailbox: "INBOX".into(),
             uid,
-            missing,
         };
-        assert_eq!(diffs, vec![text(Uid(2), false), text(Uid(3), true)]);
-        assert_eq!(diffs[1].to_string(), "INBOX: UID 3 has no full-text record");
-        assert!(diffs.iter().all(Difference::is_drift));
+        assert_eq!(diffs, vec![text(Uid(2))]);
+        assert_eq!(s.pending_texts().unwrap(), pending(1));
+        assert_eq!(
+            diffs[0].to_string(),
+            "INBOX: UID 2 differs from its file in its full-text record"
+        );
+        assert!(diffs[0].is_drift());
         // a search sees what is stored (UID 2 the wrong one), and UID 3's file
         let got = texts(&s, &[1, 2, 3]);
         assert_eq!(got.len(), 3);

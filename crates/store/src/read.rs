@@ -584,7 +584,7 @@ fn changes(
 }
 
 /// [`UserStore::load`] in a read transaction (the states left default without `states`).
-fn load_batch(
+pub(crate) fn load_batch(
     r: &Reader<'_>,
     id: MailboxId,
     uids: &[Uid],

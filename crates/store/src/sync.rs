@@ -394,7 +394,7 @@ impl UserStore {
             });
             let mut sent = Ok(());
             for chunk in to_add.chunks(BATCH) {
-                let parsed = parse_in_parallel(chunk, path, workers, self.opts.full_text);
+                let parsed = parse_in_parallel(chunk, path, workers);
                 let mut built: Vec<(u32, Built)> = Vec::with_capacity(chunk.len());
                 for ((uid, e), result) in chunk.iter().zip(parsed) {
                     let file = e.sub.path(path).join(&e.file_name);
@@ -623,28 +623,9 @@ fn parse_in_parallel(
     chunk: &[(u32, &Entry)],
     path: &Path,
     workers: usize,
-    full_text: bool,
 ) -> Vec<Result<Built, StoreError>> {
-    let build = |(_, e): &(u32, &Entry)| {
-        convert::index_file(
-            &e.sub.path(path).join(&e.file_name),
-            entry_state(e),
-            full_text,
-        )
-    };
-    if workers <= 1 || chunk.len() < 2 {
-        return chunk.iter().map(build).collect();
-    }
-    let per = chunk.len().div_ceil(workers);
-    std::thread::scope(|scope| {
-        let parts: Vec<_> = chunk
-            .chunks(per)
-            .map(|part| scope.spawn(move || part.iter().map(build).collect::<Vec<_>>()))
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+    crate::text_index::map_in_parallel(chunk, workers, |(_, e)| {
+        convert::index_file(&e.sub.path(path).join(&e.file_name), entry_state(e))
     })
 }
 

@@ -198,6 +198,11 @@ impl Session {
                         // text is read (decompressed one at a time, never kept). First the
                         // candidate signatures drop the messages whose text certainly lacks
                         // a string the keys require.
+                        // first the texts not indexed yet (delivered since the background
+                        // indexer's last pass): indexed here, so the answer misses none
+                        // (issue 18 #3)
+                        let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
+                        s.index_texts_of(&m, &uids)?;
                         let needles = search::required_texts(&k);
                         if !needles.is_empty() {
                             let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();

@@ -17,3 +17,4 @@ mod store_ops;
 mod store_props;
 mod sync_stamps;
 mod sync_watch;
+mod text_index;
