@@ -533,6 +533,8 @@ pub struct Writer<'t, 'e> {
     /// The clock when this write began: no modseq it gives is lower (see
     /// [`Reader::mailbox`]).
     now: ModSeq,
+    /// Set by [`Writer::quietly`].
+    quiet: bool,
 }
 
 impl<'t, 'e> Writer<'t, 'e> {
@@ -541,7 +543,20 @@ impl<'t, 'e> Writer<'t, 'e> {
             dbs,
             txn,
             now: modseq_floor(),
+            quiet: false,
         }
+    }
+
+    /// Declares that this operation changes no mail, only what is derived from it and read
+    /// by no session unasked (the full text the background indexer writes after the
+    /// delivery): a commit whose every change is quiet wakes no commit listener (IDLE
+    /// sessions, the indexer's own watch) and is not counted in [`crate::Index::commits`].
+    pub fn quietly(&mut self) {
+        self.quiet = true;
+    }
+
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.quiet
     }
 
     /// Lookups that see this transaction's own changes.

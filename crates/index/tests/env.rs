@@ -466,6 +466,41 @@ fn a_write_that_changes_nothing_is_no_commit_and_wakes_no_one() {
     assert!(rx.has_changed());
 }
 
+#[test]
+fn a_quiet_write_of_full_text_is_no_commit_and_wakes_no_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    index
+        .write(move |w| w.insert_message(id, Uid(1), msg(0, 1, 0), Vec::new()))
+        .unwrap();
+    let rx = Woken::on(&index);
+    let before = index.commits();
+    let text = move |w: &mut maildex_index::Writer<'_, '_>| {
+        w.put_texts(id, vec![(Uid(1), b"text".to_vec(), b"sig".to_vec())])
+    };
+    let written = index
+        .write(move |w| {
+            w.quietly();
+            text(w)
+        })
+        .unwrap();
+    assert_eq!(written, 1);
+    assert!(
+        index
+            .read(|r| r.fts(maildex_index::Fts::Sig, id, Uid(1)))
+            .unwrap()
+            .is_some(),
+        "the quiet write was committed"
+    );
+    assert_eq!(index.commits(), before, "a quiet write is not counted");
+    assert!(!rx.has_changed(), "and wakes no IDLE session");
+    // the same write not declared quiet does
+    index.write(text).unwrap();
+    assert_eq!(index.commits(), before + 1);
+    assert!(rx.has_changed());
+}
+
 /// A commit listener that remembers whether it was called since it was last asked.
 struct Woken {
     called: Arc<std::sync::atomic::AtomicBool>,

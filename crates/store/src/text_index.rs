@@ -264,6 +264,8 @@ impl UserStore {
                 continue;
             }
             written += self.index.write_retrying(move |w| {
+                // text only: no session has anything to report for it
+                w.quietly();
                 let mut put = Vec::with_capacity(items.len());
                 for (uid, base, text, sig) in &items {
                     // still the message whose file was read (a UIDVALIDITY change renumbers)

@@ -105,6 +105,30 @@ fn a_rebuild_that_defers_the_text_leaves_it_to_the_daemon() {
     assert_eq!(uids(&mut c, "UID SEARCH BODY again").len(), 30);
 }
 
+#[test]
+fn the_indexer_waits_while_a_session_command_runs_and_is_not_starved_by_one() {
+    let s = Server::start();
+    s.deliver("alice", &message(0, "first"));
+    s.wait_text_indexed("alice");
+    let u = s.accounts.lookup("alice").unwrap().unwrap();
+    let store = s.accounts.store(&u).unwrap();
+    // what a session holds while its command runs (a listing right after a bulk delivery)
+    let command = store.foreground();
+    for i in 1..=10 {
+        s.deliver("alice", &message(i, "busy"));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        text_uids(&s),
+        vec![1],
+        "no text written while the command runs"
+    );
+    // a command that never ends defers the text; it does not stop it
+    s.wait_text_indexed("alice");
+    assert_eq!(text_uids(&s), (1..=11).collect::<Vec<u32>>());
+    drop(command);
+}
+
 /// UIDs of alice's INBOX with a full-text record.
 fn text_uids(s: &Server) -> Vec<u32> {
     let u = s.accounts.lookup("alice").unwrap().unwrap();

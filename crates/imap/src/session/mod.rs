@@ -381,6 +381,12 @@ impl Session {
         let name = cmd.name();
         tracing::trace!(tag = %tag, command = name, "command");
         self.stats.commands += 1;
+        // the user's background work (the full-text indexer) steps aside while a command
+        // runs; IDLE waits rather than works
+        let _foreground = match (&cmd, self.state.authed()) {
+            (Command::Idle, _) | (_, None) => None,
+            (_, Some(authed)) => Some(authed.store.foreground()),
+        };
         let result = match self.state.permits(&cmd) {
             Ok(()) => self.dispatch(&tag, cmd).await,
             Err(e) => Err(e),
