@@ -20,7 +20,7 @@
 //! messages it compares itself.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -46,7 +46,13 @@ struct Queued {
     walk: Mutex<Option<(VecDeque<String>, Uid)>>,
     /// Since when its next batch has been deferred for its user's sessions ([`may_start`]).
     deferred_since: Mutex<Option<Instant>>,
+    /// [`UserStore::index_version`] when a walk last found nothing pending ([`NOT_SEEN`]
+    /// before): unchanged, a recheck needs no walk.
+    complete_at: AtomicU64,
 }
+
+/// [`Queued::complete_at`] before any walk found the user's texts complete.
+const NOT_SEEN: u64 = u64::MAX;
 
 /// The queue the stores' tasks fill and the indexer thread empties.
 #[derive(Default)]
@@ -138,6 +144,7 @@ pub fn start(
             again: AtomicBool::new(false),
             walk: Mutex::new(None),
             deferred_since: Mutex::new(None),
+            complete_at: AtomicU64::new(NOT_SEEN),
         });
         let feed = store.change_feed();
         let (queue, shutdown) = (Arc::clone(&hook_queue), hook_shutdown.clone());
@@ -186,6 +193,14 @@ fn work(queue: &Queue, shutdown: &CancellationToken) {
         let Some(store) = q.store.upgrade() else {
             continue;
         };
+        if nothing_new(&store, &q) {
+            q.queued.store(false, Ordering::Release);
+            // a commit after the check queued nothing (`queued` was still set)
+            if q.again.swap(false, Ordering::AcqRel) {
+                queue.push(&q);
+            }
+            continue;
+        }
         if !may_start(&store, &q, queue) {
             // another user's batch first; this one keeps its place in the books
             // (`queued` stays set) and goes to the end of the queue
@@ -230,10 +245,20 @@ fn may_start(store: &UserStore, q: &Queued, queue: &Queue) -> bool {
     false
 }
 
+/// No walk is in progress and no process has committed to the user's index since a walk
+/// found every text written: a recheck (every [`RECHECK`] for each open store) costs one
+/// read of LMDB's meta page instead of a walk over every UID (12.5 ms at 30,000).
+fn nothing_new(store: &UserStore, q: &Queued) -> bool {
+    let walking = q.walk.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+    !walking && store.index_version() == q.complete_at.load(Ordering::Acquire)
+}
+
 /// One batch of `q`'s walk over its user's mailboxes. Returns whether the walk goes on.
 fn step(store: &UserStore, q: &Queued) -> bool {
     let mut walk = q.walk.lock().unwrap_or_else(|p| p.into_inner());
     if walk.is_none() {
+        // read before the walk: a commit during it makes the next check walk again
+        let version = store.index_version();
         match store.pending_texts() {
             Ok(boxes) => {
                 let names: VecDeque<String> = boxes
@@ -242,6 +267,7 @@ fn step(store: &UserStore, q: &Queued) -> bool {
                     .map(|(name, _)| name)
                     .collect();
                 if names.is_empty() {
+                    q.complete_at.store(version, Ordering::Release);
                     return false;
                 }
                 *walk = Some((names, Uid::MIN));

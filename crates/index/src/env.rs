@@ -422,6 +422,14 @@ impl Index {
         }
     }
 
+    /// LMDB's id of the last committed write transaction, by any process: unchanged, the
+    /// index holds what it held when it was read last (quiet commits count too).
+    pub fn last_txn_id(&self) -> u64 {
+        let _guard = self.resize.read().unwrap_or_else(|p| p.into_inner());
+        self.cell
+            .with_dependent(|env, _| u64::try_from(env.info().last_txn_id).unwrap_or(u64::MAX))
+    }
+
     /// Map size in use and bytes actually used by the data file's pages.
     pub fn usage(&self) -> (usize, usize) {
         let _guard = self.resize.read().unwrap_or_else(|p| p.into_inner());

@@ -144,6 +144,13 @@ impl UserStore {
         })?)
     }
 
+    /// A number that changes whenever any process commits to the user's index: the same
+    /// number after a [`UserStore::pending_texts`] that found nothing means nothing can be
+    /// pending yet (the background indexer's recheck skips its walk then).
+    pub fn index_version(&self) -> u64 {
+        self.index.last_txn_id()
+    }
+
     /// Indexes the full text of at most `limit` messages of `mailbox` that have none yet,
     /// from UID `from` on, in UID order, [`TEXT_BATCH`] per write through the index's one
     /// write path: the daemon's background indexer calls it in small steps, `index

@@ -383,14 +383,24 @@ impl Session {
         self.stats.commands += 1;
         // the user's background work (the full-text indexer) steps aside while a command
         // runs; IDLE waits rather than works
-        let _foreground = match (&cmd, self.state.authed()) {
-            (Command::Idle, _) | (_, None) => None,
-            (_, Some(authed)) => Some(authed.store.foreground()),
+        let idle = matches!(cmd, Command::Idle);
+        let foreground = match self.state.authed() {
+            Some(authed) if !idle => Some(authed.store.foreground()),
+            _ => None,
         };
         let result = match self.state.permits(&cmd) {
             Ok(()) => self.dispatch(&tag, cmd).await,
             Err(e) => Err(e),
         };
+        // a LOGIN or AUTHENTICATE that opened the store counts as a command ending now:
+        // the client's next one (a SELECT) comes within the grace, before the indexer
+        // walks the store it just opened
+        if foreground.is_none() && !idle {
+            if let Some(authed) = self.state.authed() {
+                drop(authed.store.foreground());
+            }
+        }
+        drop(foreground);
         match result {
             Ok(Done::Ok(text)) => {
                 self.tagged(&tag, Status::Ok, None, &text);
