@@ -335,6 +335,14 @@ impl MaildexServer {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+        // the background full-text indexer writes what start-up or the last run left
+        // pending (a corpus just copied in: seconds of CPU); measured meanwhile, a
+        // workload would share the cores with it, Dovecot's included
+        if let Some(pid) = self.child.as_ref().map(Child::id) {
+            if !cpu_settles(pid, Duration::from_secs(120)) {
+                eprintln!("  maildex  still busy 120 s after its start; measuring anyway");
+            }
+        }
         Ok(())
     }
 
@@ -359,6 +367,32 @@ impl MaildexServer {
             let _ = c.wait();
         }
     }
+}
+
+/// Waits until process `pid` used at most one clock tick of CPU in each of three 100 ms
+/// windows in a row, or `at_most`; whether it settled.
+fn cpu_settles(pid: u32, at_most: Duration) -> bool {
+    let ticks = || -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    };
+    let deadline = Instant::now() + at_most;
+    let (mut last, mut quiet) = (ticks(), 0);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = ticks();
+        match (last, now) {
+            (Some(a), Some(b)) if b.saturating_sub(a) <= 1 => quiet += 1,
+            (Some(_), Some(_)) => quiet = 0,
+            _ => return true,
+        }
+        if quiet >= 3 {
+            return true;
+        }
+        last = now;
+    }
+    false
 }
 
 /// Whether the server at `addr` sends its greeting (IMAP `* OK`, LMTP `220`) within a

@@ -213,6 +213,9 @@ pub struct Accounts {
     /// aliases file only).
     remote: Option<Arc<dyn UserDb>>,
     stores: Mutex<Stores>,
+    /// The session commands running, shared by every store opened here (the full-text
+    /// indexer steps aside for them: `UserStore::foreground`).
+    foreground: maildex_store::Foreground,
     watch: Mutex<Watch>,
     /// Folded names of the users whose mail was synced since the start (or whose sync was
     /// begun); `None` when [`Accounts::store`] does not sync (admin commands, `deliver`).
@@ -347,6 +350,7 @@ impl Accounts {
             remote,
             config,
             stores: Mutex::default(),
+            foreground: maildex_store::Foreground::default(),
             watch: Mutex::new(Watch {
                 checked: std::time::Instant::now(),
                 files,
@@ -776,6 +780,13 @@ impl Accounts {
         stores::open_once(&self.stores, &key, || self.open_new_store(user, folders))
     }
 
+    /// [`store_options`] with this process's shared [`maildex_store::Foreground`].
+    fn store_options(&self) -> StoreOptions {
+        let mut opts = store_options(&self.config);
+        opts.foreground = self.foreground.clone();
+        opts
+    }
+
     fn open_new_store(&self, user: &User, folders: bool) -> Result<UserStore, AccountsError> {
         // before anything of the user's is created or opened: files made as another owner
         // than the directory's would be unreadable to the user's other tools (and to us
@@ -805,7 +816,7 @@ impl Accounts {
             let made = UserStore::create_new(
                 &paths.maildir,
                 &paths.index_dir,
-                store_options(&self.config),
+                self.store_options(),
                 folders,
             )
             .map_err(store_error)?;
@@ -815,12 +826,9 @@ impl Accounts {
             }
             made
         } else {
-            let store = UserStore::open_upgrading(
-                &paths.maildir,
-                &paths.index_dir,
-                store_options(&self.config),
-            )
-            .map_err(store_error)?;
+            let store =
+                UserStore::open_upgrading(&paths.maildir, &paths.index_dir, self.store_options())
+                    .map_err(store_error)?;
             (store, Ok(Vec::new()))
         };
         if let Err(e) = folders {

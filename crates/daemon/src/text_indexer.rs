@@ -12,9 +12,9 @@
 //!   their pending texts [`TEXT_BATCH`] messages per transaction, the user going back to
 //!   the end of the queue after each batch, so that commands and deliveries (at nice 0)
 //!   get the cores and the index first;
-//! - before each batch it waits while a session of the same user runs a command (and for
-//!   a moment after it), at most [`YIELD_AT_MOST`], so that a listing right after a bulk
-//!   delivery does not share its user's writer and cores with the indexer.
+//! - before each batch it waits while a session (of any user) runs a command and for a
+//!   moment after it, at most [`YIELD_AT_MOST`], so that a listing right after a bulk
+//!   delivery does not share the cores and its user's writer with the indexer.
 //!
 //! A SEARCH BODY/TEXT never waits for it: it indexes what is still pending among the
 //! messages it compares itself.
@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use maildex_accounts::Accounts;
 use maildex_store::{Uid, UserStore, TEXT_BATCH};
@@ -44,8 +44,6 @@ struct Queued {
     again: AtomicBool,
     /// The walk in progress: mailboxes still to do, and the UID to go on from in the first.
     walk: Mutex<Option<(VecDeque<String>, Uid)>>,
-    /// Since when its next batch has been deferred for its user's sessions ([`may_start`]).
-    deferred_since: Mutex<Option<Instant>>,
     /// [`UserStore::index_version`] when a walk last found nothing pending ([`NOT_SEEN`]
     /// before): unchanged, a recheck needs no walk.
     complete_at: AtomicU64,
@@ -70,21 +68,6 @@ impl Queue {
         let mut users = self.users.lock().unwrap_or_else(|p| p.into_inner());
         users.0.push_back(Arc::clone(q));
         self.wake.notify_one();
-    }
-
-    /// Puts `q`, popped and not run, back at the end (it is still marked queued).
-    fn requeue(&self, q: Arc<Queued>) {
-        let mut users = self.users.lock().unwrap_or_else(|p| p.into_inner());
-        users.0.push_back(q);
-        self.wake.notify_one();
-    }
-
-    fn is_empty(&self) -> bool {
-        self.users
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .0
-            .is_empty()
     }
 
     /// The next user, waiting for one; `None` once stopped.
@@ -143,7 +126,6 @@ pub fn start(
             queued: AtomicBool::new(false),
             again: AtomicBool::new(false),
             walk: Mutex::new(None),
-            deferred_since: Mutex::new(None),
             complete_at: AtomicU64::new(NOT_SEEN),
         });
         let feed = store.change_feed();
@@ -201,14 +183,8 @@ fn work(queue: &Queue, shutdown: &CancellationToken) {
             }
             continue;
         }
-        if !may_start(&store, &q, queue) {
-            // another user's batch first; this one keeps its place in the books
-            // (`queued` stays set) and goes to the end of the queue
-            drop(store);
-            queue.requeue(q);
-            std::thread::sleep(DEFERRED_POLL);
-            continue;
-        }
+        // the sessions' commands first (a listing of any user), for a while
+        store.wait_for_commands(YIELD_AT_MOST);
         let more = step(&store, &q);
         drop(store);
         // a commit while the walk ran queued nothing (it was in the queue or running):
@@ -221,29 +197,11 @@ fn work(queue: &Queue, shutdown: &CancellationToken) {
     }
 }
 
-/// How long a batch waits for the user's session commands to pause
-/// ([`UserStore::wait_for_commands`]): a session that never pauses defers the text, it
-/// does not stop it.
+/// How long a batch waits for the daemon's session commands to pause
+/// ([`UserStore::wait_for_commands`]): sessions that never pause defer the text, they do
+/// not stop it (at least [`TEXT_BATCH`] messages a second are written under any load,
+/// and a SEARCH BODY/TEXT writes what it needs itself).
 pub const YIELD_AT_MOST: Duration = Duration::from_secs(1);
-
-/// How long the thread rests after deferring a user whose sessions are busy (so that a
-/// queue of busy users is not spun through).
-const DEFERRED_POLL: Duration = Duration::from_millis(5);
-
-/// Whether `q`'s next batch may start now: its user's sessions are quiet (waited for, at
-/// most [`YIELD_AT_MOST`], when no other user is queued), or it has been deferred for
-/// [`YIELD_AT_MOST`] already.
-fn may_start(store: &UserStore, q: &Queued, queue: &Queue) -> bool {
-    let alone = queue.is_empty();
-    let quiet = store.wait_for_commands(if alone { YIELD_AT_MOST } else { Duration::ZERO });
-    let mut since = q.deferred_since.lock().unwrap_or_else(|p| p.into_inner());
-    if quiet || alone || since.is_some_and(|t| t.elapsed() >= YIELD_AT_MOST) {
-        *since = None;
-        return true;
-    }
-    since.get_or_insert_with(Instant::now);
-    false
-}
 
 /// No walk is in progress and no process has committed to the user's index since a walk
 /// found every text written: a recheck (every [`RECHECK`] for each open store) costs one

@@ -1,8 +1,9 @@
-//! Whether a session of the user is running a command now, so that background work on the
-//! same user's store (the daemon's full-text indexer) can step aside: its extraction
-//! competes for the cores and its commits for the index's writer, and a client waiting
-//! for a listing should get both first (issue 17's "no regression of listings" right
-//! after a bulk delivery).
+//! Whether a session is running a command now, so that background work (the daemon's
+//! full-text indexer) can step aside: its extraction competes for the cores and its
+//! commits for the index's writer, and a client waiting for a listing should get both
+//! first (issue 17's "no regression of listings" right after a bulk delivery). One
+//! [`Foreground`] is shared by every store a daemon opens ([`crate::StoreOptions`]): a
+//! listing of one user is slowed as much by the texts of others as by its own.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,9 +17,9 @@ pub const GRACE: Duration = Duration::from_millis(20);
 /// How often a waiting background task looks again.
 const POLL: Duration = Duration::from_millis(5);
 
-/// The commands of a user's sessions in progress, and when the last one ended.
-#[derive(Debug)]
-pub(crate) struct Foreground {
+/// The session commands in progress, and when the last one ended; clones share them.
+#[derive(Clone, Debug)]
+pub struct Foreground {
     state: Arc<State>,
 }
 

@@ -59,7 +59,7 @@ pub use deliver::{
     Received,
 };
 pub use flags::{FlagOp, FlagState, FlagsOutcome};
-pub use foreground::ForegroundCommand;
+pub use foreground::{Foreground, ForegroundCommand};
 pub use incoming::IncomingMessage;
 pub use mailboxes::{MailboxInfo, SpecialUse};
 pub use maildex_index::{ChangeSet, MailboxId, ModSeq, Uid};
@@ -160,6 +160,9 @@ pub struct StoreOptions {
     /// `[storage] full_text`: store the text SEARCH BODY/TEXT compare when a message is
     /// indexed. Off: BODY/TEXT read the files of the messages without a stored text.
     pub full_text: bool,
+    /// The session commands running, shared by the stores of one daemon
+    /// ([`UserStore::foreground`]); by default the store's own.
+    pub foreground: Foreground,
 }
 
 impl Default for StoreOptions {
@@ -170,6 +173,7 @@ impl Default for StoreOptions {
             fsync: true,
             mailboxes: Vec::new(),
             full_text: true,
+            foreground: Foreground::default(),
         }
     }
 }
@@ -202,8 +206,6 @@ pub struct UserStore {
     /// A new user's skeleton is being made ([`UserStore::create_new`]): dovecot-uidlist
     /// writes are not synced, the skeleton is made durable as a whole at the end.
     deferring: bool,
-    /// The user's session commands running now ([`UserStore::foreground`]).
-    foreground: foreground::Foreground,
 }
 
 /// The in-process serialisation of one mailbox's syncs and writes, and which syncs ran.
@@ -390,22 +392,22 @@ impl UserStore {
             orders: orders::Orders::default(),
             quota_limit: Mutex::default(),
             deferring: deferred.is_some(),
-            foreground: foreground::Foreground::default(),
         })
     }
 
     /// Counts a session's command as running until the returned guard drops: background
-    /// work on this user's store (the daemon's full-text indexer) waits meanwhile
-    /// ([`UserStore::wait_for_commands`]). Not for IDLE, which waits rather than works.
+    /// work on the stores sharing [`StoreOptions::foreground`] (the daemon's full-text
+    /// indexer) waits meanwhile ([`UserStore::wait_for_commands`]). Not for IDLE, which
+    /// waits rather than works.
     pub fn foreground(&self) -> ForegroundCommand {
-        self.foreground.begin()
+        self.opts.foreground.begin()
     }
 
-    /// Blocks the calling thread (background work, never an async task) until none of the
-    /// user's session commands has run for [`foreground::GRACE`], or for `at_most`.
-    /// Returns whether they are quiet.
+    /// Blocks the calling thread (background work, never an async task) until no session
+    /// command of the stores sharing [`StoreOptions::foreground`] has run for
+    /// [`foreground::GRACE`], or for `at_most`. Returns whether they are quiet.
     pub fn wait_for_commands(&self, at_most: std::time::Duration) -> bool {
-        self.foreground.wait_quiet(at_most)
+        self.opts.foreground.wait_quiet(at_most)
     }
 
     /// The change feed: a receiver whose value changes after every commit of this process

@@ -112,7 +112,8 @@ fn the_indexer_waits_while_a_session_command_runs_and_is_not_starved_by_one() {
     s.wait_text_indexed("alice");
     let u = s.accounts.lookup("alice").unwrap().unwrap();
     let store = s.accounts.store(&u).unwrap();
-    // what a session holds while its command runs (a listing right after a bulk delivery)
+    // what a session holds while its command runs (a listing right after a bulk delivery);
+    // the indexer waits for the commands of every user, at most a second a batch
     let command = store.foreground();
     for i in 1..=10 {
         s.deliver("alice", &message(i, "busy"));
