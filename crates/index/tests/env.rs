@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use maildex_index::{
-    compact, flag, Cached, CommitListener, Index, IndexError, MessageRecord, MessageState,
-    OpenOptions, Uid,
+    compact, flag, Cached, CommitListener, Index, IndexError, MailboxId, MessageRecord,
+    MessageState, OpenOptions, Uid,
 };
 
 fn opts() -> OpenOptions {
@@ -430,12 +430,7 @@ fn a_missing_index_folder_parent_that_is_a_file_is_a_clear_error() {
 #[test]
 fn a_write_that_changes_nothing_is_no_commit_and_wakes_no_one() {
     let dir = tempfile::tempdir().unwrap();
-    let index = Index::open(dir.path(), &opts()).unwrap();
-    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
-    index
-        .write(move |w| w.insert_message(id, Uid(1), msg(0, 1, 0), Vec::new()))
-        .unwrap();
-    let rx = Woken::on(&index);
+    let (index, id, rx) = one_message_watched(dir.path());
     let before = index.commits();
     // reads inside a write, a mailbox that exists already, a claim of nothing new
     let claimed = index.write(move |w| w.claim_recent(id)).unwrap();
@@ -469,12 +464,7 @@ fn a_write_that_changes_nothing_is_no_commit_and_wakes_no_one() {
 #[test]
 fn a_quiet_write_of_full_text_is_no_commit_and_wakes_no_one() {
     let dir = tempfile::tempdir().unwrap();
-    let index = Index::open(dir.path(), &opts()).unwrap();
-    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
-    index
-        .write(move |w| w.insert_message(id, Uid(1), msg(0, 1, 0), Vec::new()))
-        .unwrap();
-    let rx = Woken::on(&index);
+    let (index, id, rx) = one_message_watched(dir.path());
     let before = index.commits();
     let text = move |w: &mut maildex_index::Writer<'_, '_>| {
         w.put_texts(id, vec![(Uid(1), b"text".to_vec(), b"sig".to_vec())])
@@ -499,6 +489,17 @@ fn a_quiet_write_of_full_text_is_no_commit_and_wakes_no_one() {
     index.write(text).unwrap();
     assert_eq!(index.commits(), before + 1);
     assert!(rx.has_changed());
+}
+
+/// An index in `dir` with one message in INBOX, and a listener of its commits from there.
+fn one_message_watched(dir: &std::path::Path) -> (Arc<Index>, MailboxId, Woken) {
+    let index = Index::open(dir, &opts()).unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    index
+        .write(move |w| w.insert_message(id, Uid(1), msg(0, 1, 0), Vec::new()))
+        .unwrap();
+    let rx = Woken::on(&index);
+    (index, id, rx)
 }
 
 /// A commit listener that remembers whether it was called since it was last asked.
