@@ -381,7 +381,7 @@ impl Session {
         let name = cmd.name();
         tracing::trace!(tag = %tag, command = name, "command");
         self.stats.commands += 1;
-        // the user's background work (the full-text indexer) steps aside while a command
+        // background work (the full-text indexer) steps aside while any session's command
         // runs; IDLE waits rather than works
         let idle = matches!(cmd, Command::Idle);
         let foreground = match self.state.authed() {
