@@ -25,7 +25,8 @@ pub const ADMIN_PW: &str = "admin-secret";
 pub const SVC_DN: &str = "cn=svc,ou=services,dc=example,dc=org";
 pub const SVC_PW: &str = "svc-secret";
 
-/// Whether MariaDB's and slapd's programs are installed: (missing program, package).
+/// Whether MariaDB's and slapd's programs and Dovecot's MySQL and LDAP drivers are installed:
+/// (missing program or file, package).
 pub fn missing() -> Vec<(&'static str, &'static str)> {
     [
         ("mariadbd", "mariadb-server"),
@@ -34,9 +35,26 @@ pub fn missing() -> Vec<(&'static str, &'static str)> {
         ("slapd", "slapd"),
         ("slapadd", "slapd"),
         ("ldapsearch", "ldap-utils"),
+        // Dovecot's drivers: without them its auth process fails every lookup, and the
+        // benchmark would stop at the first RCPT with Dovecot's `451 4.3.0 Temporary
+        // internal error`
+        (
+            "/usr/lib/dovecot/modules/auth/libdriver_mysql.so",
+            "dovecot-mysql",
+        ),
+        (
+            "/usr/lib/dovecot/modules/auth/libauthdb_ldap.so",
+            "dovecot-ldap",
+        ),
     ]
     .into_iter()
-    .filter(|(p, _)| !on_path(p))
+    .filter(|(p, _)| {
+        if p.starts_with('/') {
+            !std::path::Path::new(p).is_file()
+        } else {
+            !on_path(p)
+        }
+    })
     .collect()
 }
 
