@@ -369,24 +369,15 @@ impl MaildexServer {
     }
 }
 
-/// Waits until process `pid` used at most one clock tick of CPU in each of three 100 ms
-/// windows in a row, or `at_most`; whether it settled.
+/// Waits until process `pid` used at most one clock tick (10 ms) of CPU in each of three
+/// 100 ms windows in a row, or `at_most`; whether it settled.
 fn cpu_settles(pid: u32, at_most: Duration) -> bool {
-    let ticks = || -> Option<u64> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-    };
     let deadline = Instant::now() + at_most;
-    let (mut last, mut quiet) = (ticks(), 0);
+    let (mut last, mut quiet) = (procs::tree_cpu_ms(pid), 0);
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
-        let now = ticks();
-        match (last, now) {
-            (Some(a), Some(b)) if b.saturating_sub(a) <= 1 => quiet += 1,
-            (Some(_), Some(_)) => quiet = 0,
-            _ => return true,
-        }
+        let now = procs::tree_cpu_ms(pid);
+        quiet = if now - last <= 10.0 { quiet + 1 } else { 0 };
         if quiet >= 3 {
             return true;
         }
