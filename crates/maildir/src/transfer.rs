@@ -45,6 +45,50 @@ pub fn find_base(mailbox: &Path, base: &str) -> Result<Option<(Sub, String)>, Ma
     Ok(None)
 }
 
+/// How often [`open_found`] looks a message up again by its base before it gives up: each
+/// look-up follows one more rename. Dovecot's `maildir_file_do` tries as often
+/// (`MAILDIR_RESYNC_RETRY_COUNT`).
+const OPEN_CHASES: usize = 10;
+
+/// Opens message file `name` in `sub` of `mailbox`, following it when it has been renamed:
+/// a flag change (ours, committed to the index only after its rename, or another tool's)
+/// keeps the base, so a file not at its name is looked for by its base (`find_base`) and
+/// opened where it is now. The file and where it was opened; `None` when no file has the
+/// base any longer (expunged), or when the listing missed a file renamed while it read
+/// the folder (`readdir(3)` may skip an entry renamed during the walk), which a caller
+/// that can ask its index for the name again tells apart. Opened as [`crate::open_message`] opens (no links, regular
+/// files only). Without this, a reader that took the name from the index just before a
+/// STORE renamed the file took the message for expunged (FETCH answered NO
+/// [EXPUNGEISSUED], SEARCH BODY missed it).
+pub fn open_found(
+    mailbox: &Path,
+    sub: Sub,
+    name: &str,
+) -> Result<Option<(fs::File, PathBuf)>, MaildirError> {
+    let base = base_of(name);
+    let mut at = (sub, name.to_string());
+    for _ in 0..OPEN_CHASES {
+        let path = at.0.path(mailbox).join(&at.1);
+        match crate::files::open_message(&path) {
+            Ok(f) => return Ok(Some((f, path))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(MaildirError::io("open", &path, e)),
+        }
+        match find_base(mailbox, base)? {
+            Some(now) => at = now,
+            None => return Ok(None),
+        }
+    }
+    Err(MaildirError::io(
+        "open",
+        at.0.path(mailbox).join(&at.1),
+        io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "renamed again each time it was looked up; try again",
+        ),
+    ))
+}
+
 /// Whether a failed `link(2)` means "no hard link possible here" (another filesystem,
 /// one without hard links, or a file at its link limit), so the caller copies instead.
 pub fn link_unsupported(e: &io::Error) -> bool {
@@ -227,6 +271,26 @@ mod tests {
         create_mailbox(&a, false).unwrap();
         create_mailbox(&b, true).unwrap();
         (t, a, b)
+    }
+
+    /// A file renamed since its name was read (new flags, or new/ to cur/) is opened where
+    /// it is now; one whose base is nowhere is gone; a link is refused even when found by
+    /// its base.
+    #[test]
+    fn open_found_follows_a_rename_by_base() {
+        let (_t, a, _b) = boxes();
+        fs::write(a.join("cur/1.M1P1.h:2,S"), b"one").unwrap();
+        let (mut f, path) = open_found(&a, Sub::Cur, "1.M1P1.h:2,").unwrap().unwrap();
+        assert_eq!(path, a.join("cur/1.M1P1.h:2,S"));
+        let mut got = String::new();
+        io::Read::read_to_string(&mut f, &mut got).unwrap();
+        assert_eq!(got, "one");
+        // asked in new/, found in cur/
+        let (_, path) = open_found(&a, Sub::New, "1.M1P1.h").unwrap().unwrap();
+        assert_eq!(path, a.join("cur/1.M1P1.h:2,S"));
+        assert!(open_found(&a, Sub::Cur, "2.M2P2.h:2,S").unwrap().is_none());
+        std::os::unix::fs::symlink("/etc/passwd", a.join("cur/3.M3P3.h:2,S")).unwrap();
+        assert!(open_found(&a, Sub::Cur, "3.M3P3.h:2,").is_err());
     }
 
     #[test]

@@ -81,7 +81,16 @@ fn with_file<T>(
     f: impl FnOnce(&[u8], i64) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     // O_NOFOLLOW, regular files only: a link planted in cur/ is not indexed (issue 15 #2)
-    let mut file = maildex_maildir::open_message(path).map_err(|e| StoreError::io(path, e))?;
+    let file = maildex_maildir::open_message(path).map_err(|e| StoreError::io(path, e))?;
+    with_opened(file, path, f)
+}
+
+/// [`with_file`] of a file already opened (from `path`).
+fn with_opened<T>(
+    mut file: std::fs::File,
+    path: &Path,
+    f: impl FnOnce(&[u8], i64) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
     let md = file.metadata().map_err(|e| StoreError::io(path, e))?;
     if md.len() <= READ_LIMIT {
         let mut bytes = Vec::with_capacity(md.len() as usize);
@@ -144,11 +153,12 @@ pub(crate) fn text(bytes: &[u8], parts: &PartRecord) -> Result<(Vec<u8>, Vec<u8>
 }
 
 /// [`text`] of message file `path`, whose stored part tree is `parts`.
-pub(crate) fn text_of_file(
-    path: &Path,
+/// The full text and its signature of the message in `found`, its opened file.
+pub(crate) fn text_of_opened(
+    found: crate::MessageFile,
     parts: &PartRecord,
 ) -> Result<(Vec<u8>, Vec<u8>), StoreError> {
-    with_file(path, |bytes, _| text(bytes, parts))
+    with_opened(found.file, &found.path, |bytes, _| text(bytes, parts))
 }
 
 /// The whole index record of message file `path`, full text included, parsed afresh

@@ -206,7 +206,11 @@ impl UserStore {
         };
         out.highest_modseq = highest;
         out.keywords = keywords;
-        let table = &letters.table;
+        // names from the table as committed, not from `letters.table`: that was read before
+        // the mailbox was held, and a file may carry a letter another STORE added since
+        // (a STORE of \Answered answered FLAGS without that keyword: found by
+        // tests/it/imap/concurrency.rs)
+        let table = &out.keywords;
         for r in renamed {
             match done.iter().find(|(u, _)| *u == r.uid) {
                 Some(&(_, modseq)) => out.messages.push(FlagState {

@@ -135,9 +135,10 @@ impl UserStore {
                 else {
                     continue;
                 };
-                let (Ok(i), Some(bytes)) =
-                    (uids.binary_search(&uid), self.read_message(mailbox, &state))
-                else {
+                let (Ok(i), Some(bytes)) = (
+                    uids.binary_search(&uid),
+                    self.read_message(mailbox, uid, &state),
+                ) else {
                     continue;
                 };
                 let text = MessageText::extract(&bytes, &cached.parts, Html::AsWritten);

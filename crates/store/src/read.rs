@@ -448,9 +448,11 @@ impl UserStore {
     }
 
     /// Opens the file of message `uid` of `mailbox`, whose index state is `state`. When the
-    /// file is not where the index says (another Maildir tool renamed it, giving it new
-    /// flags), the mailbox is synced and the message looked up again. `None` when it is
-    /// gone. Links and other non-regular files are refused (issue 15 #2).
+    /// file is not where the index says (a STORE or another Maildir tool renamed it, giving
+    /// it new flags), it is found by its base where it is now; when no file has its base,
+    /// the mailbox is synced (so the index learns it is gone) and the message looked up
+    /// again. `None` when it is gone. Links and other non-regular files are refused
+    /// (issue 15 #2).
     pub fn open_message(
         &self,
         mailbox: &Mailbox,
@@ -458,7 +460,7 @@ impl UserStore {
         state: &MessageState,
     ) -> Result<Option<MessageFile>, StoreError> {
         let dir = self.mailbox_path(&mailbox.name)?;
-        if let Some(f) = open_at(&dir, state)? {
+        if let Some(f) = self.open_state(&dir, mailbox.id, uid, state)? {
             return Ok(Some(f));
         }
         self.sync_mailbox(&mailbox.name)?;
@@ -469,11 +471,49 @@ impl UserStore {
         open_at(&dir, &state)
     }
 
-    /// The whole file of a message, `None` when it cannot be read: gone (renamed or
-    /// removed by another tool since the index saw it), or refused or unreadable (logged).
-    pub fn read_message(&self, mailbox: &Mailbox, state: &MessageState) -> Option<Vec<u8>> {
+    /// The file of message `uid` of mailbox `id` (folder `dir`) whose index state was
+    /// `state`: where the state says, else where its base is now ([`open_at`]). When no
+    /// file has its base, the index is asked again, at most twice: a STORE renames before
+    /// it commits the new name, and a listing may miss a file renamed while it reads the
+    /// folder, so the name committed since is tried. `None` when the index no longer has
+    /// the message or names the same file again.
+    pub(crate) fn open_state(
+        &self,
+        dir: &Path,
+        id: MailboxId,
+        uid: Uid,
+        state: &MessageState,
+    ) -> Result<Option<MessageFile>, StoreError> {
+        if let Some(f) = open_at(dir, state)? {
+            return Ok(Some(f));
+        }
+        let mut tried = state.file_name.clone();
+        for _ in 0..2 {
+            let Some(now) = self.index.read(|r| r.state(id, uid))? else {
+                return Ok(None);
+            };
+            if now.file_name == tried {
+                return Ok(None);
+            }
+            if let Some(f) = open_at(dir, &now)? {
+                return Ok(Some(f));
+            }
+            tried = now.file_name;
+        }
+        Ok(None)
+    }
+
+    /// The whole file of message `uid`, whose index state is `state` (found as
+    /// [`UserStore::open_message`] finds it, without the sync); `None` when it cannot be
+    /// read: gone, or refused or unreadable (logged).
+    pub fn read_message(
+        &self,
+        mailbox: &Mailbox,
+        uid: Uid,
+        state: &MessageState,
+    ) -> Option<Vec<u8>> {
         let dir = self.mailbox_path(&mailbox.name).ok()?;
-        let mut f = match open_at(&dir, state) {
+        let mut f = match self.open_state(&dir, mailbox.id, uid, state) {
             Ok(f) => f?,
             Err(e) => {
                 tracing::warn!(error = %e, "message file unreadable");
@@ -489,18 +529,21 @@ impl UserStore {
     }
 }
 
-/// The message file `state` names in mailbox folder `dir`; `None` when it is not there.
-fn open_at(dir: &Path, state: &MessageState) -> Result<Option<MessageFile>, StoreError> {
+/// The message file `state` names in mailbox folder `dir`, followed by its base when it
+/// was renamed meanwhile ([`maildex_maildir::transfer::open_found`]); `None` when no file
+/// has its base.
+pub(crate) fn open_at(dir: &Path, state: &MessageState) -> Result<Option<MessageFile>, StoreError> {
     let sub = if state.in_new {
         maildex_maildir::Sub::New
     } else {
         maildex_maildir::Sub::Cur
     };
-    let path = sub.path(dir).join(&state.file_name);
-    match maildex_maildir::open_message(&path) {
-        Ok(file) => Ok(Some(MessageFile { file, path })),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StoreError::io(&path, e)),
+    match maildex_maildir::transfer::open_found(dir, sub, &state.file_name) {
+        Ok(found) => Ok(found.map(|(file, path)| MessageFile { file, path })),
+        Err(maildex_maildir::MaildirError::Io { path, error, .. }) => {
+            Err(StoreError::Io { path, error })
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -828,6 +871,6 @@ pub(crate) mod tests {
         assert_eq!(f.path, cur);
         std::fs::remove_file(&cur).unwrap();
         assert!(s.open_message(&sel.mailbox, uid, &state).unwrap().is_none());
-        assert_eq!(s.read_message(&sel.mailbox, &state), None);
+        assert_eq!(s.read_message(&sel.mailbox, uid, &state), None);
     }
 }

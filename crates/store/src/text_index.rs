@@ -19,9 +19,8 @@
 //! process clears the mailbox.
 
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 
-use maildex_index::{CachedFields, Fts, IndexError, MailboxId, PartRecord, Reader};
+use maildex_index::{CachedFields, Fts, IndexError, MailboxId, MessageState, PartRecord, Reader};
 use maildex_maildir::filename::base_of;
 
 use crate::{Mailbox, StoreError, Uid, UserStore};
@@ -115,7 +114,7 @@ pub(crate) fn pending_count(r: &Reader<'_>, id: MailboxId) -> Result<usize, Inde
 struct Work {
     uid: Uid,
     base: String,
-    path: PathBuf,
+    state: MessageState,
     parts: PartRecord,
 }
 
@@ -243,24 +242,27 @@ impl UserStore {
                     // gone meanwhile: nothing to index
                     let l = l?;
                     let parts = l.cached?.parts;
-                    let sub = if l.state.in_new {
-                        maildex_maildir::Sub::New
-                    } else {
-                        maildex_maildir::Sub::Cur
-                    };
                     Some(Work {
                         uid,
                         base: base_of(&l.state.file_name).to_owned(),
-                        path: sub.path(&dir).join(&l.state.file_name),
+                        state: l.state,
                         parts,
                     })
                 })
                 .collect();
-            let texts = extract(&work, workers);
+            // in `work`'s order, on `workers` threads; `None` for a message that is gone
+            let texts = map_in_parallel(&work, workers, |w| -> Result<Option<Text>, StoreError> {
+                match self.open_state(&dir, id, w.uid, &w.state)? {
+                    Some(found) => crate::convert::text_of_opened(found, &w.parts).map(Some),
+                    None => Ok(None),
+                }
+            });
             let mut items = Vec::with_capacity(work.len());
             for (w, t) in work.into_iter().zip(texts) {
                 match t {
-                    Ok((text, sig)) => items.push((w.uid, w.base, text, sig)),
+                    Ok(Some((text, sig))) => items.push((w.uid, w.base, text, sig)),
+                    // no file has its base (removed by another tool): left for a later pass
+                    Ok(None) => unreadable += 1,
                     Err(e) => {
                         tracing::debug!(error = %e, "full text not indexed yet: file unreadable");
                         unreadable += 1;
@@ -291,13 +293,6 @@ impl UserStore {
 
 /// An encoded `fts-text` record and its `fts-sig` signature.
 type Text = (Vec<u8>, Vec<u8>);
-
-/// The texts of `work`, in its order, on `workers` threads.
-fn extract(work: &[Work], workers: usize) -> Vec<Result<Text, StoreError>> {
-    map_in_parallel(work, workers, |w| {
-        crate::convert::text_of_file(&w.path, &w.parts)
-    })
-}
 
 /// `f` of each of `items`, in their order, on `workers` threads (each a contiguous share).
 pub(crate) fn map_in_parallel<T: Sync, R: Send>(

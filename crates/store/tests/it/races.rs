@@ -323,3 +323,145 @@ fn concurrent_deletes_of_different_mailboxes_all_succeed() {
         assert!(!s.folder(".DOVECOT-TRASHED").exists(), "round {round}");
     }
 }
+
+/// A message whose file STOREs keep renaming is always found by a reader holding a name
+/// from the index, never taken for expunged. A STORE renames the file before it commits
+/// the new name, so a name read from the index can be stale, and another STORE can rename
+/// the file again before a name read afresh is opened. (FETCH answered NO [EXPUNGEISSUED]
+/// for a message still there, and SEARCH BODY could miss one: found by
+/// tests/it/imap/concurrency.rs.)
+#[test]
+fn a_message_renamed_by_stores_while_read_is_never_taken_for_gone() {
+    use maildex_store::{FlagOp, SnapshotRequest, SyncFirst};
+    let s = Scratch::new();
+    let store = Arc::new(s.open());
+    crate::support::deliver_many(&store, "INBOX", 1);
+    let req = SnapshotRequest {
+        sync: SyncFirst::Always,
+        since: None,
+        claim_recent: false,
+        first_unseen: false,
+    };
+    let mailbox = store.snapshot("INBOX", &req).unwrap().unwrap().mailbox;
+    let uid = crate::support::inbox_states(&store)[0].0;
+    let done = Arc::new(AtomicBool::new(false));
+    // two writers, each toggling its own keyword: the file is renamed all the time
+    let togglers: Vec<_> = (0..2)
+        .map(|k| {
+            let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let kw = vec![format!("$t{k}")];
+                let flags = maildex_maildir::Flags::default();
+                let mut n = 0u64;
+                while !done.load(Ordering::SeqCst) {
+                    let op = if n % 2 == 0 {
+                        FlagOp::Add
+                    } else {
+                        FlagOp::Remove
+                    };
+                    if let Err(e) = store.set_flags("INBOX", &[uid], op, flags, &kw, None) {
+                        return Err(format!("STORE {n} of ${k}: {e}"));
+                    }
+                    n += 1;
+                }
+                Ok(n)
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut reads = 0;
+    let mut lost = Vec::new();
+    while reads < 3000 && Instant::now() < deadline {
+        let state = crate::support::inbox_states(&store)[0].1.clone();
+        match store.open_message(&mailbox, uid, &state) {
+            Ok(Some(_)) => {}
+            Ok(None) => lost.push(format!("open_message of {}", state.file_name)),
+            Err(e) => lost.push(format!("open_message of {}: {e}", state.file_name)),
+        }
+        if store.read_message(&mailbox, uid, &state).is_none() {
+            lost.push(format!("read_message of {}", state.file_name));
+        }
+        reads += 1;
+    }
+    done.store(true, Ordering::SeqCst);
+    let stores: u64 = togglers
+        .into_iter()
+        .map(|t| {
+            t.join()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{e}; reads: {lost:?}"))
+        })
+        .sum();
+    assert!(
+        lost.is_empty(),
+        "{} of {reads} reads found no file ({stores} STOREs meanwhile): {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+    assert!(stores > 0);
+}
+
+/// A STORE names the keywords a message has at its commit, including one another STORE
+/// added after this one read the keyword table: a STORE of `\Answered` racing one that
+/// added a new keyword answered FLAGS without that keyword (found by
+/// tests/it/imap/concurrency.rs). One thread adds 24 new keywords to a message, one at a
+/// time; three others toggle `\Answered`, `\Flagged` and `\Draft` on it. Every answer of
+/// theirs must name exactly the keywords committed before its own modseq.
+#[test]
+fn a_store_names_a_keyword_added_by_a_store_meanwhile() {
+    use maildex_maildir::Flags;
+    use maildex_store::{FlagOp, ModSeq};
+    let s = Scratch::new();
+    let store = Arc::new(s.open());
+    crate::support::deliver_many(&store, "INBOX", 1);
+    let uid = crate::support::inbox_states(&store)[0].0;
+    let done = Arc::new(AtomicBool::new(false));
+    let togglers: Vec<_> = [Flags::ANSWERED, Flags::FLAGGED, Flags::DRAFT]
+        .into_iter()
+        .map(|flag| {
+            let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut seen: Vec<(ModSeq, Vec<String>)> = Vec::new();
+                let mut add = true;
+                while !done.load(Ordering::SeqCst) {
+                    let op = if add { FlagOp::Add } else { FlagOp::Remove };
+                    let out = store.set_flags("INBOX", &[uid], op, flag, &[], None);
+                    let m = out.unwrap().messages.remove(0);
+                    let mut names = m.keywords;
+                    names.sort();
+                    seen.push((m.modseq, names));
+                    add = !add;
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut added: Vec<(ModSeq, String)> = Vec::new();
+    for k in 0..24 {
+        let name = format!("$k{k:02}");
+        let none = Flags::default();
+        let out = store.set_flags(
+            "INBOX",
+            &[uid],
+            FlagOp::Add,
+            none,
+            std::slice::from_ref(&name),
+            None,
+        );
+        added.push((out.unwrap().messages[0].modseq, name));
+    }
+    done.store(true, Ordering::SeqCst);
+    let seen: Vec<_> = togglers
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert!(!seen.is_empty());
+    for (modseq, names) in seen {
+        let want: Vec<String> = added
+            .iter()
+            .filter(|(m, _)| *m < modseq)
+            .map(|(_, n)| n.clone())
+            .collect();
+        assert_eq!(names, want, "the STORE that committed modseq {modseq:?}");
+    }
+}

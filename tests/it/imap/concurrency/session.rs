@@ -196,23 +196,29 @@ impl Session {
         self.sh.count(what);
     }
 
-    /// Learns the UIDs (and flags) of slots only EXISTS announced.
+    /// Learns the UIDs and flags of slots only EXISTS announced, and the flags of
+    /// messages a FETCH without FLAGS gave the UID of (a `FETCH 1:* (UID ENVELOPE)` right
+    /// after an EXISTS): a checkpoint compares every message's flags, and `\Recent` is
+    /// known only from FLAGS.
     fn fill(&mut self) {
         let mut idle_rounds = 0;
         for _ in 0..50 {
-            let zeros: Vec<usize> = (0..self.m.uids.len())
-                .filter(|&i| self.m.uids[i] == 0)
-                .collect();
-            let (Some(&a), Some(&b)) = (zeros.first(), zeros.last()) else {
+            let unlearned = |m: &Model| -> Vec<usize> {
+                (0..m.uids.len())
+                    .filter(|&i| m.uids[i] == 0 || !m.flags.contains_key(&m.uids[i]))
+                    .collect()
+            };
+            let todo = unlearned(&self.m);
+            let (Some(&a), Some(&b)) = (todo.first(), todo.last()) else {
                 return;
             };
-            let before = zeros.len();
+            let before = todo.len();
             self.fetch_checked("", &format!("{}:{}", a + 1, b + 1), "UID FLAGS");
-            let after = self.m.uids.iter().filter(|&&u| u == 0).count();
+            let after = unlearned(&self.m).len();
             if after >= before {
                 idle_rounds += 1;
                 if idle_rounds > 5 {
-                    self.fail("sequence numbers announced by EXISTS never got a UID");
+                    self.fail("messages announced by EXISTS never got a UID and FLAGS");
                 }
                 self.must("NOOP");
             }
@@ -316,6 +322,9 @@ impl Session {
                     self.fail(e);
                 }
             }
+            // its answer may announce new messages (RFC 3501 §7.4.1), owed a UID and FLAGS
+            // before the next command looks at the model
+            self.fill();
         }
     }
 
