@@ -80,25 +80,26 @@ pub fn search_text(rendered: &[u8]) -> String {
 /// Date: field as written (0, i.e. 1970-01-01, when there is none or it cannot be read);
 /// and the fields of [`maildex_index::SEARCH_HEADERS`] as HEADER compares them.
 pub fn search_fields(header: &[u8]) -> SearchFields {
-    let texts = |name: &[u8], render: fn(&[u8]) -> Vec<u8>| -> Vec<String> {
-        field_values(header, name)
-            .iter()
-            .map(|v| search_text(&render(v)))
-            .collect()
+    const FIXED: [&[u8]; 6] = [b"date", b"from", b"to", b"cc", b"bcc", b"subject"];
+    let mut names: Vec<&[u8]> = FIXED.to_vec();
+    names.extend_from_slice(maildex_index::SEARCH_HEADERS);
+    // one walk of the block for every field
+    let mut values = crate::header::fields_values(header, &names).into_iter();
+    let mut next = || values.next().unwrap_or_default();
+    let texts = |raw: Vec<Vec<u8>>, render: fn(&[u8]) -> Vec<u8>| -> Vec<String> {
+        raw.iter().map(|v| search_text(&render(v))).collect()
     };
+    let sent_day = next().first().and_then(|v| crate::sent_day(v)).unwrap_or(0);
     SearchFields {
-        sent_day: field_values(header, b"date")
-            .first()
-            .and_then(|v| crate::sent_day(v))
-            .unwrap_or(0),
-        from: texts(b"from", address_text),
-        to: texts(b"to", address_text),
-        cc: texts(b"cc", address_text),
-        bcc: texts(b"bcc", address_text),
-        subject: texts(b"subject", compress_lwsp),
+        sent_day,
+        from: texts(next(), address_text),
+        to: texts(next(), address_text),
+        cc: texts(next(), address_text),
+        bcc: texts(next(), address_text),
+        subject: texts(next(), compress_lwsp),
         headers: maildex_index::SEARCH_HEADERS
             .iter()
-            .map(|name| texts(name, |v| v.to_vec()))
+            .map(|_| texts(next(), |v| v.to_vec()))
             .collect(),
         learned: Vec::new(),
     }

@@ -7,21 +7,30 @@ use maildex_index::SortKeys;
 use maildex_mime::{Address, Envelope};
 
 use crate::casemap::casemap;
-use crate::header::{decode_header, field_values};
+use crate::header::{decode_header, fields_values};
 
 /// The keys of a message from its root header block and the ENVELOPE its summary read.
 pub fn sort_keys(root_header: &[u8], envelope: &Envelope) -> SortKeys {
-    let first = |name: &[u8]| field_values(root_header, name).into_iter().next();
-    let (subject, reply_or_forward) = first(b"subject")
-        .map(|s| base_subject(&s))
-        .unwrap_or_default();
+    const NAMES: [&[u8]; 5] = [
+        b"subject",
+        b"references",
+        b"in-reply-to",
+        b"date",
+        b"message-id",
+    ];
+    // one walk of the block for every field; the first value of each
+    let firsts: Vec<Option<Vec<u8>>> = fields_values(root_header, &NAMES)
+        .into_iter()
+        .map(|values| values.into_iter().next())
+        .collect();
+    let [subject, references, in_reply_to, date, message_id]: [Option<Vec<u8>>; 5] =
+        firsts.try_into().unwrap_or_default();
+    let (subject, reply_or_forward) = subject.map(|s| base_subject(&s)).unwrap_or_default();
     let references = {
-        let refs = first(b"references")
-            .map(|r| message_ids(&r))
-            .unwrap_or_default();
+        let refs = references.map(|r| message_ids(&r)).unwrap_or_default();
         if refs.is_empty() {
             // RFC 5256 §4 (1)(A): In-Reply-To's first msg-id when there is no References
-            first(b"in-reply-to")
+            in_reply_to
                 .and_then(|r| message_ids(&r).into_iter().next())
                 .into_iter()
                 .collect()
@@ -30,7 +39,7 @@ pub fn sort_keys(root_header: &[u8], envelope: &Envelope) -> SortKeys {
         }
     };
     SortKeys {
-        sent_date: first(b"date").and_then(|d| sent_date(&d)),
+        sent_date: date.and_then(|d| sent_date(&d)),
         subject,
         reply_or_forward,
         from: casemap(&addr_mailbox(&envelope.from)),
@@ -38,7 +47,7 @@ pub fn sort_keys(root_header: &[u8], envelope: &Envelope) -> SortKeys {
         cc: casemap(&addr_mailbox(&envelope.cc)),
         display_from: casemap(&display_name(&envelope.from)),
         display_to: casemap(&display_name(&envelope.to)),
-        message_id: first(b"message-id").and_then(|m| message_ids(&m).into_iter().next()),
+        message_id: message_id.and_then(|m| message_ids(&m).into_iter().next()),
         references,
     }
 }
