@@ -56,10 +56,10 @@ const OPEN_CHASES: usize = 10;
 /// opened where it is now. The file and where it was opened; `None` when no file has the
 /// base any longer (expunged), or when the listing missed a file renamed while it read
 /// the folder (`readdir(3)` may skip an entry renamed during the walk), which a caller
-/// that can ask its index for the name again tells apart. Opened as [`crate::open_message`] opens (no links, regular
-/// files only). Without this, a reader that took the name from the index just before a
-/// STORE renamed the file took the message for expunged (FETCH answered NO
-/// [EXPUNGEISSUED], SEARCH BODY missed it).
+/// that can ask its index for the name again tells apart. Opened as
+/// [`crate::open_message`] opens (no links, regular files only). Without this, a reader
+/// that took the name from the index just before a STORE renamed the file took the
+/// message for expunged (FETCH answered NO [EXPUNGEISSUED], SEARCH BODY missed it).
 pub fn open_found(
     mailbox: &Path,
     sub: Sub,

@@ -152,8 +152,8 @@ pub(crate) fn text(bytes: &[u8], parts: &PartRecord) -> Result<(Vec<u8>, Vec<u8>
     Ok((record.encode()?, sig))
 }
 
-/// [`text`] of message file `path`, whose stored part tree is `parts`.
-/// The full text and its signature of the message in `found`, its opened file.
+/// [`text`] of the message whose file `found` is opened, with its stored part tree
+/// `parts`: its full text record and signature.
 pub(crate) fn text_of_opened(
     found: crate::MessageFile,
     parts: &PartRecord,

@@ -109,11 +109,10 @@ pub(crate) fn pending_count(r: &Reader<'_>, id: MailboxId) -> Result<usize, Inde
     Ok(pending_uids(r, id, Uid::MIN, usize::MAX)?.0.len())
 }
 
-/// One message to extract: UID, file base name (checked again when writing), path, part
-/// tree.
+/// One message to extract: UID, index state (its file name, whose base is checked again
+/// when writing), part tree.
 struct Work {
     uid: Uid,
-    base: String,
     state: MessageState,
     parts: PartRecord,
 }
@@ -244,7 +243,6 @@ impl UserStore {
                     let parts = l.cached?.parts;
                     Some(Work {
                         uid,
-                        base: base_of(&l.state.file_name).to_owned(),
                         state: l.state,
                         parts,
                     })
@@ -260,7 +258,9 @@ impl UserStore {
             let mut items = Vec::with_capacity(work.len());
             for (w, t) in work.into_iter().zip(texts) {
                 match t {
-                    Ok(Some((text, sig))) => items.push((w.uid, w.base, text, sig)),
+                    Ok(Some((text, sig))) => {
+                        items.push((w.uid, base_of(&w.state.file_name).to_owned(), text, sig))
+                    }
                     // no file has its base (removed by another tool): left for a later pass
                     Ok(None) => unreadable += 1,
                     Err(e) => {
