@@ -34,9 +34,10 @@ pub const TEXT_BATCH: usize = 64;
 pub struct TextPass {
     /// Text records written.
     pub written: usize,
-    /// Pending messages whose file could not be read (renamed or removed by another tool
-    /// since the index saw it, or unreadable): left without a record, so a later pass (after
-    /// a sync) tries again, and a SEARCH meanwhile reads the file if it can.
+    /// Pending messages whose file could not be read (removed by another tool since the
+    /// index saw it, or unreadable; one renamed is found by its base): left without a
+    /// record, so a later pass (after a sync) tries again, and a SEARCH meanwhile reads the
+    /// file if it can.
     pub unreadable: usize,
     /// Where a later call goes on when `limit` stopped this one; `None` when the walk
     /// reached the end of the mailbox.
