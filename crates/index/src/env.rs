@@ -14,7 +14,7 @@ use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
 
 use crate::columns::Columns;
 use crate::schema::{self, SCHEMA_VERSION};
-use crate::segment::Segments;
+use crate::segment::{self, Packing, Segments};
 use crate::txn::Reader;
 use crate::IndexError;
 
@@ -89,22 +89,22 @@ impl<'e> Dbs<'e> {
             hot: Segments {
                 db: self.cache_hot,
                 name: schema::DB_CACHE_HOT,
-                compress: true,
+                compress: Packing::Zstd(segment::LISTING_LEVEL),
             },
             envelope: Segments {
                 db: self.cache_envelope,
                 name: schema::DB_CACHE_ENVELOPE,
-                compress: true,
+                compress: Packing::Zstd(segment::LISTING_LEVEL),
             },
             structure: Segments {
                 db: self.cache_structure,
                 name: schema::DB_CACHE_STRUCTURE,
-                compress: true,
+                compress: Packing::Zstd(segment::LISTING_LEVEL),
             },
             sort: Segments {
                 db: self.cache_sort,
                 name: schema::DB_CACHE_SORT,
-                compress: false,
+                compress: Packing::Raw,
             },
             search: crate::plain::Plain {
                 db: self.cache_search,
@@ -112,12 +112,12 @@ impl<'e> Dbs<'e> {
             text: Segments {
                 db: self.fts_text,
                 name: schema::DB_FTS_TEXT,
-                compress: true,
+                compress: Packing::Zstd(segment::TEXT_LEVEL),
             },
             sig: Segments {
                 db: self.fts_sig,
                 name: schema::DB_FTS_SIG,
-                compress: false,
+                compress: Packing::Raw,
             },
         }
     }
@@ -125,7 +125,7 @@ impl<'e> Dbs<'e> {
         Segments {
             db: self.headers,
             name: schema::DB_HEADERS,
-            compress: true,
+            compress: Packing::Zstd(segment::LISTING_LEVEL),
         }
     }
 }

@@ -25,8 +25,24 @@ use crate::IndexError;
 
 /// Messages per segment before it is compressed and a new one is started.
 pub const SEG: usize = 16;
-/// zstd level for full segments (compressed once, read many times).
-const ZSTD_LEVEL: i32 = 3;
+/// zstd level for full segments of listing data (compressed once, read many times).
+/// Level 1 rather than 3: on the 30,000-message rebuild corpus it took about a tenth off
+/// the rebuild's CPU (most of the compression runs on the one thread that commits) for
+/// an index without full text 0.8% larger (docs/BENCHMARKS.md, issue 19 #1); reading is
+/// as fast at either level.
+pub(crate) const LISTING_LEVEL: i32 = 1;
+/// zstd level for full segments of full text, written off the delivery path: level 1
+/// made the whole index 5.7% larger on the same corpus, so the text keeps level 3.
+pub(crate) const TEXT_LEVEL: i32 = 3;
+
+/// How a column stores its full segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Packing {
+    /// Raw unless the postcard bytes are over [`RAW_MAX`] (then at [`LISTING_LEVEL`]).
+    Raw,
+    /// One zstd frame at this level.
+    Zstd(i32),
+}
 const RAW: u8 = 0;
 const ZSTD: u8 = 1;
 /// A segment still filling (under [`SEG`] entries) whose data is over [`RAW_MAX`]: the
@@ -86,13 +102,17 @@ fn lmdb(e: heed::Error) -> IndexError {
 }
 
 /// Encodes a segment: a kind byte (0 raw, 1 zstd, 2 a filling segment compressed) then
-/// the postcard of its entries. `compress` is the column's [`Segments::compress`]: when
-/// false, a full segment stays raw unless its data is over [`RAW_MAX`].
-pub(crate) fn encode(entries: &Entries, compress: bool) -> Result<Vec<u8>, IndexError> {
+/// the postcard of its entries. `packing` is the column's [`Segments::compress`]: when
+/// [`Packing::Raw`], a full segment stays raw unless its data is over [`RAW_MAX`].
+pub(crate) fn encode(entries: &Entries, packing: Packing) -> Result<Vec<u8>, IndexError> {
     let plain = crate::schema::encode(entries)?;
     let full = entries.0.len() >= SEG;
-    if full && (compress || plain.len() > RAW_MAX) {
-        return zstd_frame(ZSTD, &plain);
+    let level = match packing {
+        Packing::Zstd(level) => level,
+        Packing::Raw => LISTING_LEVEL,
+    };
+    if full && (packing != Packing::Raw || plain.len() > RAW_MAX) {
+        return zstd_frame(ZSTD, &plain, level);
     }
     if plain.len() > RAW_MAX {
         // the postcard of the entries starts with their count, a varint
@@ -100,7 +120,7 @@ pub(crate) fn encode(entries: &Entries, compress: bool) -> Result<Vec<u8>, Index
             .iter()
             .position(|b| b & 0x80 == 0)
             .map_or(0, |i| i + 1)];
-        let framed = zstd_frame(FILLING_ZSTD, &plain)?;
+        let framed = zstd_frame(FILLING_ZSTD, &plain, level)?;
         let mut out = Vec::with_capacity(framed.len() + count.len());
         out.push(FILLING_ZSTD);
         out.extend_from_slice(count);
@@ -113,41 +133,45 @@ pub(crate) fn encode(entries: &Entries, compress: bool) -> Result<Vec<u8>, Index
     Ok(out)
 }
 
-/// `kind`, then the length of `plain` (u32 big-endian), then one zstd frame (level 3) of
-/// it: the compressed form of a full segment.
-pub(crate) fn zstd_frame(kind: u8, plain: &[u8]) -> Result<Vec<u8>, IndexError> {
+/// `kind`, then the length of `plain` (u32 big-endian), then one zstd frame (at `level`)
+/// of it: the compressed form of a full segment.
+pub(crate) fn zstd_frame(kind: u8, plain: &[u8], level: i32) -> Result<Vec<u8>, IndexError> {
     let len =
         u32::try_from(plain.len()).map_err(|_| IndexError::Encode("value over 4 GiB".into()))?;
     let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(plain.len()) + 5);
     out.push(kind);
     out.extend_from_slice(&len.to_be_bytes());
-    compress_into(plain, &mut out).map_err(|e| IndexError::Encode(e.to_string()))?;
+    compress_into(plain, level, &mut out).map_err(|e| IndexError::Encode(e.to_string()))?;
     Ok(out)
 }
 
 thread_local! {
-    /// One zstd compression context per thread, as [`DECOMPRESSOR`]: creating one per
-    /// segment (what `zstd::bulk::compress` does) allocated and cleared a fresh context
-    /// each time, ZSTD_createCCtx and its page faults about 5% of an `index rebuild`'s
-    /// CPU (`perf record`), most of it on the thread that commits.
-    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
+    /// One zstd compression context per thread and level, as [`DECOMPRESSOR`]: creating
+    /// one per segment (what `zstd::bulk::compress` does) allocated and cleared a fresh
+    /// context each time, ZSTD_createCCtx and its page faults about 5% of an `index
+    /// rebuild`'s CPU (`perf record`), most of it on the thread that commits.
+    static COMPRESSORS: std::cell::RefCell<Vec<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Appends one zstd frame (level [`ZSTD_LEVEL`]) of `plain` to `out`, whose spare
-/// capacity must hold `compress_bound(plain.len())` bytes.
-fn compress_into(plain: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
-    COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let c = match slot.as_mut() {
-            Some(c) => c,
-            None => slot.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL)?),
+/// Appends one zstd frame (at `level`) of `plain` to `out`, whose spare capacity must
+/// hold `compress_bound(plain.len())` bytes.
+fn compress_into(plain: &[u8], level: i32, out: &mut Vec<u8>) -> std::io::Result<()> {
+    COMPRESSORS.with(|cell| {
+        let mut all = cell.borrow_mut();
+        let at = match all.iter().position(|(l, _)| *l == level) {
+            Some(at) => at,
+            None => {
+                all.push((level, zstd::bulk::Compressor::new(level)?));
+                all.len() - 1
+            }
         };
+        let c = &mut all[at].1;
         // a cursor at the end, so the frame goes after what `out` holds (a Vec itself
         // would be written from its start)
-        let at = out.len() as u64;
+        let end = out.len() as u64;
         let mut cursor = std::io::Cursor::new(out);
-        cursor.set_position(at);
+        cursor.set_position(end);
         c.compress_to_buffer(plain, &mut cursor).map(|_| ())
     })
 }
@@ -267,7 +291,7 @@ pub(crate) struct Segments<'e> {
     /// On disk it costs little: a compressed segment of them half fills a leaf page
     /// (docs/INDEX-FORMAT.md). `fts-sig` stores them raw too: Bloom filters about 39%
     /// full barely compress, and every BODY/TEXT search reads all of a mailbox's.
-    pub compress: bool,
+    pub compress: Packing,
 }
 
 impl Segments<'_> {
@@ -700,7 +724,10 @@ mod tests {
                 .map(|u| (u, b"Received: from x by y\n".repeat(20)))
                 .collect(),
         );
-        let (s, f) = (encode(&small, true).unwrap(), encode(&full, true).unwrap());
+        let (s, f) = (
+            encode(&small, Packing::Zstd(LISTING_LEVEL)).unwrap(),
+            encode(&full, Packing::Zstd(LISTING_LEVEL)).unwrap(),
+        );
         assert_eq!(s[0], RAW);
         assert_eq!(f[0], ZSTD);
         assert!(f.len() < 16 * 440 / 4, "{} bytes", f.len());
@@ -715,12 +742,12 @@ mod tests {
         let mut big15 = big.clone();
         big15.0.truncate(SEG - 1);
         big15.0.iter_mut().for_each(|e| e.1 = e.1.repeat(20));
-        let b = encode(&big15, true).unwrap();
+        let b = encode(&big15, Packing::Zstd(LISTING_LEVEL)).unwrap();
         assert_eq!(b[0], FILLING_ZSTD);
         assert_eq!(read_varint(&b[1..]), Some(SEG - 1));
         assert!(b.len() < RAW_MAX / 4, "{} bytes", b.len());
         assert_eq!(decode(&b, &"t").unwrap(), big15);
-        assert_eq!(encode(&big, true).unwrap()[0], ZSTD);
+        assert_eq!(encode(&big, Packing::Zstd(LISTING_LEVEL)).unwrap()[0], ZSTD);
     }
 
     /// Frames made one after another on one thread (its compression context reused) each
@@ -733,12 +760,16 @@ mod tests {
             Vec::new(),
             (0..5000u32).flat_map(|i| i.to_le_bytes()).collect(),
         ];
-        for (i, plain) in inputs.iter().enumerate() {
-            let framed = zstd_frame(ZSTD, plain).unwrap();
-            assert_eq!(framed[0], ZSTD);
-            assert_eq!(&framed[1..5], &(plain.len() as u32).to_be_bytes());
-            assert_eq!(&zstd_unframe(&framed[1..], &i).unwrap(), plain);
+        // the listing's and the text's levels in turn, each level's context reused
+        for level in [LISTING_LEVEL, TEXT_LEVEL, LISTING_LEVEL] {
+            for (i, plain) in inputs.iter().enumerate() {
+                let framed = zstd_frame(ZSTD, plain, level).unwrap();
+                assert_eq!(framed[0], ZSTD);
+                assert_eq!(&framed[1..5], &(plain.len() as u32).to_be_bytes());
+                assert_eq!(&zstd_unframe(&framed[1..], &i).unwrap(), plain);
+            }
         }
+        COMPRESSORS.with(|c| assert_eq!(c.borrow().len(), 2, "one context per level"));
         let mut other = vec![ZSTD];
         other.extend_from_slice(&(inputs[0].len() as u32).to_be_bytes());
         other.extend_from_slice(&zstd::bulk::compress(&inputs[0], 19).unwrap());
@@ -784,12 +815,12 @@ mod tests {
         let z = Segments {
             db: z,
             name: "z",
-            compress: true,
+            compress: Packing::Zstd(LISTING_LEVEL),
         };
         let r = Segments {
             db: r,
             name: "r",
-            compress: false,
+            compress: Packing::Raw,
         };
         let data = |uid: u32| format!("subject of message {uid}").into_bytes();
         // delivered one at a time: two full segments, then eight of one message each

@@ -75,28 +75,39 @@ pub(crate) fn unix_secs(t: SystemTime) -> i64 {
 /// Files up to this size are read into memory; larger ones are mapped.
 const READ_LIMIT: u64 = 256 * 1024;
 
+/// A buffer that message files are read into, kept by a worker from one file to the next
+/// (`parallel::map_in_parallel`'s state): a fresh buffer for each file cost a first touch
+/// of every page of it, and for files over glibc's mmap threshold an mmap and an munmap
+/// with its TLB shootdown, about a tenth of a rebuild's CPU (`perf record`, issue 19 #1).
+#[derive(Default)]
+pub(crate) struct FileBuf(Vec<u8>);
+
 /// Opens message file `path` and calls `f` with its bytes and its mtime (whole seconds).
 fn with_file<T>(
     path: &Path,
+    buf: &mut FileBuf,
     f: impl FnOnce(&[u8], i64) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     // O_NOFOLLOW, regular files only: a link planted in cur/ is not indexed (issue 15 #2)
     let file = maildex_maildir::open_message(path).map_err(|e| StoreError::io(path, e))?;
-    with_opened(file, path, f)
+    with_opened(file, path, buf, f)
 }
 
 /// [`with_file`] of a file already opened (from `path`).
 fn with_opened<T>(
     mut file: std::fs::File,
     path: &Path,
+    buf: &mut FileBuf,
     f: impl FnOnce(&[u8], i64) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     let md = file.metadata().map_err(|e| StoreError::io(path, e))?;
     if md.len() <= READ_LIMIT {
-        let mut bytes = Vec::with_capacity(md.len() as usize);
-        file.read_to_end(&mut bytes)
+        let bytes = &mut buf.0;
+        bytes.clear();
+        bytes.reserve(md.len() as usize);
+        file.read_to_end(bytes)
             .map_err(|e| StoreError::io(path, e))?;
-        f(&bytes, md.mtime())
+        f(bytes, md.mtime())
     } else {
         // SAFETY: Maildir message files are written once in tmp/ and never modified after
         // the rename (every Maildir tool, Dovecot included, relies on this); a tool that
@@ -108,8 +119,17 @@ fn with_opened<T>(
 
 /// Reads a message file and builds its index record ([`build`]: no full text). INTERNALDATE
 /// is the file's mtime, as Dovecot keeps it for Maildir.
-pub(crate) fn index_file(path: &Path, mut state: MessageState) -> Result<Built, StoreError> {
-    with_file(path, |bytes, mtime| {
+pub(crate) fn index_file(path: &Path, state: MessageState) -> Result<Built, StoreError> {
+    index_file_in(path, state, &mut FileBuf::default())
+}
+
+/// [`index_file`], reading the file into `buf`.
+pub(crate) fn index_file_in(
+    path: &Path,
+    mut state: MessageState,
+    buf: &mut FileBuf,
+) -> Result<Built, StoreError> {
+    with_file(path, buf, |bytes, mtime| {
         state.internal_date = mtime;
         build(bytes, state)
     })
@@ -157,14 +177,15 @@ pub(crate) fn text(bytes: &[u8], parts: &PartRecord) -> Result<(Vec<u8>, Vec<u8>
 pub(crate) fn text_of_opened(
     found: crate::MessageFile,
     parts: &PartRecord,
+    buf: &mut FileBuf,
 ) -> Result<(Vec<u8>, Vec<u8>), StoreError> {
-    with_opened(found.file, &found.path, |bytes, _| text(bytes, parts))
+    with_opened(found.file, &found.path, buf, |bytes, _| text(bytes, parts))
 }
 
 /// The whole index record of message file `path`, full text included, parsed afresh
 /// (what `index check` compares the stored records with, and what it repairs them to).
 pub(crate) fn index_file_with_text(path: &Path, state: MessageState) -> Result<Built, StoreError> {
-    with_file(path, |bytes, mtime| {
+    with_file(path, &mut FileBuf::default(), |bytes, mtime| {
         let mut built = build(
             bytes,
             MessageState {

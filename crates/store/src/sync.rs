@@ -624,8 +624,8 @@ fn parse_in_parallel(
     path: &Path,
     workers: usize,
 ) -> Vec<Result<Built, StoreError>> {
-    crate::text_index::map_in_parallel(chunk, workers, |(_, e)| {
-        convert::index_file(&e.sub.path(path).join(&e.file_name), entry_state(e))
+    crate::parallel::map_in_parallel(chunk, workers, |buf, (_, e)| {
+        convert::index_file_in(&e.sub.path(path).join(&e.file_name), entry_state(e), buf)
     })
 }
 

@@ -23,6 +23,8 @@ use std::ops::ControlFlow;
 use maildex_index::{CachedFields, Fts, IndexError, MailboxId, MessageState, PartRecord, Reader};
 use maildex_maildir::filename::base_of;
 
+use crate::convert::FileBuf;
+use crate::parallel::map_in_parallel;
 use crate::{Mailbox, StoreError, Uid, UserStore};
 
 /// Messages whose text one transaction writes (the background indexer's batch: a write
@@ -250,12 +252,18 @@ impl UserStore {
                 })
                 .collect();
             // in `work`'s order, on `workers` threads; `None` for a message that is gone
-            let texts = map_in_parallel(&work, workers, |w| -> Result<Option<Text>, StoreError> {
-                match self.open_state(&dir, id, w.uid, &w.state)? {
-                    Some(found) => crate::convert::text_of_opened(found, &w.parts).map(Some),
-                    None => Ok(None),
-                }
-            });
+            let texts = map_in_parallel(
+                &work,
+                workers,
+                |buf: &mut FileBuf, w| -> Result<Option<Text>, StoreError> {
+                    match self.open_state(&dir, id, w.uid, &w.state)? {
+                        Some(found) => {
+                            crate::convert::text_of_opened(found, &w.parts, buf).map(Some)
+                        }
+                        None => Ok(None),
+                    }
+                },
+            );
             let mut items = Vec::with_capacity(work.len());
             for (w, t) in work.into_iter().zip(texts) {
                 match t {
@@ -294,29 +302,6 @@ impl UserStore {
 
 /// An encoded `fts-text` record and its `fts-sig` signature.
 type Text = (Vec<u8>, Vec<u8>);
-
-/// `f` of each of `items`, in their order, on `workers` threads (each a contiguous share).
-pub(crate) fn map_in_parallel<T: Sync, R: Send>(
-    items: &[T],
-    workers: usize,
-    f: impl Fn(&T) -> R + Sync,
-) -> Vec<R> {
-    if workers <= 1 || items.len() < 2 {
-        return items.iter().map(f).collect();
-    }
-    let per = items.len().div_ceil(workers);
-    let f = &f;
-    std::thread::scope(|scope| {
-        let parts: Vec<_> = items
-            .chunks(per)
-            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<_>>()))
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    })
-}
 
 /// What [`UserStore::index_all_pending_text`] did.
 #[derive(Clone, Debug, Default)]
