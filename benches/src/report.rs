@@ -271,7 +271,7 @@ pub fn markdown(r: &Value, command: &str, plots: &[(String, String)]) -> String 
         let n = rb["size"].to_string();
         row(
             &mut o,
-            &format!("index rebuilt from the Maildir, {n} messages, ms (Dovecot `doveadm force-resync` with `dovecot.index*` deleted: index only, its cache fills at the next listing; maildex `maildex index rebuild`: everything a listing needs)"),
+            &format!("index rebuilt from the Maildir, {n} messages, ms (Dovecot `doveadm force-resync` with `dovecot.index*` deleted: index only, its cache fills at the next listing; maildex `maildex index rebuild`: everything a listing needs, the full text left to the daemon as Dovecot leaves its FTS index to `doveadm index`)"),
             &rb["servers"],
             &["rebuild_ms"],
             0,

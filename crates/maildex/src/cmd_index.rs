@@ -37,11 +37,17 @@ pub struct RebuildArgs {
     /// UIDs, flags, modseqs and the other records stay as they are.
     #[arg(long)]
     pub fts_only: bool,
-    /// Write the listing records only and leave the full text (what SEARCH BODY/TEXT
-    /// compare) to the daemon, which indexes it in the background at each user's next
-    /// use (a SEARCH indexes what it needs itself). Without it the full text is indexed
-    /// in the same run, after the listing records are committed.
+    /// Also index the full text (what SEARCH BODY/TEXT compare) in this run, after the
+    /// listing records are committed. Without it the rebuild writes the listing records
+    /// only, as Dovecot's `doveadm force-resync` leaves its FTS index to `doveadm index`,
+    /// and the daemon indexes the text in the background at each user's next use (a
+    /// SEARCH BODY/TEXT indexes what it compares itself, so its answers are whole either
+    /// way).
     #[arg(long, conflicts_with = "fts_only")]
+    pub with_text: bool,
+    /// What a rebuild does without `--with-text` (the default since issue 19 #1); kept
+    /// so that scripts written for earlier versions still run.
+    #[arg(long, hide = true, conflicts_with_all = ["fts_only", "with_text"])]
     pub defer_text: bool,
 }
 
@@ -156,7 +162,7 @@ pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
         let rate = report.sync.added as f64 / report.elapsed.as_secs_f64().max(1e-9);
         // the listing records are committed: listings use the index from here on; then the
         // full text, in this run or by the daemon
-        let text = if r.defer_text || !config.storage.full_text {
+        let text = if !r.with_text || !config.storage.full_text {
             let pending: usize = store.pending_texts()?.iter().map(|(_, n)| n).sum();
             format!("full text of {pending} messages left to the daemon")
         } else {

@@ -48,6 +48,8 @@ fn admin_commands_run_as_root_leave_only_files_of_the_mail_user() {
     assert_mail_files(&mail, "index check --all");
     ok(&config, &["index", "rebuild", "--all"], "");
     assert_mail_files(&mail, "index rebuild --all");
+    ok(&config, &["index", "rebuild", "--all", "--with-text"], "");
+    assert_mail_files(&mail, "index rebuild --all --with-text");
     ok(&config, &["index", "check", "--all"], "");
     assert_mail_files(&mail, "index check --all after the rebuild");
     ok(&config, &["index", "compact", "--all"], "");

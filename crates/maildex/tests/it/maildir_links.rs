@@ -87,7 +87,11 @@ fn links_are_not_followed(daemon: &str) {
     c.cmd("LOGOUT");
     drop(server);
 
-    let o = maildex(&config, &["index", "rebuild", "-u", "alice"], "");
+    let o = maildex(
+        &config,
+        &["index", "rebuild", "-u", "alice", "--with-text"],
+        "",
+    );
     let dump = text(&maildex(&config, &["index", "dump", "-u", "alice"], ""));
     assert!(
         !dump.contains("planted") && !dump.contains("Evil"),
