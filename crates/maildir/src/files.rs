@@ -14,6 +14,12 @@ use std::path::Path;
 /// anything but a regular file. `NotFound` stays `NotFound`, so callers can still tell a
 /// message that was renamed or expunged by another tool.
 pub fn open_message(path: &Path) -> io::Result<File> {
+    open_message_with_metadata(path).map(|(file, _)| file)
+}
+
+/// [`open_message`], with the metadata it read to check the file (so that a caller who
+/// needs the size or mtime makes no second `fstat`).
+pub fn open_message_with_metadata(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -25,13 +31,14 @@ pub fn open_message(path: &Path) -> io::Result<File> {
             ),
             _ => e,
         })?;
-    if !file.metadata()?.is_file() {
+    let md = file.metadata()?;
+    if !md.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "is not a regular file; maildex reads only regular message files",
         ));
     }
-    Ok(file)
+    Ok((file, md))
 }
 
 /// Whether `path` is a regular file, not following a symbolic link (`lstat`); `NotFound`

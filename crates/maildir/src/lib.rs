@@ -32,7 +32,7 @@ mod util;
 pub use deliver::{Delivered, RenameOutcome, TmpFile};
 pub use error::MaildirError;
 pub use filename::MaildirName;
-pub use files::{ensure_regular, explain_denied, open_message};
+pub use files::{ensure_regular, explain_denied, open_message, open_message_with_metadata};
 pub use flags::{Flags, Keywords};
 pub use folder::Folder;
 pub use keywords::KeywordMap;

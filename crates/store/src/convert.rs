@@ -79,8 +79,47 @@ const READ_LIMIT: u64 = 256 * 1024;
 /// (`parallel::map_in_parallel`'s state): a fresh buffer for each file cost a first touch
 /// of every page of it, and for files over glibc's mmap threshold an mmap and an munmap
 /// with its TLB shootdown, about a tenth of a rebuild's CPU (`perf record`, issue 19 #1).
+/// Its length is the most it has held (those bytes are initialized), so a file is read
+/// into a slice of it without zeroing it first.
 #[derive(Default)]
 pub(crate) struct FileBuf(Vec<u8>);
+
+impl FileBuf {
+    /// Reads `file`, of `len` bytes by its metadata, to its end: one `read` for the
+    /// `len` bytes and one that finds the end (`File::read_to_end` asks the size again
+    /// with `fstat` and `lseek` first: three system calls for each file of a rebuild
+    /// where none is needed).
+    fn read(&mut self, mut file: &std::fs::File, len: usize) -> std::io::Result<&[u8]> {
+        if self.0.len() < len {
+            self.0.resize(len, 0);
+        }
+        let mut got = 0;
+        while got < len {
+            match file.read(&mut self.0[got..len]) {
+                Ok(0) => return Ok(&self.0[..got]), // shorter than its metadata said
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // Maildir files are never written after their rename, but a file that grew since
+        // its metadata was read is read whole
+        let mut probe = [0u8; 64];
+        let n = loop {
+            match file.read(&mut probe) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                other => break other?,
+            }
+        };
+        if n == 0 {
+            return Ok(&self.0[..len]);
+        }
+        self.0.truncate(len);
+        self.0.extend_from_slice(&probe[..n]);
+        file.read_to_end(&mut self.0)?;
+        Ok(&self.0)
+    }
+}
 
 /// Opens message file `path` and calls `f` with its bytes and its mtime (whole seconds).
 fn with_file<T>(
@@ -89,23 +128,33 @@ fn with_file<T>(
     f: impl FnOnce(&[u8], i64) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     // O_NOFOLLOW, regular files only: a link planted in cur/ is not indexed (issue 15 #2)
-    let file = maildex_maildir::open_message(path).map_err(|e| StoreError::io(path, e))?;
-    with_opened(file, path, buf, f)
+    let (file, md) =
+        maildex_maildir::open_message_with_metadata(path).map_err(|e| StoreError::io(path, e))?;
+    with_metadata(file, md, path, buf, f)
 }
 
 /// [`with_file`] of a file already opened (from `path`).
 fn with_opened<T>(
-    mut file: std::fs::File,
+    file: std::fs::File,
     path: &Path,
     buf: &mut FileBuf,
     f: impl FnOnce(&[u8], i64) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     let md = file.metadata().map_err(|e| StoreError::io(path, e))?;
+    with_metadata(file, md, path, buf, f)
+}
+
+/// [`with_opened`] with the file's metadata read already.
+fn with_metadata<T>(
+    file: std::fs::File,
+    md: std::fs::Metadata,
+    path: &Path,
+    buf: &mut FileBuf,
+    f: impl FnOnce(&[u8], i64) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
     if md.len() <= READ_LIMIT {
-        let bytes = &mut buf.0;
-        bytes.clear();
-        bytes.reserve(md.len() as usize);
-        file.read_to_end(bytes)
+        let bytes = buf
+            .read(&file, md.len() as usize)
             .map_err(|e| StoreError::io(path, e))?;
         f(bytes, md.mtime())
     } else {
@@ -203,6 +252,27 @@ pub(crate) fn index_file_with_text(path: &Path, state: MessageState) -> Result<B
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reused_buffer_reads_each_file_whole_and_only_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut buf = FileBuf::default();
+        // longer, shorter, empty, then longer again: no bytes of an earlier file show
+        for (i, len) in [5000usize, 12, 0, 70_000].into_iter().enumerate() {
+            let path = dir.path().join(format!("m{i}"));
+            let body: Vec<u8> = (0..len).map(|j| (j * 7 + i) as u8).collect();
+            std::fs::write(&path, &body).unwrap();
+            let file = std::fs::File::open(&path).unwrap();
+            assert_eq!(buf.read(&file, len).unwrap(), &body[..], "file {i}");
+        }
+        // metadata that says less or more than the file holds: the file as it is
+        let path = dir.path().join("grown");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        assert_eq!(buf.read(&file, 4).unwrap(), b"0123456789");
+        let file = std::fs::File::open(&path).unwrap();
+        assert_eq!(buf.read(&file, 20).unwrap(), b"0123456789");
+    }
 
     #[test]
     fn every_maildir_flag_has_its_own_index_bit() {
