@@ -37,8 +37,9 @@
 //! the look that finds it unmatched, so it cannot absorb a later event. The mtime plays no
 //! part, so the timestamp tick does not matter.
 //!
-//! Bounded: at most [`MAX_FOLDERS`] mailboxes are tracked (two watches each); the one used
-//! least recently goes first, and a mailbox not looked at for [`IDLE_DROP`] is dropped. An
+//! Bounded: at most [`MAX_FOLDERS`] mailboxes are tracked (two watches each); when a new
+//! one would pass the bound, the eighth used least recently goes, and a mailbox not looked
+//! at for [`IDLE_DROP`] is dropped (within a minute after). An
 //! untracked mailbox is synced from its stamps as before. Events of folders not being
 //! looked at are kept (at most [`MAX_PENDING`] per folder, then the folder counts as
 //! changed) until their folder's own look, which alone can judge them: only then are the
@@ -57,6 +58,10 @@ use maildex_maildir::own_writes::{self, Change};
 pub const MAX_FOLDERS: usize = 512;
 /// A mailbox not looked at for this long stops being tracked.
 pub const IDLE_DROP: Duration = Duration::from_secs(15 * 60);
+/// How often a look drops the idle mailboxes: a walk of every tracked mailbox at each
+/// look cost about 80 us with 512 of them, most of a rebuild of many small users' CPU
+/// (`perf record`, issue 19 #1), and a command's sync in a daemon serving that many.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// Most events kept for one mailbox between its looks.
 pub const MAX_PENDING: usize = 16 * 1024;
 
@@ -105,6 +110,8 @@ struct Tracker {
     buf: Vec<u8>,
     /// `IN_Q_OVERFLOW`s read (tests).
     overflows: u64,
+    /// When the idle mailboxes were last dropped ([`SWEEP_EVERY`]).
+    swept: Instant,
 }
 
 /// `None` inside: inotify could not be started (every mailbox is synced as before).
@@ -167,6 +174,7 @@ impl Tracker {
             by_wd: HashMap::new(),
             buf: vec![0u8; 64 * 1024],
             overflows: 0,
+            swept: Instant::now(),
         })
     }
 
@@ -277,29 +285,37 @@ impl Tracker {
         }
     }
 
-    /// Drops folders idle for [`IDLE_DROP`], and the least recently used beyond
-    /// [`MAX_FOLDERS`] - 1 unless `keep` is among them.
+    /// Drops folders idle for [`IDLE_DROP`] (looked for every [`SWEEP_EVERY`]), and, when
+    /// `keep` is not tracked and the bound is reached, the eighth used least recently.
     fn sweep(&mut self, keep: &Path) {
         let now = Instant::now();
-        let idle: Vec<PathBuf> = self
-            .folders
-            .iter()
-            .filter(|(d, f)| d.as_path() != keep && now.duration_since(f.last_used) > IDLE_DROP)
-            .map(|(d, _)| d.clone())
-            .collect();
-        for d in idle {
-            self.remove(&d);
-        }
-        while self.folders.len() >= MAX_FOLDERS && !self.folders.contains_key(keep) {
-            let Some(oldest) = self
+        if now.duration_since(self.swept) >= SWEEP_EVERY {
+            self.swept = now;
+            let idle: Vec<PathBuf> = self
                 .folders
                 .iter()
-                .min_by_key(|(_, f)| f.last_used)
+                .filter(|(d, f)| now.duration_since(f.last_used) > IDLE_DROP && d.as_path() != keep)
                 .map(|(d, _)| d.clone())
-            else {
-                break;
-            };
-            self.remove(&oldest);
+                .collect();
+            for d in idle {
+                self.remove(&d);
+            }
+        }
+        if self.folders.len() >= MAX_FOLDERS && !self.folders.contains_key(keep) {
+            // the least recently used eighth at once, so that one walk serves the next
+            // MAX_FOLDERS / 8 new mailboxes instead of one
+            let mut used: Vec<Instant> = self.folders.values().map(|f| f.last_used).collect();
+            let drop = (MAX_FOLDERS / 8).max(self.folders.len() + 1 - MAX_FOLDERS);
+            let (_, &mut cut, _) = used.select_nth_unstable(drop - 1);
+            let oldest: Vec<PathBuf> = self
+                .folders
+                .iter()
+                .filter(|(_, f)| f.last_used <= cut)
+                .map(|(d, _)| d.clone())
+                .collect();
+            for d in oldest {
+                self.remove(&d);
+            }
         }
     }
 
@@ -381,6 +397,33 @@ mod tests {
         assert_eq!(t.look(dir, inos(dir), true), Look::Unknown);
         t.settled(dir);
         assert_eq!(t.look(dir, inos(dir), true), Look::Clean);
+    }
+
+    #[test]
+    fn past_the_bound_the_least_recently_used_go_and_the_rest_keep_their_baseline() {
+        let mut t = Tracker::new().unwrap();
+        let dirs: Vec<tempfile::TempDir> = (0..MAX_FOLDERS + 40).map(|_| folder(&[])).collect();
+        for (i, d) in dirs.iter().enumerate() {
+            tracked(&mut t, d.path());
+            assert!(
+                t.folders.len() <= MAX_FOLDERS,
+                "{} tracked after {i}",
+                t.folders.len()
+            );
+            // the first one stays in use all along
+            assert_eq!(
+                t.look(dirs[0].path(), inos(dirs[0].path()), true),
+                Look::Clean
+            );
+        }
+        // the least recently used went (the second and third), the last added and the one
+        // in use kept their baseline
+        for gone in [&dirs[1], &dirs[2]] {
+            assert!(!t.folders.contains_key(gone.path()));
+        }
+        for kept in [&dirs[0], &dirs[MAX_FOLDERS + 39], &dirs[MAX_FOLDERS]] {
+            assert_eq!(t.look(kept.path(), inos(kept.path()), true), Look::Clean);
+        }
     }
 
     /// A STORE's rename of `cur/name` to `flags`, confirmed or not.
