@@ -100,6 +100,29 @@ impl Index {
         Ok(index)
     }
 
+    /// Stops syncing this env's commits until [`Index::finish_deferred`], for a pass
+    /// that rewrites most of it (`maildex index rebuild`, issue 19 #1), as
+    /// [`Index::create_deferred`] does for a new env: the marker is made durable first,
+    /// so an env that a crash leaves unfinished is deleted by the next open, and the
+    /// store indexes the Maildir afresh, which is what the pass was doing. Only for an
+    /// env whose commits are synced (the caller's `durable`); a second call while
+    /// deferred does nothing.
+    pub fn defer_syncs(&self) -> Result<(), IndexError> {
+        if self.deferred.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let marker = self.path().join(PENDING_FILE);
+        let made = File::create(&marker)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| IndexError::io(&marker, e))
+            .and_then(|()| sync_dir(self.path()))
+            .and_then(|()| self.set_synced(false));
+        if made.is_err() {
+            self.deferred.store(false, Ordering::SeqCst);
+        }
+        made
+    }
+
     /// The note of an env in `dir` whose creation ([`Index::create_deferred`]) has not
     /// finished, or was cut short by a crash; None otherwise.
     pub fn pending_note(dir: &Path) -> Option<Vec<u8>> {
@@ -163,6 +186,27 @@ mod tests {
         drop((index, same));
         // what a crash before finish_deferred leaves: the env and its marker
         assert!(dir.join(DATA_FILE).exists() && dir.join(PENDING_FILE).exists());
+        let reopened = Index::open(&dir, &opts()).unwrap();
+        assert!(!dir.join(PENDING_FILE).exists());
+        assert_eq!(reopened.read(|r| r.mailboxes()).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn an_existing_env_whose_syncs_are_deferred_is_marked_until_finished() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("idx");
+        let index = Index::open(&dir, &opts()).unwrap();
+        index.write(|w| w.create_mailbox("INBOX", 7)).unwrap();
+        index.defer_syncs().unwrap();
+        index.defer_syncs().unwrap();
+        assert_eq!(Index::pending_note(&dir).as_deref(), Some(&b""[..]));
+        index.write(|w| w.create_mailbox("Sent", 8)).unwrap();
+        index.finish_deferred().unwrap();
+        assert!(!dir.join(PENDING_FILE).exists());
+        // deferred again and left so (a crash): the next open starts afresh
+        index.defer_syncs().unwrap();
+        index.write(|w| w.create_mailbox("Trash", 9)).unwrap();
+        drop(index);
         let reopened = Index::open(&dir, &opts()).unwrap();
         assert!(!dir.join(PENDING_FILE).exists());
         assert_eq!(reopened.read(|r| r.mailboxes()).unwrap().len(), 0);

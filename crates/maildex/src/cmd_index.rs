@@ -7,11 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use maildex_index::dump;
-use maildex_store::UserStore;
 
-use crate::common::{
-    become_mail_owner, existing_paths, load_config, open_store, store_options, users, NO_MAIL_YET,
-};
+use crate::common::{become_mail_owner, existing_paths, load_config, open_store, users};
 use crate::{ConfigArg, UsersArg};
 
 #[derive(Args, Debug)]
@@ -123,98 +120,8 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
-    if r.fts_only {
-        return rebuild_texts(&r.users);
-    }
-    let a = &r.users;
-    let config = load_config(&a.config.config)?;
-    let names = users(&config, &a.users)?;
-    become_mail_owner(&config, &names)?;
-    let tty = std::io::stderr().is_terminal();
-    let (mut messages, mut mailboxes, mut unreadable, mut skipped) = (0, 0, 0, 0);
-    let (mut texts, mut text_time) = (0, Duration::ZERO);
-    let started = std::time::Instant::now();
-    for user in names {
-        let paths = config
-            .storage
-            .paths_for(&user)
-            .with_context(|| format!("user {user}"))?;
-        if std::fs::symlink_metadata(&paths.maildir)
-            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-        {
-            // nothing to index, and nothing is created for a user who has no mail yet
-            println!("{user}: {NO_MAIL_YET}");
-            skipped += 1;
-            continue;
-        }
-        let (store, aside) =
-            UserStore::open_for_rebuild(&paths.maildir, &paths.index_dir, store_options(&config))
-                .with_context(|| format!("opening the mail of {user}"))?;
-        if let Some(aside) = aside {
-            eprintln!("{user}: unusable index moved aside to {}", aside.display());
-        }
-        let bar = progress_bar(tty, &user);
-        let report = store.rebuild(&mut |p| show(bar.as_ref(), p))?;
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
-        }
-        let rate = report.sync.added as f64 / report.elapsed.as_secs_f64().max(1e-9);
-        // the listing records are committed: listings use the index from here on; then the
-        // full text, in this run or by the daemon
-        let text = if !r.with_text || !config.storage.full_text {
-            let pending: usize = store.pending_texts()?.iter().map(|(_, n)| n).sum();
-            format!("full text of {pending} messages left to the daemon")
-        } else {
-            let total: usize = store.pending_texts()?.iter().map(|(_, n)| n).sum();
-            let bar = text_bar(tty, &user, total);
-            let t = store.index_all_pending_text(&mut |p| {
-                if let Some(bar) = &bar {
-                    bar.set_position(p.messages as u64);
-                }
-            })?;
-            if let Some(bar) = bar {
-                bar.finish_and_clear();
-            }
-            texts += t.written;
-            text_time += t.elapsed;
-            unreadable += t.unreadable;
-            let rate = t.written as f64 / t.elapsed.as_secs_f64().max(1e-9);
-            format!(
-                "full text of {} messages in {:.2}s ({rate:.0} messages/s)",
-                t.written,
-                t.elapsed.as_secs_f64()
-            )
-        };
-        println!(
-            "{user}: {} mailboxes, {} messages indexed in {:.2}s ({rate:.0} messages/s), {text}, {} unreadable",
-            report.sync.mailboxes,
-            report.sync.added,
-            report.elapsed.as_secs_f64(),
-            report.sync.unreadable.len()
-        );
-        for f in &report.sync.unreadable {
-            println!("  unreadable: {}", f.display());
-        }
-        messages += report.sync.added;
-        mailboxes += report.sync.mailboxes;
-        unreadable += report.sync.unreadable.len();
-    }
-    println!(
-        "total: {mailboxes} mailboxes, {messages} messages, full text of {texts} in {:.2}s, \
-         {unreadable} unreadable, {skipped} users with no mail yet, {:.2}s",
-        text_time.as_secs_f64(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(if unreadable > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
 /// A progress bar of mailboxes for a user's rebuild, on a terminal.
-fn progress_bar(tty: bool, user: &str) -> Option<indicatif::ProgressBar> {
+pub(crate) fn progress_bar(tty: bool, user: &str) -> Option<indicatif::ProgressBar> {
     bar(
         tty,
         user,
@@ -224,13 +131,18 @@ fn progress_bar(tty: bool, user: &str) -> Option<indicatif::ProgressBar> {
 }
 
 /// A progress bar of messages for a rebuild's full-text phase, on a terminal.
-fn text_bar(tty: bool, user: &str, total: usize) -> Option<indicatif::ProgressBar> {
+pub(crate) fn text_bar(tty: bool, user: &str, total: usize) -> Option<indicatif::ProgressBar> {
     let template = "{prefix} full text [{bar:30}] {pos}/{len} messages, {per_sec}";
     bar(tty, user, total, template)
 }
 
 /// A progress bar of `len` steps drawn by `template`, on a terminal.
-fn bar(tty: bool, user: &str, len: usize, template: &str) -> Option<indicatif::ProgressBar> {
+pub(crate) fn bar(
+    tty: bool,
+    user: &str,
+    len: usize,
+    template: &str,
+) -> Option<indicatif::ProgressBar> {
     tty.then(|| {
         let bar = indicatif::ProgressBar::new(len as u64);
         bar.set_style(
@@ -243,7 +155,7 @@ fn bar(tty: bool, user: &str, len: usize, template: &str) -> Option<indicatif::P
 }
 
 /// Moves a rebuild's progress bar to `p`.
-fn show(bar: Option<&indicatif::ProgressBar>, p: &maildex_store::Progress) {
+pub(crate) fn show(bar: Option<&indicatif::ProgressBar>, p: &maildex_store::Progress) {
     if let Some(bar) = bar {
         bar.set_length(p.total as u64);
         bar.set_position(p.done as u64);
@@ -253,7 +165,7 @@ fn show(bar: Option<&indicatif::ProgressBar>, p: &maildex_store::Progress) {
 
 /// `index rebuild --fts-only`: the full-text records of every indexed message rewritten
 /// from the files; a user without an index yet is skipped (its first use indexes it whole).
-fn rebuild_texts(a: &UsersCmdArgs) -> Result<ExitCode> {
+pub(crate) fn rebuild_texts(a: &UsersCmdArgs) -> Result<ExitCode> {
     let config = load_config(&a.config.config)?;
     let names = users(&config, &a.users)?;
     become_mail_owner(&config, &names)?;

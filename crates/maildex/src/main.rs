@@ -2,6 +2,7 @@
 
 mod cmd_deliver;
 mod cmd_index;
+mod cmd_rebuild;
 mod cmd_serve;
 mod cmd_user;
 mod common;
@@ -94,7 +95,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd_serve::run(&a),
         Command::Deliver(a) => return cmd_deliver::run(&a),
         Command::Index(IndexCommand::Dump(a)) => cmd_index::dump(&a),
-        Command::Index(IndexCommand::Rebuild(a)) => cmd_index::rebuild(&a),
+        Command::Index(IndexCommand::Rebuild(a)) => cmd_rebuild::rebuild(&a),
         Command::Index(IndexCommand::Check(a)) => cmd_index::check(&a),
         Command::Index(IndexCommand::Compact(a)) => cmd_index::compact(&a),
         Command::User(UserCommand::Add(a)) => cmd_user::add(&a),

@@ -165,6 +165,17 @@ fn a_hundred_thousand_users_get_no_folder_before_their_first_login_or_delivery()
         out.contains(&format!("{} users with no mail yet", USERS - 2)),
         "{out}"
     );
+    // several users are rebuilt at once, and reported in the directory's order
+    let reported: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("user"))
+        .filter_map(|l| l.split(": ").next())
+        .collect();
+    assert_eq!(reported.len(), USERS, "{}", &out[..out.len().min(2000)]);
+    assert!(
+        reported.windows(2).all(|w| w[0] < w[1]),
+        "users not reported in order"
+    );
     // INBOX and the five special-use folders every user gets at first use (issue 17 #3)
     assert!(
         out.contains(&format!("{second}: 6 mailboxes, 1 messages")),
