@@ -2,12 +2,16 @@
 //! come from dovecot-uidlist) and never letting a modseq go backwards.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use maildex_index::IndexError;
 use maildex_maildir::folder;
 
 use crate::{StoreError, StoreOptions, SyncReport, UserStore};
+
+/// Mailboxes of one user rebuilt at once ([`UserStore::rebuild`]).
+const MAILBOXES_AT_ONCE: usize = 2;
 
 /// Progress of a rebuild, reported after each mailbox.
 #[derive(Clone, Debug)]
@@ -130,37 +134,75 @@ impl UserStore {
         let started = Instant::now();
         let folders = folder::list_folders(&self.root)?;
         let mut report = RebuildReport::default();
-        for (i, f) in folders.iter().enumerate() {
-            // first make sure dovecot-uidlist is complete (a lost one is recreated from the
-            // index here, while the index still knows every UID)
-            self.sync_mailbox(&f.name)?;
-            if let Some((id, _)) = self.indexed_mailbox(&f.name)? {
-                // records go, the mailbox record (uidvalidity, uid_next, modseq) stays; the
-                // forced sync below recreates every record from its file with its UID
-                let lock = self.mailbox_lock(&f.name);
-                let _serial = lock.hold();
-                self.index.write(move |w| {
-                    w.clear_messages(id)?;
-                    let mut m = w.reader().require_mailbox(id)?;
-                    m.new_stamp = Default::default();
-                    m.cur_stamp = Default::default();
-                    m.uidlist_stamp = Default::default();
-                    w.put_mailbox(id, &m)
-                })?;
+        // Two mailboxes at a time: each one's parse and commit pipeline fills and drains
+        // (its first batch parsed while nothing commits, its last committed while nothing
+        // parses), and a mailbox of a few messages is parsed on one thread; another
+        // mailbox's work fills those gaps. Results are taken here, in the order they come.
+        let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+        let mut failed = None;
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            for _ in 0..MAILBOXES_AT_ONCE.min(folders.len()) {
+                let (tx, next, stop, folders) = (tx.clone(), &next, &stop, &folders);
+                scope.spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        let Some(f) = folders.get(next.fetch_add(1, Ordering::SeqCst)) else {
+                            break;
+                        };
+                        let done = self.rebuild_mailbox(&f.name);
+                        if done.is_err() {
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                        if tx.send((f.name.clone(), done)).is_err() {
+                            break;
+                        }
+                    }
+                });
             }
-            report
-                .sync
-                .merge(self.sync_mailbox_with(&f.name, true, false)?);
-            progress(&Progress {
-                mailbox: f.name.clone(),
-                done: i + 1,
-                total: folders.len(),
-                messages: report.sync.added,
-            });
+            drop(tx);
+            for (i, (mailbox, done)) in rx.into_iter().enumerate() {
+                match done {
+                    Ok(r) => report.sync.merge(r),
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                }
+                progress(&Progress {
+                    mailbox,
+                    done: i + 1,
+                    total: folders.len(),
+                    messages: report.sync.added,
+                });
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
         }
         let all = self.sync_all()?;
         report.sync.deleted_mailboxes.extend(all.deleted_mailboxes);
         report.elapsed = started.elapsed();
         Ok(report)
+    }
+
+    /// Re-indexes mailbox `name` from its files, keeping its UIDs.
+    fn rebuild_mailbox(&self, name: &str) -> Result<SyncReport, StoreError> {
+        // first make sure dovecot-uidlist is complete (a lost one is recreated from the
+        // index here, while the index still knows every UID)
+        self.sync_mailbox(name)?;
+        if let Some((id, _)) = self.indexed_mailbox(name)? {
+            // records go, the mailbox record (uidvalidity, uid_next, modseq) stays; the
+            // forced sync below recreates every record from its file with its UID
+            let lock = self.mailbox_lock(name);
+            let _serial = lock.hold();
+            self.index.write(move |w| {
+                w.clear_messages(id)?;
+                let mut m = w.reader().require_mailbox(id)?;
+                m.new_stamp = Default::default();
+                m.cur_stamp = Default::default();
+                m.uidlist_stamp = Default::default();
+                w.put_mailbox(id, &m)
+            })?;
+        }
+        self.sync_mailbox_with(name, true, false)
     }
 }
