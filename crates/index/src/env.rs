@@ -89,22 +89,22 @@ impl<'e> Dbs<'e> {
             hot: Segments {
                 db: self.cache_hot,
                 name: schema::DB_CACHE_HOT,
-                compress: Packing::Zstd(segment::LISTING_LEVEL),
+                packing: Packing::Zstd(segment::LISTING_LEVEL),
             },
             envelope: Segments {
                 db: self.cache_envelope,
                 name: schema::DB_CACHE_ENVELOPE,
-                compress: Packing::Zstd(segment::LISTING_LEVEL),
+                packing: Packing::Zstd(segment::LISTING_LEVEL),
             },
             structure: Segments {
                 db: self.cache_structure,
                 name: schema::DB_CACHE_STRUCTURE,
-                compress: Packing::Zstd(segment::LISTING_LEVEL),
+                packing: Packing::Zstd(segment::LISTING_LEVEL),
             },
             sort: Segments {
                 db: self.cache_sort,
                 name: schema::DB_CACHE_SORT,
-                compress: Packing::Raw,
+                packing: Packing::Raw,
             },
             search: crate::plain::Plain {
                 db: self.cache_search,
@@ -112,12 +112,12 @@ impl<'e> Dbs<'e> {
             text: Segments {
                 db: self.fts_text,
                 name: schema::DB_FTS_TEXT,
-                compress: Packing::Zstd(segment::TEXT_LEVEL),
+                packing: Packing::Zstd(segment::TEXT_LEVEL),
             },
             sig: Segments {
                 db: self.fts_sig,
                 name: schema::DB_FTS_SIG,
-                compress: Packing::Raw,
+                packing: Packing::Raw,
             },
         }
     }
@@ -125,7 +125,7 @@ impl<'e> Dbs<'e> {
         Segments {
             db: self.headers,
             name: schema::DB_HEADERS,
-            compress: Packing::Zstd(segment::LISTING_LEVEL),
+            packing: Packing::Zstd(segment::LISTING_LEVEL),
         }
     }
 }

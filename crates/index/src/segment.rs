@@ -102,7 +102,7 @@ fn lmdb(e: heed::Error) -> IndexError {
 }
 
 /// Encodes a segment: a kind byte (0 raw, 1 zstd, 2 a filling segment compressed) then
-/// the postcard of its entries. `packing` is the column's [`Segments::compress`]: when
+/// the postcard of its entries. `packing` is the column's [`Segments::packing`]: when
 /// [`Packing::Raw`], a full segment stays raw unless its data is over [`RAW_MAX`].
 pub(crate) fn encode(entries: &Entries, packing: Packing) -> Result<Vec<u8>, IndexError> {
     let plain = crate::schema::encode(entries)?;
@@ -284,14 +284,14 @@ fn decompress(frame: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
 pub(crate) struct Segments<'e> {
     pub db: Database<'e, Bytes, Bytes>,
     pub name: &'static str,
-    /// Whether full segments are zstd-compressed. `cache-sort` stores them raw: its
+    /// How full segments are stored, and at which zstd level. `cache-sort` stores them raw: its
     /// records are small (about 190 bytes), a SORT decodes every one of a folder, and
     /// building zstd's decoding tables for each sixteen messages was a fifth of a first
     /// SORT's CPU, while a raw segment is read in place ([`Segments::for_each_ref`]).
     /// On disk it costs little: a compressed segment of them half fills a leaf page
     /// (docs/INDEX-FORMAT.md). `fts-sig` stores them raw too: Bloom filters about 39%
     /// full barely compress, and every BODY/TEXT search reads all of a mailbox's.
-    pub compress: Packing,
+    pub packing: Packing,
 }
 
 impl Segments<'_> {
@@ -663,7 +663,7 @@ impl Segments<'_> {
             .put(
                 txn,
                 &raw_msg_key(mailbox, first)[..],
-                &encode(entries, self.compress)?,
+                &encode(entries, self.packing)?,
             )
             .map_err(lmdb)
     }
@@ -815,12 +815,12 @@ mod tests {
         let z = Segments {
             db: z,
             name: "z",
-            compress: Packing::Zstd(LISTING_LEVEL),
+            packing: Packing::Zstd(LISTING_LEVEL),
         };
         let r = Segments {
             db: r,
             name: "r",
-            compress: Packing::Raw,
+            packing: Packing::Raw,
         };
         let data = |uid: u32| format!("subject of message {uid}").into_bytes();
         // delivered one at a time: two full segments, then eight of one message each

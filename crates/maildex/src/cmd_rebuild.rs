@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use maildex_config::Config;
+use maildex_store::parallel::for_each_in_parallel;
 use maildex_store::UserStore;
 
 use crate::cmd_index::{bar, progress_bar, rebuild_texts, show, text_bar, RebuildArgs};
@@ -52,70 +52,53 @@ pub fn rebuild(r: &RebuildArgs) -> Result<ExitCode> {
         "{prefix} [{bar:30}] {pos}/{len} users, {per_sec}",
     );
     let started = std::time::Instant::now();
-    let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
     let mut total = Outcome::default();
     let mut failed = None;
-    std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Outcome>)>();
-        for _ in 0..workers {
-            let tx = tx.clone();
-            let (next, stop, names, config) = (&next, &stop, &names, &config);
-            scope.spawn(move || {
-                // after an error no further user is started (as one at a time stopped)
-                while !stop.load(Ordering::SeqCst) {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(user) = names.get(i) else { break };
-                    let out = rebuild_user(config, user, r, tty && workers == 1);
-                    if out.is_err() {
-                        stop.store(true, Ordering::SeqCst);
-                    }
-                    if tx.send((i, out)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        // printed in the users' order: every user started is sent, so none is missing
-        let mut waiting = BTreeMap::new();
-        let mut printed = 0;
-        for (i, out) in rx {
+    // printed in the users' order: every user started is reported, so none is missing
+    let mut waiting = BTreeMap::new();
+    let mut printed = 0;
+    for_each_in_parallel(
+        &names,
+        workers,
+        |_: &mut (), user| rebuild_user(&config, user, r, tty && workers == 1),
+        |i, out| {
+            // after an error no further user is started (as one at a time stopped)
+            let mut go_on = out.is_ok();
             waiting.insert(i, out);
             while let Some(out) = waiting.remove(&printed) {
                 printed += 1;
                 if let Some(bar) = &users_bar {
                     bar.inc(1);
                 }
-                match out {
-                    Ok(o) => {
-                        let printed = match &users_bar {
-                            Some(bar) => {
-                                o.lines.lines().for_each(|line| bar.println(line));
-                                Ok(())
-                            }
-                            None => std::io::stdout().write_all(o.lines.as_bytes()),
-                        };
-                        if let Err(e) = printed {
-                            // stdout closed (a pipe into `head`): no further user is started
-                            stop.store(true, Ordering::SeqCst);
-                            failed.get_or_insert(
-                                anyhow::Error::from(e).context("writing the report"),
-                            );
-                        }
-                        total.messages += o.messages;
-                        total.mailboxes += o.mailboxes;
-                        total.unreadable += o.unreadable;
-                        total.skipped += o.skipped;
-                        total.texts += o.texts;
-                        total.text_time += o.text_time;
-                    }
+                let o = match out {
+                    Ok(o) => o,
                     Err(e) => {
                         failed.get_or_insert(e);
+                        continue;
                     }
+                };
+                let written = match &users_bar {
+                    Some(bar) => {
+                        o.lines.lines().for_each(|line| bar.println(line));
+                        Ok(())
+                    }
+                    None => std::io::stdout().write_all(o.lines.as_bytes()),
+                };
+                if let Err(e) = written {
+                    // stdout closed (a pipe into `head`): no further user is started
+                    go_on = false;
+                    failed.get_or_insert(anyhow::Error::from(e).context("writing the report"));
                 }
+                total.messages += o.messages;
+                total.mailboxes += o.mailboxes;
+                total.unreadable += o.unreadable;
+                total.skipped += o.skipped;
+                total.texts += o.texts;
+                total.text_time += o.text_time;
             }
-        }
-    });
+            go_on
+        },
+    );
     if let Some(bar) = users_bar {
         bar.finish_and_clear();
     }

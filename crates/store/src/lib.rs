@@ -29,7 +29,7 @@ mod message_text;
 mod op_error;
 mod opctx;
 mod orders;
-mod parallel;
+pub mod parallel;
 mod quota_file;
 mod read;
 mod rebuild;

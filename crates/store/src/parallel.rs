@@ -1,49 +1,70 @@
 //! Work on every core for the passes that read many message files (a first index, a
-//! rebuild, the full text's extraction). Written here rather than taken from rayon: one
-//! function, scoped threads, no pool living on in the daemon between passes.
+//! rebuild, the full text's extraction) and for `maildex index rebuild`'s users. Written
+//! here rather than taken from rayon: two functions over scoped threads, no pool living on
+//! in the daemon between passes.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// `f` of each of `items` on `workers` threads, the results in `items`' order. Each
-/// worker takes the next item not yet taken, so one large message does not leave the
-/// other workers idle until a fixed share of the rest is done, and keeps a state `S`
-/// of its own (a read buffer) from one item to the next.
+/// `f` of each of `items` on `workers` threads, each worker taking the next item not yet
+/// taken (so one large item does not leave the others idle until a fixed share of the
+/// rest is done) and keeping a state `S` of its own (a read buffer) from one item to the
+/// next. `done` is called on this thread with each item's index and result, in the order
+/// they finish; once it returns false no further item is started (those started finish
+/// and are reported).
+pub fn for_each_in_parallel<T: Sync, S: Default, R: Send>(
+    items: &[T],
+    workers: usize,
+    f: impl Fn(&mut S, &T) -> R + Sync,
+    mut done: impl FnMut(usize, R) -> bool,
+) {
+    if workers <= 1 || items.len() < 2 {
+        let mut state = S::default();
+        for (i, item) in items.iter().enumerate() {
+            if !done(i, f(&mut state, item)) {
+                break;
+            }
+        }
+        return;
+    }
+    let (next, stop, f) = (AtomicUsize::new(0), AtomicBool::new(false), &f);
+    let (next, stop) = (&next, &stop);
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..workers.min(items.len()) {
+            let tx = tx.clone();
+            scope.spawn(move || {
+                let mut state = S::default();
+                while !stop.load(Ordering::SeqCst) {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(item) = items.get(i) else { break };
+                    if tx.send((i, f(&mut state, item))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for (i, r) in rx {
+            if !done(i, r) {
+                stop.store(true, Ordering::SeqCst);
+            }
+        }
+    });
+}
+
+/// `f` of each of `items` on `workers` threads as [`for_each_in_parallel`], the results in
+/// `items`' order.
 pub(crate) fn map_in_parallel<T: Sync, S: Default, R: Send>(
     items: &[T],
     workers: usize,
     f: impl Fn(&mut S, &T) -> R + Sync,
 ) -> Vec<R> {
-    if workers <= 1 || items.len() < 2 {
-        let mut state = S::default();
-        return items.iter().map(|item| f(&mut state, item)).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let (f, next) = (&f, &next);
-    let done: Vec<Vec<(usize, R)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers.min(items.len()))
-            .map(|_| {
-                scope.spawn(move || {
-                    let mut state = S::default();
-                    let mut out = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break };
-                        out.push((i, f(&mut state, item)));
-                    }
-                    out
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
     let mut slots: Vec<Option<R>> = std::iter::repeat_with(|| None).take(items.len()).collect();
-    for (i, r) in done.into_iter().flatten() {
+    for_each_in_parallel(items, workers, f, |i, r| {
         slots[i] = Some(r);
-    }
-    // every index below items.len() was taken by exactly one worker
+        true
+    });
+    // every item was mapped: none stops the pass
     slots.into_iter().flatten().collect()
 }
 
@@ -81,5 +102,35 @@ mod tests {
             "a worker took at least half: {max_per_worker}"
         );
         assert_eq!(seen.len(), 200);
+    }
+
+    #[test]
+    fn no_item_is_started_after_done_says_stop() {
+        let items: Vec<u32> = (0..1000).collect();
+        for workers in [1, 2, 4] {
+            let mut reported = Vec::new();
+            for_each_in_parallel(
+                &items,
+                workers,
+                |_: &mut (), &i| {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    i
+                },
+                |i, r| {
+                    assert_eq!(i as u32, r);
+                    reported.push(i);
+                    i != 10
+                },
+            );
+            // the items started before the stop was seen finish; the rest never start
+            assert!(reported.contains(&10));
+            assert!(
+                reported.len() < items.len(),
+                "{workers} workers: none stopped"
+            );
+            if workers == 1 {
+                assert_eq!(reported.len(), 11);
+            }
+        }
     }
 }

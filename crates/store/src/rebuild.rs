@@ -2,7 +2,6 @@
 //! come from dovecot-uidlist) and never letting a modseq go backwards.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use maildex_index::IndexError;
@@ -138,43 +137,29 @@ impl UserStore {
         // (its first batch parsed while nothing commits, its last committed while nothing
         // parses), and a mailbox of a few messages is parsed on one thread; another
         // mailbox's work fills those gaps. Results are taken here, in the order they come.
-        let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
         let mut failed = None;
-        std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::channel();
-            for _ in 0..MAILBOXES_AT_ONCE.min(folders.len()) {
-                let (tx, next, stop, folders) = (tx.clone(), &next, &stop, &folders);
-                scope.spawn(move || {
-                    while !stop.load(Ordering::SeqCst) {
-                        let Some(f) = folders.get(next.fetch_add(1, Ordering::SeqCst)) else {
-                            break;
-                        };
-                        let done = self.rebuild_mailbox(&f.name);
-                        if done.is_err() {
-                            stop.store(true, Ordering::SeqCst);
-                        }
-                        if tx.send((f.name.clone(), done)).is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
-            drop(tx);
-            for (i, (mailbox, done)) in rx.into_iter().enumerate() {
+        let mut finished = 0;
+        crate::parallel::for_each_in_parallel(
+            &folders,
+            MAILBOXES_AT_ONCE,
+            |_: &mut (), f| self.rebuild_mailbox(&f.name),
+            |i, done| {
                 match done {
                     Ok(r) => report.sync.merge(r),
                     Err(e) => {
                         failed.get_or_insert(e);
                     }
                 }
+                finished += 1;
                 progress(&Progress {
-                    mailbox,
-                    done: i + 1,
+                    mailbox: folders[i].name.clone(),
+                    done: finished,
                     total: folders.len(),
                     messages: report.sync.added,
                 });
-            }
-        });
+                failed.is_none()
+            },
+        );
         if let Some(e) = failed {
             return Err(e);
         }
