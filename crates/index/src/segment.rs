@@ -62,6 +62,14 @@ const RAW_MAX: usize = 32 * 1024;
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct Entries(pub Vec<(u32, Vec<u8>)>);
 
+impl Entries {
+    /// At least the length of the postcard of these entries: a varint of at most five
+    /// bytes for the count, and for each entry its UID's and its length's and its bytes.
+    fn encoded_len_bound(&self) -> usize {
+        5 + self.0.iter().map(|(_, d)| 10 + d.len()).sum::<usize>()
+    }
+}
+
 impl Serialize for Entries {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
@@ -105,7 +113,7 @@ fn lmdb(e: heed::Error) -> IndexError {
 /// the postcard of its entries. `packing` is the column's [`Segments::packing`]: when
 /// [`Packing::Raw`], a full segment stays raw unless its data is over [`RAW_MAX`].
 pub(crate) fn encode(entries: &Entries, packing: Packing) -> Result<Vec<u8>, IndexError> {
-    let plain = crate::schema::encode(entries)?;
+    let plain = crate::schema::encode_with_capacity(entries, entries.encoded_len_bound())?;
     let full = entries.0.len() >= SEG;
     let level = match packing {
         Packing::Zstd(level) => level,
