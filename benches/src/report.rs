@@ -317,7 +317,7 @@ pub fn markdown(r: &Value, command: &str, plots: &[(String, String)]) -> String 
     let bs = &b["servers"];
     let _ = writeln!(
         o,
-        "| … server peak RSS over idle (MiB, VmHWM summed over processes) | {} | {} | {} |",
+        "| … server peak RSS over its RSS before the session (MiB, VmHWM summed over processes, after a first session) | {} | {} | {} |",
         fmt(mib(&bs["dovecot"]["growth_kib"]), 1),
         fmt(mib(&bs["maildex"]["growth_kib"]), 1),
         ratio(
