@@ -15,7 +15,9 @@ use heed::{RoTxn, RwTxn, WithoutTls};
 use serde::Deserialize;
 
 use crate::plain::Plain;
-use crate::schema::{self, Cached, CachedFields, PartRecord, SearchFields, SortKeys, Structure};
+#[cfg(doc)]
+use crate::schema::Structure;
+use crate::schema::{self, Cached, CachedFields, PartRecord, SearchFields, SortKeys};
 use crate::segment::Segments;
 use crate::IndexError;
 
@@ -42,6 +44,17 @@ struct StructureView<'a, P> {
     body: &'a [u8],
     body_structure: &'a [u8],
     parts: P,
+}
+
+/// A [`Structure`] encoded from the fields of a [`Cached`] it borrows: the same postcard
+/// (field order and types must match [`Structure`]).
+#[derive(serde::Serialize)]
+struct StructureRef<'a> {
+    #[serde(with = "serde_bytes")]
+    body: &'a [u8],
+    #[serde(with = "serde_bytes")]
+    body_structure: &'a [u8],
+    parts: &'a PartRecord,
 }
 
 /// Puts one column's data (of the message with the UID) into its record.
@@ -111,7 +124,7 @@ impl Columns<'_> {
         &self,
         txn: &mut RwTxn,
         mailbox: u32,
-        items: Vec<(u32, Cached)>,
+        items: Vec<(u32, &Cached)>,
     ) -> Result<(), IndexError> {
         let n = items.len();
         let (mut text, mut sig) = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -123,22 +136,22 @@ impl Columns<'_> {
             Vec::with_capacity(n),
         );
         for (uid, c) in items {
-            let structure = Structure {
-                body: c.body,
-                body_structure: c.body_structure,
-                parts: c.parts,
+            let structure = StructureRef {
+                body: &c.body,
+                body_structure: &c.body_structure,
+                parts: &c.parts,
             };
             st.push((uid, schema::encode(&structure)?));
             sort.push((uid, schema::encode(&c.sort)?));
             search.push((uid, schema::encode(&c.search)?));
             if !c.text.is_empty() {
-                text.push((uid, c.text));
+                text.push((uid, &c.text[..]));
             }
             if !c.text_sig.is_empty() {
-                sig.push((uid, c.text_sig));
+                sig.push((uid, &c.text_sig[..]));
             }
-            hot.push((uid, c.hot_headers));
-            env.push((uid, c.envelope));
+            hot.push((uid, &c.hot_headers[..]));
+            env.push((uid, &c.envelope[..]));
         }
         self.hot.put_many(txn, mailbox, hot)?;
         self.envelope.put_many(txn, mailbox, env)?;
@@ -336,6 +349,7 @@ impl Columns<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Structure;
 
     #[test]
     fn structure_views_read_the_structure_encoding() {
@@ -348,6 +362,13 @@ mod tests {
             },
         };
         let raw = schema::encode(&s).unwrap();
+        // what a batch of new messages writes, from the records it borrows
+        let borrowed = StructureRef {
+            body: &s.body,
+            body_structure: &s.body_structure,
+            parts: &s.parts,
+        };
+        assert_eq!(schema::encode(&borrowed).unwrap(), raw);
         let mut c = Cached::default();
         fill_structure(&mut c, &raw, CachedFields::ALL, What(1, 1)).unwrap();
         assert_eq!(

@@ -62,22 +62,37 @@ const RAW_MAX: usize = 32 * 1024;
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct Entries(pub Vec<(u32, Vec<u8>)>);
 
-impl Entries {
+/// Entries of a segment whose data is borrowed or owned (`D` is `&[u8]` or `Vec<u8>`),
+/// encoded as [`Entries`] is: a batch of new messages is encoded from the records it was
+/// handed, not from copies of them.
+struct EntryRefs<'a, D>(&'a [(u32, D)]);
+
+impl<D: AsRef<[u8]>> EntryRefs<'_, D> {
     /// At least the length of the postcard of these entries: a varint of at most five
     /// bytes for the count, and for each entry its UID's and its length's and its bytes.
     fn encoded_len_bound(&self) -> usize {
-        5 + self.0.iter().map(|(_, d)| 10 + d.len()).sum::<usize>()
+        5 + self
+            .0
+            .iter()
+            .map(|(_, d)| 10 + d.as_ref().len())
+            .sum::<usize>()
+    }
+}
+
+impl<D: AsRef<[u8]>> Serialize for EntryRefs<'_, D> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for (uid, data) in self.0 {
+            seq.serialize_element(&(uid, serde_bytes::Bytes::new(data.as_ref())))?;
+        }
+        seq.end()
     }
 }
 
 impl Serialize for Entries {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for (uid, data) in &self.0 {
-            seq.serialize_element(&(uid, serde_bytes::Bytes::new(data)))?;
-        }
-        seq.end()
+        EntryRefs(&self.0).serialize(s)
     }
 }
 
@@ -112,9 +127,13 @@ fn lmdb(e: heed::Error) -> IndexError {
 /// Encodes a segment: a kind byte (0 raw, 1 zstd, 2 a filling segment compressed) then
 /// the postcard of its entries. `packing` is the column's [`Segments::packing`]: when
 /// [`Packing::Raw`], a full segment stays raw unless its data is over [`RAW_MAX`].
-pub(crate) fn encode(entries: &Entries, packing: Packing) -> Result<Vec<u8>, IndexError> {
-    let plain = crate::schema::encode_with_capacity(entries, entries.encoded_len_bound())?;
-    let full = entries.0.len() >= SEG;
+pub(crate) fn encode<D: AsRef<[u8]>>(
+    entries: &[(u32, D)],
+    packing: Packing,
+) -> Result<Vec<u8>, IndexError> {
+    let refs = EntryRefs(entries);
+    let plain = crate::schema::encode_with_capacity(&refs, refs.encoded_len_bound())?;
+    let full = entries.len() >= SEG;
     let level = match packing {
         Packing::Zstd(level) => level,
         Packing::Raw => LISTING_LEVEL,
@@ -437,11 +456,11 @@ impl Segments<'_> {
     /// Stores many (uid, data), each segment touched being read and written once: a batch
     /// of new messages costs one write (and one compression) per segment, not per message.
     /// Items above every UID stored go through [`Segments::append`].
-    pub fn put_many(
+    pub fn put_many<D: AsRef<[u8]> + Into<Vec<u8>>>(
         &self,
         txn: &mut RwTxn,
         mailbox: u32,
-        mut items: Vec<(u32, Vec<u8>)>,
+        mut items: Vec<(u32, D)>,
     ) -> Result<(), IndexError> {
         items.sort_by_key(|(uid, _)| *uid);
         // of two items for one UID the later one wins, as when stored one after the other
@@ -464,8 +483,8 @@ impl Segments<'_> {
             }
             if let Some(o) = open.as_mut() {
                 match o.entries.binary_search_by_key(&uid, |e| e.0) {
-                    Ok(i) => o.entries[i].1 = data,
-                    Err(i) => o.entries.insert(i, (uid, data)),
+                    Ok(i) => o.entries[i].1 = data.into(),
+                    Err(i) => o.entries.insert(i, (uid, data.into())),
                 }
             }
         }
@@ -493,19 +512,18 @@ impl Segments<'_> {
     /// encoded, and copied to new LMDB pages), so a delivery's index commit grew with how
     /// full that segment was. Under LMTP load this writes a fifth fewer bytes to the disk
     /// per message (docs/BENCHMARKS.md).
-    fn append(
+    fn append<D: AsRef<[u8]> + Into<Vec<u8>>>(
         &self,
         txn: &mut RwTxn,
         mailbox: u32,
-        items: Vec<(u32, Vec<u8>)>,
+        items: Vec<(u32, D)>,
     ) -> Result<(), IndexError> {
         let tail = self.raw_tail(txn, mailbox)?;
         let held: usize = tail.iter().map(|(_, n)| n).sum();
-        if held + items.len() < SEG {
-            for (uid, data) in items {
-                self.write(txn, mailbox, uid, &Entries(vec![(uid, data)]))?;
-            }
-            return Ok(());
+        if held == 0 || held + items.len() < SEG {
+            // nothing to merge with (a rebuild's batches, or a few deliveries): written
+            // from the items themselves
+            return self.write_in_segments(txn, mailbox, &items);
         }
         let mut entries = Vec::with_capacity(held + items.len());
         for &(first, _) in tail.iter().rev() {
@@ -516,22 +534,27 @@ impl Segments<'_> {
             entries.extend(decode(bytes, &format_args!("{} {mailbox}/{first}", self.name))?.0);
             self.db.delete(txn, &key[..]).map_err(lmdb)?;
         }
-        entries.extend(items);
-        let mut entries = entries.into_iter();
-        loop {
-            let chunk: Vec<_> = entries.by_ref().take(SEG).collect();
-            let Some(&(first, _)) = chunk.first() else {
-                return Ok(());
-            };
-            if chunk.len() == SEG {
-                self.write(txn, mailbox, first, &Entries(chunk))?;
-                continue;
-            }
-            for (uid, data) in chunk {
-                self.write(txn, mailbox, uid, &Entries(vec![(uid, data)]))?;
-            }
-            return Ok(());
+        entries.extend(items.into_iter().map(|(uid, d)| (uid, d.into())));
+        self.write_in_segments(txn, mailbox, &entries)
+    }
+
+    /// Writes `entries` (sorted, above every UID stored, no raw segments before them to
+    /// merge with) as segments of [`SEG`], then what is left over as one raw segment per
+    /// entry.
+    fn write_in_segments<D: AsRef<[u8]>>(
+        &self,
+        txn: &mut RwTxn,
+        mailbox: u32,
+        entries: &[(u32, D)],
+    ) -> Result<(), IndexError> {
+        let mut chunks = entries.chunks_exact(SEG);
+        for chunk in chunks.by_ref() {
+            self.write(txn, mailbox, chunk[0].0, chunk)?;
         }
+        for one in chunks.remainder().chunks(1) {
+            self.write(txn, mailbox, one[0].0, one)?;
+        }
+        Ok(())
     }
 
     /// The raw segments at the end of `mailbox` (after its last compressed one), last
@@ -622,14 +645,14 @@ impl Segments<'_> {
         let mut first = o.first;
         while entries.len() > 2 * SEG {
             let rest = entries.split_off(SEG);
-            self.write(txn, mailbox, first, &Entries(entries))?;
+            self.write(txn, mailbox, first, &entries)?;
             entries = rest;
             first = entries[0].0;
         }
         if entries.is_empty() {
             return Ok(());
         }
-        self.write(txn, mailbox, first, &Entries(entries))
+        self.write(txn, mailbox, first, &entries)
     }
 
     /// Removes `uid`. Returns whether it was there.
@@ -647,7 +670,7 @@ impl Segments<'_> {
             .delete(txn, &raw_msg_key(mailbox, first)[..])
             .map_err(lmdb)?;
         if !entries.0.is_empty() {
-            self.write(txn, mailbox, first, &entries)?;
+            self.write(txn, mailbox, first, &entries.0)?;
         }
         Ok(true)
     }
@@ -660,12 +683,12 @@ impl Segments<'_> {
         Ok(())
     }
 
-    fn write(
+    fn write<D: AsRef<[u8]>>(
         &self,
         txn: &mut RwTxn,
         mailbox: u32,
         first: u32,
-        entries: &Entries,
+        entries: &[(u32, D)],
     ) -> Result<(), IndexError> {
         self.db
             .put(
@@ -733,8 +756,8 @@ mod tests {
                 .collect(),
         );
         let (s, f) = (
-            encode(&small, Packing::Zstd(LISTING_LEVEL)).unwrap(),
-            encode(&full, Packing::Zstd(LISTING_LEVEL)).unwrap(),
+            encode(&small.0, Packing::Zstd(LISTING_LEVEL)).unwrap(),
+            encode(&full.0, Packing::Zstd(LISTING_LEVEL)).unwrap(),
         );
         assert_eq!(s[0], RAW);
         assert_eq!(f[0], ZSTD);
@@ -750,12 +773,15 @@ mod tests {
         let mut big15 = big.clone();
         big15.0.truncate(SEG - 1);
         big15.0.iter_mut().for_each(|e| e.1 = e.1.repeat(20));
-        let b = encode(&big15, Packing::Zstd(LISTING_LEVEL)).unwrap();
+        let b = encode(&big15.0, Packing::Zstd(LISTING_LEVEL)).unwrap();
         assert_eq!(b[0], FILLING_ZSTD);
         assert_eq!(read_varint(&b[1..]), Some(SEG - 1));
         assert!(b.len() < RAW_MAX / 4, "{} bytes", b.len());
         assert_eq!(decode(&b, &"t").unwrap(), big15);
-        assert_eq!(encode(&big, Packing::Zstd(LISTING_LEVEL)).unwrap()[0], ZSTD);
+        assert_eq!(
+            encode(&big.0, Packing::Zstd(LISTING_LEVEL)).unwrap()[0],
+            ZSTD
+        );
     }
 
     /// Frames made one after another on one thread (its compression context reused) each

@@ -733,12 +733,25 @@ impl<'t, 'e> Writer<'t, 'e> {
         mailbox: MailboxId,
         batch: Vec<(Uid, MessageRecord, Vec<u8>)>,
     ) -> Result<Vec<ModSeq>, IndexError> {
+        let refs: Vec<_> = batch.iter().map(|(u, m, h)| (*u, m, &h[..])).collect();
+        self.insert_message_refs(mailbox, &refs)
+    }
+
+    /// [`Writer::insert_messages`] of records the caller keeps: nothing of them is copied
+    /// but the states (a group commit may run a write again after growing the map, so a
+    /// caller cannot hand its records over; copying them was a tenth of a rebuild's
+    /// commit, `perf record`, issue 19 #1).
+    pub fn insert_message_refs(
+        &mut self,
+        mailbox: MailboxId,
+        batch: &[(Uid, &MessageRecord, &[u8])],
+    ) -> Result<Vec<ModSeq>, IndexError> {
         let mut mrec = self.reader().require_mailbox(mailbox)?;
         let learned = crate::learned::values_fn().filter(|_| !mrec.learned_headers.is_empty());
         let mut cache_items = Vec::with_capacity(batch.len());
         let mut header_items = Vec::with_capacity(batch.len());
         let mut modseqs = Vec::with_capacity(batch.len());
-        for (uid, msg, header_blocks) in batch {
+        for &(uid, msg, header_blocks) in batch {
             if uid == Uid(0) {
                 return Err(IndexError::Internal("UID 0 is not a valid UID".into()));
             }
@@ -746,14 +759,12 @@ impl<'t, 'e> Writer<'t, 'e> {
             if let Some(old) = &old {
                 uncount(&mut mrec, uid, old);
             }
-            let MessageRecord {
-                mut state,
-                mut cached,
-            } = msg;
+            let mut state = msg.state.clone();
+            let mut cached = std::borrow::Cow::Borrowed(&msg.cached);
             if let Some(values) = learned {
                 crate::learned::complete(
-                    &mut cached,
-                    &header_blocks,
+                    cached.to_mut(),
+                    header_blocks,
                     &mrec.learned_headers,
                     values,
                 );
@@ -768,9 +779,10 @@ impl<'t, 'e> Writer<'t, 'e> {
             cache_items.push((uid.get(), cached));
             header_items.push((uid.get(), header_blocks));
         }
+        let cache_refs = cache_items.iter().map(|(u, c)| (*u, &**c)).collect();
         self.dbs
             .cache()
-            .put_many(self.txn, mailbox.get(), cache_items)?;
+            .put_many(self.txn, mailbox.get(), cache_refs)?;
         self.dbs
             .headers()
             .put_many(self.txn, mailbox.get(), header_items)?;

@@ -571,7 +571,8 @@ impl UserStore {
                 m.keywords = table;
                 w.put_mailbox(dst_id, &m)?;
             }
-            w.insert_messages(dst_id, items.clone())?;
+            let refs: Vec<_> = items.iter().map(|(u, r, h)| (*u, r, &h[..])).collect();
+            w.insert_message_refs(dst_id, &refs)?;
             Ok(true)
         })?;
         if !committed {

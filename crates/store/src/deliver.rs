@@ -447,8 +447,9 @@ impl UserStore {
                 m.keywords = table;
                 w.put_mailbox(id, &m)?;
             }
-            w.insert_message(id, Uid(uid), built.record.clone(), built.headers.clone())
-                .map(Some)
+            let modseqs =
+                w.insert_message_refs(id, &[(Uid(uid), &built.record, &built.headers)])?;
+            Ok(modseqs.first().copied())
         })?;
         let Some(modseq) = committed else {
             tracing::warn!(

@@ -520,11 +520,11 @@ impl UserStore {
         built: Vec<(u32, Built)>,
     ) -> Result<(), StoreError> {
         Ok(self.index.write_retrying(move |w| {
-            let items = built
+            let items: Vec<_> = built
                 .iter()
-                .map(|(uid, b)| (Uid(*uid), b.record.clone(), b.headers.clone()))
+                .map(|(uid, b)| (Uid(*uid), &b.record, &b.headers[..]))
                 .collect();
-            w.insert_messages(id, items).map(drop)
+            w.insert_message_refs(id, &items).map(drop)
         })?)
     }
 }
