@@ -391,21 +391,21 @@ fn reset_peaks(server: &dyn Server) {
 
 /// The resident memory of every process of the server now, KiB.
 fn rss_now(server: &dyn Server) -> u64 {
-    server
-        .pids()
-        .iter()
-        .filter_map(|&p| procs::mem(p))
-        .map(|m| m.rss_kib)
-        .sum()
+    summed(server, |m| m.rss_kib)
 }
 
 /// The peak RSS (VmHWM) of every process of the server since [`reset_peaks`], KiB.
 fn peak_now(server: &dyn Server) -> u64 {
+    summed(server, |m| m.hwm_kib)
+}
+
+/// `field` of every process of the server, summed.
+fn summed(server: &dyn Server, field: fn(&procs::ProcMem) -> u64) -> u64 {
     server
         .pids()
         .iter()
         .filter_map(|&p| procs::mem(p))
-        .map(|m| m.hwm_kib)
+        .map(|m| field(&m))
         .sum()
 }
 
