@@ -439,8 +439,9 @@ pub fn bodies(server: &dyn Server, user: &str, runs: usize) -> Result<Value> {
     let first_use = peak_now(server).saturating_sub(before.rss_kib);
     let _ = c.run("LOGOUT");
     drop(c);
-    std::thread::sleep(Duration::from_millis(200));
     for _ in 0..runs.max(1) {
+        // the session before has ended (Dovecot's imap process has exited)
+        std::thread::sleep(Duration::from_millis(200));
         let rss = rss_now(server);
         reset_peaks(server);
         let mut c = open()?;

@@ -30,21 +30,28 @@ struct Outcome {
 }
 
 /// glibc's malloc gives the free memory at the top of its heap back to the kernel once
-/// 128 KiB are free there, and serves blocks above a threshold it keeps moving (128 KiB
-/// up to 32 MiB) with mappings of their own. A rebuild frees each batch's records and
-/// buffers and then makes the next batch's, and paid for both ways: `brk` and `mmap`
-/// calls, and the kernel zeroing and mapping every page again at its first touch
-/// (`perf record`: sysmalloc and page faults; 30,000 messages rebuilt in a median 9%
-/// less wall time with these two settings, twelve alternating runs, issue 19 #1). This
-/// process ends with the rebuild, so it keeps what it freed for the next batch instead.
-/// The daemon keeps glibc's defaults: there freed memory goes back between bursts.
+/// 128 KiB are free there, and `main` has it serve every block of 128 KiB or more with a
+/// mapping of its own ([`maildex_index::keep_large_allocations_lazy`], for LMDB's lists).
+/// A rebuild frees each batch's records, buffers and vectors of results (many of them
+/// over 128 KiB) and then makes the next batch's, and paid for both ways: `brk`, `mmap`
+/// and `munmap` calls, and the kernel zeroing and mapping every page again at its first
+/// touch (`perf record`: sysmalloc and page faults). This process ends with the rebuild,
+/// so it keeps what it frees (trim threshold 256 MiB) and serves blocks under 1 MiB from
+/// the heap; LMDB's lists (1 and 2 MiB for each env open) stay lazy mappings. 30,000
+/// messages of one user: a median 11% less wall time, eight alternating runs; 1,000 users
+/// of 30 messages: the same time, peak RSS 23 -> 28 MiB (a 32 MiB threshold made it 41)
+/// (issue 19 #1, docs/BENCHMARKS.md). The daemon keeps `main`'s setting.
 fn keep_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets malloc's parameters; no allocation is in flight on another
-    // thread (none has been started yet)
-    unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt only sets malloc's parameters; no other thread has been started
+        let set = unsafe {
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20) == 1
+                && libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20) == 1
+        };
+        if !set {
+            tracing::debug!("mallopt refused the rebuild's malloc settings; glibc's kept");
+        }
     }
 }
 

@@ -449,7 +449,12 @@ impl UserStore {
             }
             let modseqs =
                 w.insert_message_refs(id, &[(Uid(uid), &built.record, &built.headers)])?;
-            Ok(modseqs.first().copied())
+            match modseqs.first() {
+                Some(&m) => Ok(Some(m)),
+                None => Err(maildex_index::IndexError::Internal(
+                    "no modseq for an insert".into(),
+                )),
+            }
         })?;
         let Some(modseq) = committed else {
             tracing::warn!(
