@@ -719,7 +719,19 @@ impl<'t, 'e> Writer<'t, 'e> {
         msg: MessageRecord,
         header_blocks: Vec<u8>,
     ) -> Result<ModSeq, IndexError> {
-        let modseqs = self.insert_messages(mailbox, vec![(uid, msg, header_blocks)])?;
+        self.insert_message_ref(mailbox, uid, &msg, &header_blocks)
+    }
+
+    /// [`Writer::insert_message`] of a record the caller keeps (see
+    /// [`Writer::insert_message_refs`]).
+    pub fn insert_message_ref(
+        &mut self,
+        mailbox: MailboxId,
+        uid: Uid,
+        msg: &MessageRecord,
+        header_blocks: &[u8],
+    ) -> Result<ModSeq, IndexError> {
+        let modseqs = self.insert_message_refs(mailbox, &[(uid, msg, header_blocks)])?;
         modseqs
             .first()
             .copied()

@@ -447,14 +447,8 @@ impl UserStore {
                 m.keywords = table;
                 w.put_mailbox(id, &m)?;
             }
-            let modseqs =
-                w.insert_message_refs(id, &[(Uid(uid), &built.record, &built.headers)])?;
-            match modseqs.first() {
-                Some(&m) => Ok(Some(m)),
-                None => Err(maildex_index::IndexError::Internal(
-                    "no modseq for an insert".into(),
-                )),
-            }
+            w.insert_message_ref(id, Uid(uid), &built.record, &built.headers)
+                .map(Some)
         })?;
         let Some(modseq) = committed else {
             tracing::warn!(

@@ -33,14 +33,7 @@ pub fn for_each_in_parallel<T: Sync, S: Default, R: Send>(
         for _ in 0..workers.min(items.len()) {
             let tx = tx.clone();
             scope.spawn(move || {
-                let mut state = S::default();
-                while !stop.load(Ordering::SeqCst) {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(item) = items.get(i) else { break };
-                    if tx.send((i, f(&mut state, item))).is_err() {
-                        break;
-                    }
-                }
+                work_through(items, next, stop, f, |i, r| tx.send((i, r)).is_ok());
             });
         }
         drop(tx);
@@ -50,6 +43,25 @@ pub fn for_each_in_parallel<T: Sync, S: Default, R: Send>(
             }
         }
     });
+}
+
+/// One worker's loop: takes the next item not yet taken until none is left, `stop` is
+/// set, or `emit` of a result returns false; its state `S` kept from item to item.
+fn work_through<T, S: Default, R>(
+    items: &[T],
+    next: &AtomicUsize,
+    stop: &AtomicBool,
+    f: &impl Fn(&mut S, &T) -> R,
+    mut emit: impl FnMut(usize, R) -> bool,
+) {
+    let mut state = S::default();
+    while !stop.load(Ordering::SeqCst) {
+        let i = next.fetch_add(1, Ordering::SeqCst);
+        let Some(item) = items.get(i) else { break };
+        if !emit(i, f(&mut state, item)) {
+            break;
+        }
+    }
 }
 
 /// `f` of each of `items` on `workers` threads (this one among them), each taking the next
@@ -65,15 +77,13 @@ pub(crate) fn map_in_parallel<T: Sync, S: Default, R: Send>(
     f: impl Fn(&mut S, &T) -> R + Sync,
 ) -> Vec<R> {
     let workers = workers.min(items.len()).max(1);
-    let next = AtomicUsize::new(0);
+    let (next, never) = (AtomicUsize::new(0), AtomicBool::new(false));
     let work = || {
-        let mut state = S::default();
         let mut out = Vec::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(item) = items.get(i) else { break };
-            out.push((i, f(&mut state, item)));
-        }
+        work_through(items, &next, &never, &f, |i, r| {
+            out.push((i, r));
+            true
+        });
         out
     };
     let parts: Vec<Vec<(usize, R)>> = std::thread::scope(|scope| {
