@@ -52,6 +52,7 @@ use maildex_store::records::{
     flag, MessageState, SearchField, SearchView, HOT_HEADERS, SEARCH_HEADERS,
 };
 use maildex_store::text::{self, SearchText};
+use maildex_store::TextNeedle;
 use maildex_store::{ModSeq, Uid};
 
 pub use response::{esearch, save_result, search};
@@ -97,6 +98,75 @@ pub struct Context<'a> {
     /// calendar day of INTERNALDATE in this zone (RFC 3501 §6.4.4 "disregarding
     /// time and timezone"; Dovecot uses the server's local zone the same way).
     pub tz_offset_secs: i32,
+    /// What the store's word lists decided of the BODY/TEXT keys, computed once per
+    /// search for every message of the view; `None` when there is no such key.
+    pub words: Option<&'a WordAnswers>,
+}
+
+/// The answers of the store's word lists to the BODY/TEXT keys of one search
+/// ([`maildex_store::UserStore::text_answers`]): for each key and message, `Some` when
+/// the words decide it (exactly as comparing the text would), `None` when the text must
+/// be compared.
+#[derive(Debug, Default)]
+pub struct WordAnswers {
+    needles: Vec<TextNeedle>,
+    uids: Vec<Uid>,
+    answers: Vec<Vec<Option<bool>>>,
+}
+
+impl WordAnswers {
+    /// The answers `answers[key][i]` to `needles` for `uids` (ascending).
+    pub fn new(
+        needles: Vec<TextNeedle>,
+        uids: Vec<Uid>,
+        answers: Vec<Vec<Option<bool>>>,
+    ) -> WordAnswers {
+        WordAnswers {
+            needles,
+            uids,
+            answers,
+        }
+    }
+
+    /// The answer for the key with `needle` (normalised) in the message `uid`.
+    fn get(&self, needle: &str, headers: bool, uid: Uid) -> Option<bool> {
+        let k = self
+            .needles
+            .iter()
+            .position(|n| n.headers == headers && n.needle == needle)?;
+        let i = self.uids.binary_search(&uid).ok()?;
+        *self.answers.get(k)?.get(i)?
+    }
+}
+
+/// The distinct BODY and TEXT needles of `keys` (at any depth), normalised: what
+/// [`WordAnswers`] holds answers for.
+pub fn text_needles(keys: &[SearchKey]) -> Vec<TextNeedle> {
+    fn walk(k: &SearchKey, out: &mut Vec<TextNeedle>) {
+        let n = match k {
+            SearchKey::Body(s) => TextNeedle {
+                needle: normalized(s).into_owned(),
+                headers: false,
+            },
+            SearchKey::Text(s) => TextNeedle {
+                needle: normalized(s).into_owned(),
+                headers: true,
+            },
+            SearchKey::Not(k) => return walk(k, out),
+            SearchKey::Or(a, b) => {
+                walk(a, out);
+                return walk(b, out);
+            }
+            SearchKey::And(ks) => return ks.iter().for_each(|k| walk(k, out)),
+            _ => return,
+        };
+        if !n.needle.is_empty() && !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    let mut out = Vec::new();
+    keys.iter().for_each(|k| walk(k, &mut out));
+    out
 }
 
 /// The data a key may need beyond the UID, sequence number and `\Recent`, in the order
@@ -584,8 +654,16 @@ impl Eval<'_, '_, '_> {
         Some(text::any_contains(&values, &needle))
     }
 
-    /// BODY (text parts) or TEXT (text parts and every header block).
+    /// BODY (text parts) or TEXT (text parts and every header block): from the
+    /// store's word lists when they decide it, else by comparing the stored text.
     fn body_text(&mut self, needle: &[u8], with_headers: bool) -> Option<bool> {
+        if let Some(w) = self.ctx.words {
+            if !needle.is_empty() {
+                if let Some(a) = w.get(&normalized(needle), with_headers, self.c.uid) {
+                    return Some(a);
+                }
+            }
+        }
         if self.text.is_none() {
             let body = self.body.as_mut()?;
             let t = body();

@@ -166,8 +166,16 @@ pub fn text_stats(r: &crate::Reader<'_>, id: MailboxId) -> Result<String, crate:
         plain += t.len() as u64;
         Ok(std::ops::ControlFlow::Continue(()))
     })?;
+    let (covered, overflow) = (r.words_covered(id)?.len(), r.words_overflow(id)?.len());
+    let (mut words, mut postings) = (0u64, 0u64);
+    r.for_each_word(id, crate::WordKind::Body, |_, list| {
+        words += 1;
+        crate::words::for_each_posting(list, |_| postings += 1);
+        std::ops::ControlFlow::Continue(())
+    })?;
     Ok(format!(
-        "  fts-text         {n} records, {plain} bytes uncompressed\n"
+        "  fts-text         {n} records, {plain} bytes uncompressed\n\
+         \x20 fts-words        {words} words, {postings} postings; {covered} messages covered, {overflow} of them without words\n"
     ))
 }
 

@@ -72,6 +72,8 @@ pub struct Dbs<'e> {
     pub fts_text: Database<'e, Bytes, Bytes>,
     /// `fts-sig`: (mailbox, uid) -> candidate signature ([`crate::signature`]).
     pub fts_sig: Database<'e, Bytes, Bytes>,
+    /// `fts-words`: (mailbox, kind, word) -> UIDs ([`crate::words`]).
+    pub fts_words: Database<'e, Bytes, Bytes>,
     /// `headers`: segments of raw header blocks.
     pub headers: Database<'e, Bytes, Bytes>,
     /// `changes`: (mailbox, modseq) -> uid, the change log ([`crate::changes`]).
@@ -120,6 +122,9 @@ impl<'e> Dbs<'e> {
                 packing: Packing::Raw,
             },
         }
+    }
+    pub(crate) fn words(&self) -> crate::words::Words<'e> {
+        crate::words::Words { db: self.fts_words }
     }
     pub(crate) fn headers(&self) -> Segments<'e> {
         Segments {
@@ -299,6 +304,7 @@ impl Index {
                     let search = dbo.create_database(wtxn, Some(schema::DB_CACHE_SEARCH))?;
                     let text = dbo.create_database(wtxn, Some(schema::DB_FTS_TEXT))?;
                     let sig = dbo.create_database(wtxn, Some(schema::DB_FTS_SIG))?;
+                    let words = dbo.create_database(wtxn, Some(schema::DB_FTS_WORDS))?;
                     let hdrs = dbo.create_database(wtxn, Some(schema::DB_HEADERS))?;
                     let changes = dbo.create_database(wtxn, Some(schema::DB_CHANGES))?;
                     let expunged = dbo.create_database(wtxn, Some(schema::DB_EXPUNGED))?;
@@ -307,7 +313,7 @@ impl Index {
                         names,
                         boxes,
                         msgs,
-                        (hot, env, st, sort, search, (text, sig)),
+                        (hot, env, st, sort, search, (text, sig, words)),
                         (hdrs, changes, expunged),
                     )))
                 })
@@ -315,7 +321,7 @@ impl Index {
                 .unwrap_commit();
             let (meta, mailbox_names, mailboxes, messages, cache, log) = dbs;
             let (cache_hot, cache_envelope, cache_structure, cache_sort, cache_search, fts) = cache;
-            let (fts_text, fts_sig) = fts;
+            let (fts_text, fts_sig, fts_words) = fts;
             let (headers, changes, expunged) = log;
             Ok(Dbs {
                 meta,
@@ -329,6 +335,7 @@ impl Index {
                 cache_search,
                 fts_text,
                 fts_sig,
+                fts_words,
                 headers,
                 changes,
                 expunged,

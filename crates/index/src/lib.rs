@@ -23,6 +23,7 @@ pub mod record;
 pub mod schema;
 pub mod segment;
 mod txn;
+pub mod words;
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +42,7 @@ pub use schema::{
     SEARCH_HEADERS,
 };
 pub use txn::{Fts, PageStats, Reader, Writer};
+pub use words::{message_words, needle_runs, MessageWords, NeedleRun, WordKind};
 
 /// What can go wrong in the index. Every variant that concerns a file names it.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{IndexError, MailboxId, ModSeq, Uid};
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// `meta`: string keys to small values (schema version, id counters).
 pub const DB_META: &str = "meta";
@@ -37,6 +37,9 @@ pub const DB_FTS_TEXT: &str = "fts-text";
 /// `fts-sig`: [`msg_key`] to the candidate signature of the message's text
 /// ([`crate::signature`]), one per message.
 pub const DB_FTS_SIG: &str = "fts-sig";
+/// `fts-words`: (mailbox id u32 big-endian, kind byte, word) to the UIDs of the messages
+/// holding the word, delta varints ([`crate::words`]).
+pub const DB_FTS_WORDS: &str = "fts-words";
 /// `headers`: segments of the raw header blocks of each message (see
 /// [`MessageRecord::parts`] for how to find each part's header inside them).
 pub const DB_HEADERS: &str = "headers";

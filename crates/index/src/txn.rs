@@ -12,12 +12,13 @@ use crate::schema::{
     MessageRecord, MessageState, SortKeys, SortNeed, META_NEXT_MAILBOX_ID, META_SCHEMA,
     SCHEMA_VERSION,
 };
+use crate::words::MessageWords;
 use crate::{IndexError, MailboxId, ModSeq, Uid};
 
 /// Lookups in a read (or write) transaction.
 pub struct Reader<'t> {
-    dbs: &'t Dbs<'t>,
-    txn: &'t RoTxn<'t, WithoutTls>,
+    pub(crate) dbs: &'t Dbs<'t>,
+    pub(crate) txn: &'t RoTxn<'t, WithoutTls>,
 }
 
 fn lmdb(e: heed::Error) -> IndexError {
@@ -481,6 +482,10 @@ impl<'t> Reader<'t> {
                 d.fts_text.stat(self.txn).map_err(lmdb)?,
             ),
             (schema::DB_FTS_SIG, d.fts_sig.stat(self.txn).map_err(lmdb)?),
+            (
+                schema::DB_FTS_WORDS,
+                d.fts_words.stat(self.txn).map_err(lmdb)?,
+            ),
             (schema::DB_HEADERS, d.headers.stat(self.txn).map_err(lmdb)?),
             (schema::DB_CHANGES, d.changes.stat(self.txn).map_err(lmdb)?),
             (
@@ -677,6 +682,7 @@ impl<'t, 'e> Writer<'t, 'e> {
             .delete_range(self.txn, &range)
             .map_err(lmdb)?;
         self.dbs.cache().clear(self.txn, id.get())?;
+        self.dbs.words().clear(self.txn, id.get())?;
         self.dbs.headers().clear(self.txn, id.get())?;
         match self.reader().mailbox(id)? {
             Some(mut rec) => {
@@ -861,15 +867,16 @@ impl<'t, 'e> Writer<'t, 'e> {
         Ok(Some(old))
     }
 
-    /// Replaces the full-text record (encoded) and its signature of message `uid`,
-    /// which must be indexed (`index check --repair`, `index rebuild --fts-only`): not a
-    /// change a client sees, so no modseq.
+    /// Replaces the full-text record (encoded), its signature and its words of message
+    /// `uid`, which must be indexed (`index check --repair`, `index rebuild --fts-only`):
+    /// not a change a client sees, so no modseq.
     pub fn put_text(
         &mut self,
         mailbox: MailboxId,
         uid: Uid,
         stored: Vec<u8>,
         sig: Vec<u8>,
+        words: &MessageWords,
     ) -> Result<bool, IndexError> {
         if self.reader().state(mailbox, uid)?.is_none() {
             return Ok(false);
@@ -878,31 +885,39 @@ impl<'t, 'e> Writer<'t, 'e> {
         let (mailbox, uid) = (mailbox.get(), uid.get());
         c.text.put_many(self.txn, mailbox, vec![(uid, stored)])?;
         c.sig.put_many(self.txn, mailbox, vec![(uid, sig)])?;
+        self.dbs.words().put(self.txn, mailbox, &[(uid, words)])?;
         Ok(true)
     }
 
-    /// Stores the full-text records (encoded) and signatures of many messages of
+    /// Stores the full-text records (encoded), signatures and words of many messages of
     /// `mailbox`, those of them still indexed (a message expunged meanwhile gets none):
     /// the text written after the listing records (the background indexer, SEARCH,
-    /// `index rebuild`). Each segment is written once, and records above every stored one
-    /// are appended as a delivery's are. Not a change a client sees, so no modseq.
-    /// Returns how many were written.
+    /// `index rebuild`). Each segment and each word's list is written once, and records
+    /// above every stored one are appended as a delivery's are. Not a change a client
+    /// sees, so no modseq. Returns how many were written.
     pub fn put_texts(
         &mut self,
         mailbox: MailboxId,
-        items: Vec<(Uid, Vec<u8>, Vec<u8>)>,
+        items: &[(Uid, &[u8], &[u8], &MessageWords)],
     ) -> Result<usize, IndexError> {
-        let (mut text, mut sig) = (Vec::with_capacity(items.len()), Vec::new());
-        for (uid, t, s) in items {
+        let n = items.len();
+        let (mut text, mut sig, mut words) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for &(uid, t, s, w) in items {
             if self.reader().state(mailbox, uid)?.is_some() {
                 text.push((uid.get(), t));
                 sig.push((uid.get(), s));
+                words.push((uid.get(), w));
             }
         }
         let n = text.len();
         let c = self.dbs.cache();
         c.text.put_many(self.txn, mailbox.get(), text)?;
         c.sig.put_many(self.txn, mailbox.get(), sig)?;
+        self.dbs.words().put(self.txn, mailbox.get(), &words)?;
         Ok(n)
     }
 
@@ -910,6 +925,7 @@ impl<'t, 'e> Writer<'t, 'e> {
     /// check`).
     pub fn remove_text(&mut self, mailbox: MailboxId, uid: Uid) -> Result<bool, IndexError> {
         let (mailbox, uid) = (mailbox.get(), uid.get());
+        self.dbs.words().uncover(self.txn, mailbox, &[uid])?;
         let sig = self.dbs.cache().sig.remove(self.txn, mailbox, uid)?;
         Ok(self.dbs.cache().text.remove(self.txn, mailbox, uid)? || sig)
     }

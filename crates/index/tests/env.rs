@@ -467,7 +467,8 @@ fn a_quiet_write_of_full_text_is_no_commit_and_wakes_no_one() {
     let (index, id, rx) = one_message_watched(dir.path());
     let before = index.commits();
     let text = move |w: &mut maildex_index::Writer<'_, '_>| {
-        w.put_texts(id, vec![(Uid(1), b"text".to_vec(), b"sig".to_vec())])
+        let words = maildex_index::MessageWords::default();
+        w.put_texts(id, &[(Uid(1), &b"text"[..], &b"sig"[..], &words)])
     };
     let written = index
         .write(move |w| {
@@ -568,4 +569,76 @@ fn file_names_are_read_as_the_states_hold_them() {
         .read(|r| r.for_each_file_name(other, |_, _, _| count += 1))
         .unwrap();
     assert_eq!(count, 1);
+}
+
+#[test]
+fn words_are_written_with_the_texts_and_cleared_with_the_mailbox() {
+    use maildex_index::{message_words, TextRecord, WordKind};
+    use std::ops::ControlFlow;
+    let dir = tempfile::tempdir().unwrap();
+    let (index, id, _rx) = one_message_watched(dir.path());
+    index
+        .write(move |w| w.insert_message(id, Uid(2), msg(0, 1, 0), Vec::new()))
+        .unwrap();
+    let record = |body: &str, header: &str| TextRecord {
+        headers: vec![header.into()],
+        bodies: vec![body.into()],
+    };
+    let one = message_words(&record("the migration, next week", "subject: plans"));
+    let two = message_words(&record("next steps", "subject: re: plans"));
+    let long = message_words(&record(&"x".repeat(300), "subject: long"));
+    let written = index
+        .write(move |w| {
+            w.put_texts(
+                id,
+                &[
+                    (Uid(1), &b"t"[..], &b"s"[..], &one),
+                    (Uid(2), &b"t"[..], &b"s"[..], &two),
+                    // expunged meanwhile: nothing written for it
+                    (Uid(3), &b"t"[..], &b"s"[..], &long),
+                ],
+            )
+        })
+        .unwrap();
+    assert_eq!(written, 2);
+    let words = |kind| {
+        index
+            .read(|r| {
+                let mut out = Vec::new();
+                r.for_each_word(id, kind, |word, list| {
+                    let uids = maildex_index::words::decode_postings(list);
+                    out.push((String::from_utf8_lossy(word).into_owned(), uids));
+                    ControlFlow::Continue(())
+                })?;
+                Ok(out)
+            })
+            .unwrap()
+    };
+    let body = words(WordKind::Body);
+    assert!(body.contains(&("next".to_string(), vec![1, 2])), "{body:?}");
+    assert!(body.contains(&("migration".to_string(), vec![1])));
+    let covered = index.read(|r| r.words_covered(id)).unwrap();
+    assert_eq!(covered, [Uid(1), Uid(2)]);
+    // a message with a word too long is covered, with no word, and in `overflow`
+    index
+        .write(move |w| w.insert_message(id, Uid(3), msg(0, 1, 0), Vec::new()))
+        .unwrap();
+    let long = message_words(&record(&"x".repeat(300), "subject: long"));
+    index
+        .write(move |w| w.put_text(id, Uid(3), b"t".to_vec(), b"s".to_vec(), &long))
+        .unwrap();
+    assert_eq!(index.read(|r| r.words_overflow(id)).unwrap(), [Uid(3)]);
+    assert_eq!(index.read(|r| r.words_covered(id)).unwrap().len(), 3);
+    assert!(!words(WordKind::Body)
+        .iter()
+        .any(|(w, _)| w.starts_with("xx")));
+    // removing a text uncovers the message; clearing the mailbox removes every list
+    index.write(move |w| w.remove_text(id, Uid(1))).unwrap();
+    assert_eq!(
+        index.read(|r| r.words_covered(id)).unwrap(),
+        [Uid(2), Uid(3)]
+    );
+    index.write(move |w| w.clear_messages(id)).unwrap();
+    assert!(words(WordKind::Body).is_empty());
+    assert!(index.read(|r| r.words_covered(id)).unwrap().is_empty());
 }

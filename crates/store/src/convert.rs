@@ -6,7 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::SystemTime;
 
-use maildex_index::{flag, Built, MessageState, PartRecord, Stamp};
+use maildex_index::{flag, Built, MessageState, MessageWords, PartRecord, Stamp};
 use maildex_maildir::{DirStamp, Flags};
 
 use crate::StoreError;
@@ -205,35 +205,63 @@ pub(crate) fn build(bytes: &[u8], state: MessageState) -> Result<Built, StoreErr
     Ok(built)
 }
 
+/// A message's full text as the index stores it (issue 18 #2): the encoded `fts-text`
+/// record, its `fts-sig` signature and its `fts-words` words.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredText {
+    pub text: Vec<u8>,
+    pub sig: Vec<u8>,
+    pub words: MessageWords,
+}
+
 /// What SEARCH BODY/TEXT compare of a message (issue 18 #2), from its bytes and its part
 /// tree as the index stores it: the scan's rule (text parts decoded, HTML as written),
-/// normalised. Returns the encoded `fts-text` record and its `fts-sig` signature. Even a
-/// message without any text gets a record (an empty one, a few bytes), so a message
-/// without a record is one whose text is not indexed yet, nothing else.
-pub(crate) fn text(bytes: &[u8], parts: &PartRecord) -> Result<(Vec<u8>, Vec<u8>), StoreError> {
+/// normalised. Even a message without any text gets a record (an empty one, a few bytes),
+/// so a message without a record is one whose text is not indexed yet, nothing else.
+pub(crate) fn text(bytes: &[u8], parts: &PartRecord) -> Result<StoredText, StoreError> {
     let text = maildex_text::MessageText::extract(bytes, parts, maildex_text::Html::AsWritten);
     let mut record = maildex_text::SearchText::new(text).into_record();
     let sig = maildex_index::signature(&record);
-    // the signature covers the header text, the record does not: the header blocks are
-    // in the `headers` column already, and TEXT decodes them from there (a third of the
-    // stored text's bytes, docs/INDEX-FORMAT.md)
+    let words = maildex_index::message_words(&record);
+    // the signature and the words cover the header text, the record does not: the header
+    // blocks are in the `headers` column already, and TEXT decodes them from there (a
+    // third of the stored text's bytes, docs/INDEX-FORMAT.md)
     record.headers.clear();
-    Ok((record.encode()?, sig))
+    Ok(StoredText {
+        text: record.encode()?,
+        sig,
+        words,
+    })
+}
+
+/// The words of a message whose stored text record (`text`, encoded) is copied to
+/// another mailbox: the words [`text`] gave when the record was written. `None` without
+/// a record (the copy is indexed as pending) or when it cannot be read.
+pub(crate) fn words_of_stored(text: &[u8]) -> Option<MessageWords> {
+    if text.is_empty() {
+        return None;
+    }
+    let record = maildex_index::TextRecord::decode(text, &"copied fts-text").ok()?;
+    Some(maildex_index::message_words(&record))
 }
 
 /// [`text`] of the message whose file `found` is opened, with its stored part tree
-/// `parts`: its full text record and signature.
+/// `parts`.
 pub(crate) fn text_of_opened(
     found: crate::MessageFile,
     parts: &PartRecord,
     buf: &mut FileBuf,
-) -> Result<(Vec<u8>, Vec<u8>), StoreError> {
+) -> Result<StoredText, StoreError> {
     with_opened(found.file, &found.path, buf, |bytes, _| text(bytes, parts))
 }
 
-/// The whole index record of message file `path`, full text included, parsed afresh
-/// (what `index check` compares the stored records with, and what it repairs them to).
-pub(crate) fn index_file_with_text(path: &Path, state: MessageState) -> Result<Built, StoreError> {
+/// The whole index record of message file `path`, full text included (and its words),
+/// parsed afresh (what `index check` compares the stored records with, and what it
+/// repairs them to).
+pub(crate) fn index_file_with_text(
+    path: &Path,
+    state: MessageState,
+) -> Result<(Built, MessageWords), StoreError> {
     with_file(path, &mut FileBuf::default(), |bytes, mtime| {
         let mut built = build(
             bytes,
@@ -242,10 +270,10 @@ pub(crate) fn index_file_with_text(path: &Path, state: MessageState) -> Result<B
                 ..state
             },
         )?;
-        let (t, sig) = text(bytes, &built.record.cached.parts)?;
-        built.record.cached.text = t;
-        built.record.cached.text_sig = sig;
-        Ok(built)
+        let t = text(bytes, &built.record.cached.parts)?;
+        built.record.cached.text = t.text;
+        built.record.cached.text_sig = t.sig;
+        Ok((built, t.words))
     })
 }
 

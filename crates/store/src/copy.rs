@@ -545,6 +545,14 @@ impl UserStore {
             };
             items.push((Uid(uid), record, headers));
         }
+        // the copied text records come with their words (else the copies would be indexed
+        // again from their files)
+        let words: Vec<(Uid, maildex_index::MessageWords)> = items
+            .iter()
+            .filter_map(|(uid, rec, _)| {
+                convert::words_of_stored(&rec.cached.text).map(|w| (*uid, w))
+            })
+            .collect();
         let (dst_id, src_id) = (d.id, s.id);
         let src_uids: Vec<Uid> = placed.iter().map(|p| p.src_uid).collect();
         let table = letters.table.clone();
@@ -573,6 +581,8 @@ impl UserStore {
             }
             let refs: Vec<_> = items.iter().map(|(u, r, h)| (*u, r, &h[..])).collect();
             w.insert_message_refs(dst_id, &refs)?;
+            let words: Vec<_> = words.iter().map(|(u, w)| (*u, w)).collect();
+            w.put_words(dst_id, &words)?;
             Ok(true)
         })?;
         if !committed {

@@ -40,6 +40,7 @@ mod subscriptions;
 mod sync;
 pub mod sync_watch;
 mod text_index;
+mod text_words;
 mod uids;
 pub mod watch;
 
@@ -87,6 +88,7 @@ pub use special::{AutoCreate, MailboxSetting};
 pub use subscriptions::SUBSCRIPTIONS_FILE;
 pub use sync::{SyncReport, FAST_SYNC_INTERVAL};
 pub use text_index::{TextPass, TextReport, TEXT_BATCH};
+pub use text_words::TextNeedle;
 pub use watch::{DirWatch, DirWatcher};
 
 /// What can go wrong in the store.

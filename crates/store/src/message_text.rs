@@ -14,9 +14,9 @@ use crate::{Loaded, Mailbox, MailboxId, StoreError, Uid, UserStore};
 /// and tools that need a record, and so its part tree, without a Maildir).
 pub fn build_record(bytes: &[u8], state: MessageState) -> Result<Built, StoreError> {
     let mut built = crate::convert::build(bytes, state)?;
-    let (text, sig) = crate::convert::text(bytes, &built.record.cached.parts)?;
-    built.record.cached.text = text;
-    built.record.cached.text_sig = sig;
+    let t = crate::convert::text(bytes, &built.record.cached.parts)?;
+    built.record.cached.text = t.text;
+    built.record.cached.text_sig = t.sig;
     Ok(built)
 }
 
@@ -237,7 +237,7 @@ impl UserStore {
         {
             return Ok(self.opts.full_text.then_some(true));
         }
-        let Ok(built) = crate::convert::index_file_with_text(path, state.clone()) else {
+        let Ok((built, _)) = crate::convert::index_file_with_text(path, state.clone()) else {
             return Ok(None);
         };
         let want = TextRecord::decode(&built.record.cached.text, &What(id, uid))?;
@@ -276,7 +276,7 @@ impl UserStore {
         let path = sub
             .path(&self.mailbox_path(mailbox)?)
             .join(&state.file_name);
-        let built = match crate::convert::index_file_with_text(&path, state) {
+        let (built, words) = match crate::convert::index_file_with_text(&path, state) {
             Ok(b) => b,
             Err(StoreError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(false)
@@ -286,7 +286,7 @@ impl UserStore {
         let (text, sig) = (built.record.cached.text, built.record.cached.text_sig);
         Ok(self
             .index
-            .write_retrying(move |w| w.put_text(id, uid, text.clone(), sig.clone()))?)
+            .write_retrying(move |w| w.put_text(id, uid, text.clone(), sig.clone(), &words))?)
     }
 }
 
@@ -307,6 +307,9 @@ impl UserStore {
         for (done, (id, m)) in boxes.into_iter().enumerate() {
             let dir = self.mailbox_path(&m.name)?;
             let states = self.index.read(|r| r.states(id))?;
+            // the words are written afresh (no expunged UID left in them); meanwhile a
+            // SEARCH compares the texts of the messages not covered again yet
+            self.index.write_retrying(move |w| w.clear_words(id))?;
             for chunk in states.chunks(256) {
                 if !self.opts.full_text {
                     let uids: Vec<Uid> = chunk.iter().map(|(uid, _)| *uid).collect();
@@ -327,9 +330,9 @@ impl UserStore {
                     };
                     let path = sub.path(&dir).join(&state.file_name);
                     match crate::convert::index_file_with_text(&path, state.clone()) {
-                        Ok(b) => {
+                        Ok((b, words)) => {
                             let c = b.record.cached;
-                            batch.push((*uid, c.text, c.text_sig));
+                            batch.push((*uid, c.text, c.text_sig, words));
                         }
                         Err(e) => {
                             tracing::debug!(error = %e, "not re-extracted");
@@ -338,11 +341,11 @@ impl UserStore {
                     }
                 }
                 written += self.index.write_retrying(move |w| {
-                    let mut n = 0;
-                    for (uid, text, sig) in &batch {
-                        n += usize::from(w.put_text(id, *uid, text.clone(), sig.clone())?);
-                    }
-                    Ok(n)
+                    let items: Vec<_> = batch
+                        .iter()
+                        .map(|(uid, t, s, words)| (*uid, &t[..], &s[..], words))
+                        .collect();
+                    w.put_texts(id, &items)
                 })?;
             }
             progress(&crate::rebuild::Progress {
@@ -431,10 +434,14 @@ mod tests {
             bodies: vec!["other".into()],
         });
         let other = other.into_record();
-        let (other, sig) = (other.encode().unwrap(), maildex_index::signature(&other));
+        let (other, sig, words) = (
+            other.encode().unwrap(),
+            maildex_index::signature(&other),
+            maildex_index::message_words(&other),
+        );
         s.index
             .write_retrying(move |w| {
-                w.put_text(id, Uid(2), other.clone(), sig.clone())?;
+                w.put_text(id, Uid(2), other.clone(), sig.clone(), &words)?;
                 w.remove_text(id, Uid(3))
             })
             .unwrap();

@@ -1,29 +1,27 @@
-//! The full text (`fts-text`, `fts-sig`) written after the listing records (issues 18 #3
-//! and 19 #1). Delivery, APPEND, COPY of a file, a sync and `index rebuild` write every
-//! listing record but no full text; extracting, normalising and compressing the text was
-//! most of a delivery's CPU and two thirds of a rebuild's. A message without a text record
-//! is "not indexed yet" (with `[storage] full_text` on, even a message without any text has
-//! a record, an empty one), and three callers index such messages through
-//! [`UserStore::index_pending_text`] / [`UserStore::index_texts_of`]: the daemon's
-//! background indexer (woken by commits, in small batches), SEARCH BODY/TEXT for the
-//! messages it is about to compare (so no answer misses a delivered message), and
-//! `maildex index rebuild` after it has committed the listing records.
+//! The full text (`fts-text`, `fts-sig`, `fts-words`) written after the listing records
+//! (issues 18 #3 and 19 #1). Delivery, APPEND, COPY of a file, a sync and `index rebuild`
+//! write every listing record but no full text; extracting, normalising and compressing
+//! the text was most of a delivery's CPU and two thirds of a rebuild's. A message whose
+//! words are not stored is "not indexed yet" (with `[storage] full_text` on, even a
+//! message without any text gets a record, an empty one, and is covered), and three
+//! callers index such messages through [`UserStore::index_pending_text`] /
+//! [`UserStore::index_texts_of`]: the daemon's background indexer (woken by commits, in
+//! small batches), SEARCH BODY/TEXT for the messages it is about to compare (so no answer
+//! misses a delivered message), and `maildex index rebuild` after it has committed the
+//! listing records.
 //!
 //! Pending messages are found by a merge walk of the mailbox's UIDs (the `messages` keys,
-//! no value decoded) against the `fts-sig` column (raw segments, read in place): no record
-//! of its own to keep right, nothing to migrate, exact whoever wrote the index (another
-//! process, an older maildex). Over a user's 30,000 messages the walk cost 12-13 ms of
-//! CPU in a fresh process (`index dump`, docs/BENCHMARKS.md), most of it the first touch
-//! of the 18 MB of signatures; a per-mailbox watermark would be cheaper but is wrong as
-//! soon as a COPY brings records above messages still pending, or a rebuild in another
-//! process clears the mailbox.
+//! no value decoded) against the `covered` list of `fts-words` (one value, the UIDs whose
+//! words are stored): exact whoever wrote the index (another process, an older maildex),
+//! and a message whose text came with a COPY but whose words did not is indexed again
+//! from its file. A per-mailbox watermark would be cheaper but is wrong as soon as a COPY
+//! brings records above messages still pending, or a rebuild in another process clears
+//! the mailbox.
 
-use std::ops::ControlFlow;
-
-use maildex_index::{CachedFields, Fts, IndexError, MailboxId, MessageState, PartRecord, Reader};
+use maildex_index::{CachedFields, IndexError, MailboxId, MessageState, PartRecord, Reader};
 use maildex_maildir::filename::base_of;
 
-use crate::convert::FileBuf;
+use crate::convert::{FileBuf, StoredText};
 use crate::parallel::map_in_parallel;
 use crate::{Mailbox, StoreError, Uid, UserStore};
 
@@ -50,61 +48,41 @@ pub struct TextPass {
 /// messages reads about that far, not the whole mailbox).
 const WINDOW: usize = 4096;
 
-/// The UIDs of mailbox `id` from `from` on that have no `fts-sig` (and so no `fts-text`:
-/// the two are written and removed together), ascending, at most `limit`; and whether the
-/// limit stopped the walk.
+/// The UIDs of mailbox `id` from `from` on whose words are not in `fts-words` (so whose
+/// text is not indexed, or was copied without its words), ascending, at most `limit`; and
+/// whether the limit stopped the walk.
 fn pending_uids(
     r: &Reader<'_>,
     id: MailboxId,
     mut from: Uid,
     limit: usize,
 ) -> Result<(Vec<Uid>, bool), IndexError> {
+    let covered = r.words_covered(id)?;
+    let mut c = covered.partition_point(|&u| u < from);
     let mut pending = Vec::new();
     loop {
         let uids = r.uids_from(id, from, WINDOW)?;
-        let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+        let Some(&last) = uids.last() else {
             return Ok((pending, false));
         };
-        // both ascending: a UID of `uids` below the next signature's has none
-        let mut i = 0;
-        let mut full = false;
-        r.for_each_fts(Fts::Sig, id, first..=last, |uid, _| {
-            if take_below(&uids, &mut i, Some(uid), &mut pending, limit) {
-                full = true;
-                return Ok(ControlFlow::Break(()));
+        // both ascending: `c` catches up with each UID
+        for &u in &uids {
+            while covered.get(c).is_some_and(|&x| x < u) {
+                c += 1;
             }
-            if uids.get(i) == Some(&uid) {
-                i += 1;
+            if covered.get(c) == Some(&u) {
+                continue;
             }
-            Ok(ControlFlow::Continue(()))
-        })?;
-        if full || take_below(&uids, &mut i, None, &mut pending, limit) {
-            return Ok((pending, true));
+            if pending.len() == limit {
+                return Ok((pending, true));
+            }
+            pending.push(u);
         }
         if uids.len() < WINDOW || last == Uid::MAX {
             return Ok((pending, false));
         }
         from = last.next();
     }
-}
-
-/// Moves `uids[*i..]` below `below` (all with `None`) into `pending`, up to `limit`; true
-/// when the limit stopped it.
-fn take_below(
-    uids: &[Uid],
-    i: &mut usize,
-    below: Option<Uid>,
-    pending: &mut Vec<Uid>,
-    limit: usize,
-) -> bool {
-    while let Some(&u) = uids.get(*i).filter(|&&u| below.is_none_or(|b| u < b)) {
-        if pending.len() == limit {
-            return true;
-        }
-        pending.push(u);
-        *i += 1;
-    }
-    false
 }
 
 /// How many of the messages of mailbox `id` have no text record.
@@ -194,18 +172,11 @@ impl UserStore {
             return Ok(0);
         }
         let id = mailbox.id();
-        let mut has = vec![false; uids.len()];
-        self.index.read(|r| {
-            crate::message_text::visit_fts(r, Fts::Sig, id, uids, |i, _| {
-                if let Some(h) = has.get_mut(i) {
-                    *h = true;
-                }
-            })
-        })?;
+        let covered = self.index.read(|r| r.words_covered(id))?;
         let missing: Vec<Uid> = uids
             .iter()
-            .zip(&has)
-            .filter_map(|(&u, &h)| (!h).then_some(u))
+            .copied()
+            .filter(|u| covered.binary_search(u).is_err())
             .collect();
         if missing.is_empty() {
             return Ok(0);
@@ -255,7 +226,7 @@ impl UserStore {
             let texts = map_in_parallel(
                 &work,
                 workers,
-                |buf: &mut FileBuf, w| -> Result<Option<Text>, StoreError> {
+                |buf: &mut FileBuf, w| -> Result<Option<StoredText>, StoreError> {
                     match self.open_state(&dir, id, w.uid, &w.state)? {
                         Some(found) => {
                             crate::convert::text_of_opened(found, &w.parts, buf).map(Some)
@@ -267,8 +238,8 @@ impl UserStore {
             let mut items = Vec::with_capacity(work.len());
             for (w, t) in work.into_iter().zip(texts) {
                 match t {
-                    Ok(Some((text, sig))) => {
-                        items.push((w.uid, base_of(&w.state.file_name).to_owned(), text, sig))
+                    Ok(Some(text)) => {
+                        items.push((w.uid, base_of(&w.state.file_name).to_owned(), text))
                     }
                     // no file has its base (removed by another tool): left for a later pass
                     Ok(None) => unreadable += 1,
@@ -285,23 +256,20 @@ impl UserStore {
                 // text only: no session has anything to report for it
                 w.quietly();
                 let mut put = Vec::with_capacity(items.len());
-                for (uid, base, text, sig) in &items {
+                for (uid, base, t) in &items {
                     // still the message whose file was read (a UIDVALIDITY change renumbers)
                     if let Some(s) = w.reader().state(id, *uid)? {
                         if base_of(&s.file_name) == base.as_str() {
-                            put.push((*uid, text.clone(), sig.clone()));
+                            put.push((*uid, &t.text[..], &t.sig[..], &t.words));
                         }
                     }
                 }
-                w.put_texts(id, put)
+                w.put_texts(id, &put)
             })?;
         }
         Ok((written, unreadable))
     }
 }
-
-/// An encoded `fts-text` record and its `fts-sig` signature.
-type Text = (Vec<u8>, Vec<u8>);
 
 /// What [`UserStore::index_all_pending_text`] did.
 #[derive(Clone, Debug, Default)]

@@ -147,6 +147,7 @@ fn check(keys: &[SearchKey], (i, flags, kws, recent, idate): (usize, u8, u32, bo
         saved: Some(&saved),
         now: 1_700_000_000,
         tz_offset_secs: 7200,
+        words: None,
     };
     let c = m.full(
         u32::try_from(i).unwrap_or(0) + 1,

@@ -63,6 +63,7 @@ pub(super) fn ctx(keywords: &[String]) -> Context<'_> {
         saved: None,
         now: 1_700_000_000,
         tz_offset_secs: 0,
+        words: None,
     }
 }
 
@@ -181,6 +182,7 @@ fn internal_date_compares_days_in_the_server_zone() {
     let utc = ctx(&kw);
     let east = Context {
         tz_offset_secs: 3600,
+        words: None,
         ..ctx(&kw)
     };
     let t = |k: SearchKey, cx: &Context| eval_on(&[k], &m.full(1, 1, false), cx, &m);

@@ -114,12 +114,34 @@ impl Session {
         let recent = sel.recent.clone();
         let max_seq = sel.view.len();
         let max_uid = sel.view.max_uid().unwrap_or(Uid(0));
+        // BODY/TEXT: the store's word lists answer once for every message of the view
+        // (a pass over the mailbox's words per needle), before any batch; what they leave
+        // open is compared by its text in the batches' last stage
+        let needles = if need.body {
+            search::text_needles(&keys)
+        } else {
+            Vec::new()
+        };
+        let words = if needles.is_empty() {
+            None
+        } else {
+            let (s, m) = (Arc::clone(&store), mailbox.clone());
+            let uids: Vec<Uid> = targets.iter().map(|&(_, u)| u).collect();
+            Some(Arc::new(
+                blocking(move || -> Result<search::WordAnswers, CmdError> {
+                    let answers = s.text_answers(&m, &uids, &needles)?;
+                    Ok(search::WordAnswers::new(needles, uids, answers))
+                })
+                .await??,
+            ))
+        };
         let keys = Arc::new(keys);
         let mut hits: Vec<Hit> = Vec::new();
         // whether some message's HEADER key had to read its header blocks
         let mut read_blocks = false;
         for batch in targets.chunks(BATCH) {
             let batch = batch.to_vec();
+            let wa = words.clone();
             let (s, k, kw, sv, rc, m) = (
                 Arc::clone(&store),
                 Arc::clone(&keys),
@@ -140,6 +162,7 @@ impl Session {
                     saved: sv.as_deref(),
                     now,
                     tz_offset_secs: 0,
+                    words: wa.as_deref(),
                 };
                 let is_recent = |uid: Uid| rc.iter().any(|x| x.contains(&uid));
                 let uids: Vec<Uid> = batch.iter().map(|&(_, u)| u).collect();

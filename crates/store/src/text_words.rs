@@ -1,0 +1,224 @@
+//! SEARCH BODY/TEXT answered from the words of the stored text parts (`fts-words`, see
+//! `maildex_index::words` for the rule that makes the answers exact), before any stored
+//! text is decompressed: BODY with a needle of word characters is decided for every
+//! message whose words are stored, any other BODY needle rules out the messages that lack
+//! one of its words, and TEXT takes the messages whose text parts hold its needle (the
+//! header blocks have no words). What is left is compared by its text, as before.
+
+use std::ops::ControlFlow;
+
+use maildex_index::{needle_runs, words, NeedleRun, Reader, WordKind};
+
+use crate::{Mailbox, MailboxId, StoreError, Uid, UserStore};
+
+/// Runs of word characters of one needle looked up (a hostile needle of a thousand
+/// one-letter words costs eight passes over the words, not a thousand).
+const MAX_RUNS: usize = 8;
+
+/// A BODY or TEXT needle, normalised as the stored text is (maildex-text's `normalize`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextNeedle {
+    /// The needle.
+    pub needle: String,
+    /// TEXT (header blocks and text parts); BODY otherwise (text parts only).
+    pub headers: bool,
+}
+
+impl UserStore {
+    /// What the stored words say of each of `needles` for each of `uids` (ascending) of
+    /// `mailbox`: `answers[n][i]` is `Some(true)` when the words show that message
+    /// `uids[i]` holds needle `n` (a needle of word characters found in a text part's
+    /// words), `Some(false)` when they show it does not (BODY only: a message whose words
+    /// are stored lacks a word the needle needs), and `None` when only its text can tell
+    /// (not covered yet, no words stored for it, a needle with other characters whose
+    /// words it has, a needle without a word character, or TEXT not found in the text
+    /// parts). One pass over the mailbox's words per run of word characters of each
+    /// needle. All `None` with `[storage] full_text` off.
+    pub fn text_answers(
+        &self,
+        mailbox: &Mailbox,
+        uids: &[Uid],
+        needles: &[TextNeedle],
+    ) -> Result<Vec<Vec<Option<bool>>>, StoreError> {
+        let unknown = || vec![None; uids.len()];
+        if !self.opts.full_text || uids.is_empty() {
+            return Ok(needles.iter().map(|_| unknown()).collect());
+        }
+        let id = mailbox.id();
+        Ok(self.index.read(|r| {
+            let covered = r.words_covered(id)?;
+            let overflow = r.words_overflow(id)?;
+            let decidable: Vec<bool> = uids
+                .iter()
+                .map(|u| covered.binary_search(u).is_ok() && overflow.binary_search(u).is_err())
+                .collect();
+            if !decidable.contains(&true) {
+                return Ok(needles.iter().map(|_| unknown()).collect());
+            }
+            let slots = Slots::new(uids);
+            needles
+                .iter()
+                .map(|n| {
+                    let mut runs = needle_runs(n.needle.as_bytes());
+                    // a needle of many runs is narrowed by its first few (each is a pass
+                    // over the words; any subset still only rules out non-matches)
+                    runs.truncate(MAX_RUNS);
+                    if runs.is_empty() {
+                        return Ok(unknown());
+                    }
+                    let exact = matches!(runs.as_slice(), [one] if !one.starts && !one.ends);
+                    if n.headers && !exact {
+                        // TEXT: only a word answer that finds the needle is worth having
+                        return Ok(unknown());
+                    }
+                    let mut all = vec![true; uids.len()];
+                    for run in &runs {
+                        let has = holders(r, id, run, &slots)?;
+                        for (a, h) in all.iter_mut().zip(has) {
+                            *a &= h;
+                        }
+                    }
+                    Ok(all
+                        .into_iter()
+                        .zip(&decidable)
+                        .map(|(holds, &d)| match (d, holds) {
+                            (false, _) => None,
+                            (true, true) => exact.then_some(true),
+                            // a header block may still hold it
+                            (true, false) if n.headers => None,
+                            (true, false) => Some(false),
+                        })
+                        .collect())
+                })
+                .collect::<Result<Vec<_>, maildex_index::IndexError>>()
+        })?)
+    }
+}
+
+/// Which of the asked UIDs have a text part with a word that fits `run`.
+fn holders(
+    r: &Reader<'_>,
+    id: MailboxId,
+    run: &NeedleRun,
+    slots: &Slots<'_>,
+) -> Result<Vec<bool>, maildex_index::IndexError> {
+    let mut has = vec![false; slots.len()];
+    r.for_each_word(id, WordKind::Body, |word, list| {
+        if run.fits(word) {
+            words::for_each_posting(list, |uid| {
+                if let Some(i) = slots.find(uid) {
+                    has[i] = true;
+                }
+            });
+        }
+        ControlFlow::Continue(())
+    })?;
+    Ok(has)
+}
+
+/// The asked UIDs, found by a table of their span when it is dense enough (a search of a
+/// whole mailbox: a posting is then one lookup) or by a binary search.
+struct Slots<'u> {
+    uids: &'u [Uid],
+    first: u32,
+    /// index + 1 of the UID `first + k`, 0 for a UID not asked for
+    table: Vec<u32>,
+}
+
+/// A table is made when its span is at most this many times the UIDs asked for.
+const DENSE: u64 = 16;
+
+impl<'u> Slots<'u> {
+    fn new(uids: &'u [Uid]) -> Slots<'u> {
+        let (first, last) = match (uids.first(), uids.last()) {
+            (Some(f), Some(l)) => (f.get(), l.get()),
+            _ => (0, 0),
+        };
+        let span = u64::from(last - first) + 1;
+        let mut table = Vec::new();
+        if span <= DENSE * uids.len() as u64 {
+            table = vec![0u32; span as usize];
+            for (i, u) in uids.iter().enumerate() {
+                table[(u.get() - first) as usize] = i as u32 + 1;
+            }
+        }
+        Slots { uids, first, table }
+    }
+
+    fn len(&self) -> usize {
+        self.uids.len()
+    }
+
+    fn find(&self, uid: u32) -> Option<usize> {
+        if self.table.is_empty() {
+            return self.uids.binary_search(&Uid(uid)).ok();
+        }
+        let k = uid.checked_sub(self.first)? as usize;
+        match self.table.get(k) {
+            Some(&i) if i > 0 => Some(i as usize - 1),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DeliverOptions, StoreOptions};
+
+    #[test]
+    fn words_decide_body_exactly_and_leave_the_rest_to_the_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = StoreOptions {
+            fsync: false,
+            ..StoreOptions::default()
+        };
+        let s = UserStore::open(&dir.path().join("mail"), &dir.path().join("index"), opts)
+            .unwrap();
+        let long = "q".repeat(maildex_index::words::MAX_WORD + 1);
+        for body in [
+            "The migration starts next week.",
+            "Subject words are not body words",
+            "nothing here",
+            long.as_str(),
+        ] {
+            let msg = format!("Subject: invoice\r\n\r\n{body}\r\n");
+            s.deliver("INBOX", &mut msg.as_bytes(), &DeliverOptions::default())
+                .unwrap();
+        }
+        let req = crate::SnapshotRequest {
+            sync: crate::SyncFirst::Never,
+            since: None,
+            claim_recent: false,
+            first_unseen: false,
+        };
+        let inbox = s.snapshot("INBOX", &req).unwrap().expect("INBOX").mailbox;
+        let uids: Vec<Uid> = (1..=4).map(Uid).collect();
+        let ask = |needle: &str, headers: bool| {
+            let n = TextNeedle {
+                needle: needle.into(),
+                headers,
+            };
+            s.text_answers(&inbox, &uids, &[n]).unwrap().remove(0)
+        };
+        // nothing indexed yet: nothing decided
+        assert_eq!(ask("igrat", false), [None; 4]);
+        s.index_pending_text("INBOX", Uid::MIN, 100).unwrap();
+        // a needle of word characters: exact for every covered message but the one whose
+        // word is too long to be stored
+        assert_eq!(
+            ask("igrat", false),
+            [Some(true), Some(false), Some(false), None]
+        );
+        assert_eq!(ask("s", false)[..3], [Some(true), Some(true), Some(false)]);
+        // other characters: the words rule out, the text decides the rest
+        assert_eq!(
+            ask("xt week", false),
+            [None, Some(false), Some(false), None]
+        );
+        assert_eq!(ask(" -- ", false), [None; 4]);
+        // TEXT: found in a text part, or left to the header blocks
+        assert_eq!(ask("nothing", true), [None, None, Some(true), None]);
+        assert_eq!(ask("invoice", true), [None; 4]);
+    }
+}
