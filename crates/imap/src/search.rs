@@ -52,8 +52,8 @@ use maildex_store::records::{
     flag, MessageState, SearchField, SearchView, HOT_HEADERS, SEARCH_HEADERS,
 };
 use maildex_store::text::{self, SearchText};
-use maildex_store::TextNeedle;
 use maildex_store::{ModSeq, Uid};
+use maildex_store::{TextAnswers, TextNeedle};
 
 pub use response::{esearch, save_result, search};
 pub(crate) use response::{numbers, wants};
@@ -111,16 +111,12 @@ pub struct Context<'a> {
 pub struct WordAnswers {
     needles: Vec<TextNeedle>,
     uids: Vec<Uid>,
-    answers: Vec<Vec<Option<bool>>>,
+    answers: TextAnswers,
 }
 
 impl WordAnswers {
-    /// The answers `answers[key][i]` to `needles` for `uids` (ascending).
-    pub fn new(
-        needles: Vec<TextNeedle>,
-        uids: Vec<Uid>,
-        answers: Vec<Vec<Option<bool>>>,
-    ) -> WordAnswers {
+    /// The store's `answers` to `needles` for `uids` (ascending).
+    pub fn new(needles: Vec<TextNeedle>, uids: Vec<Uid>, answers: TextAnswers) -> WordAnswers {
         WordAnswers {
             needles,
             uids,
@@ -135,7 +131,18 @@ impl WordAnswers {
             .iter()
             .position(|n| n.headers == headers && n.needle == needle)?;
         let i = self.uids.binary_search(&uid).ok()?;
-        *self.answers.get(k)?.get(i)?
+        *self.answers.answers.get(k)?.get(i)?
+    }
+
+    /// Whether the words settled what the text parts of message `uid` hold for every
+    /// needle: comparing its header text is enough.
+    pub fn headers_only(&self, uid: Uid) -> bool {
+        self.uids
+            .binary_search(&uid)
+            .ok()
+            .and_then(|i| self.answers.headers_only.get(i))
+            .copied()
+            .unwrap_or(false)
     }
 }
 

@@ -88,7 +88,7 @@ pub use special::{AutoCreate, MailboxSetting};
 pub use subscriptions::SUBSCRIPTIONS_FILE;
 pub use sync::{SyncReport, FAST_SYNC_INTERVAL};
 pub use text_index::{TextPass, TextReport, TEXT_BATCH};
-pub use text_words::TextNeedle;
+pub use text_words::{TextAnswers, TextNeedle};
 pub use watch::{DirWatch, DirWatcher};
 
 /// What can go wrong in the store.

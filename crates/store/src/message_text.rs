@@ -57,16 +57,21 @@ impl UserStore {
     /// file read and extracted by the same rule instead, so no answer misses it. A UID not called
     /// for is not in the index (expunged meanwhile), or has no record and a file that
     /// cannot be read (renamed or removed by another tool since).
+    ///
+    /// With `headers`, a message for which `headers_only` is true (the words settled what
+    /// its text parts hold: [`crate::TextAnswers::headers_only`]) gets its header text and
+    /// no bodies, and its record is not decompressed.
     pub fn visit_search_texts(
         &self,
         mailbox: &Mailbox,
         uids: &[Uid],
         headers: bool,
+        headers_only: impl Fn(Uid) -> bool,
         mut f: impl FnMut(usize, SearchText),
     ) -> Result<(), StoreError> {
-        let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+        if uids.is_empty() {
             return Ok(());
-        };
+        }
         let id = mailbox.id();
         let parts = CachedFields {
             parts: true,
@@ -80,6 +85,26 @@ impl UserStore {
             Vec::new()
         };
         let mut stored = vec![false; uids.len()];
+        // the messages whose stored bodies are read
+        let mut with_bodies = Vec::with_capacity(uids.len());
+        for (i, &uid) in uids.iter().enumerate() {
+            if !headers || !headers_only(uid) {
+                with_bodies.push(uid);
+                continue;
+            }
+            if let Some(Loaded {
+                cached: Some(c),
+                headers: Some(h),
+                ..
+            }) = blocks.get_mut(i).and_then(Option::take)
+            {
+                stored[i] = true;
+                f(i, SearchText::default().with_header_blocks(h, c.parts));
+            }
+        }
+        let (Some(&first), Some(&last)) = (with_bodies.first(), with_bodies.last()) else {
+            return Ok(());
+        };
         self.index.read(|r| {
             let mut failed = None;
             let mut visit = |i: usize, uid: Uid, raw: &[u8]| match decode_text(raw, id, uid) {
@@ -99,21 +124,20 @@ impl UserStore {
                     failed.get_or_insert(e);
                 }
             };
-            if crate::read::walk_whole_range(first, last, uids.len()) {
+            if crate::read::walk_whole_range(first, last, with_bodies.len()) {
                 r.for_each_fts(Fts::Text, id, first..=last, |uid, raw| {
-                    if let Ok(i) = uids.binary_search(&uid) {
-                        visit(i, uid, raw);
+                    if with_bodies.binary_search(&uid).is_ok() {
+                        if let Ok(i) = uids.binary_search(&uid) {
+                            visit(i, uid, raw);
+                        }
                     }
                     Ok(ControlFlow::Continue(()))
                 })?;
             } else {
-                let mut i = 0;
-                r.fts_of(Fts::Text, id, uids, |uid, raw| {
-                    // both ascending: i catches up with uid
-                    while uids.get(i).is_some_and(|&u| u < uid) {
-                        i += 1;
+                r.fts_of(Fts::Text, id, &with_bodies, |uid, raw| {
+                    if let Ok(i) = uids.binary_search(&uid) {
+                        visit(i, uid, raw);
                     }
-                    visit(i, uid, raw);
                     Ok(ControlFlow::Continue(()))
                 })?;
             }
@@ -382,8 +406,14 @@ mod tests {
         let snap = s.snapshot("INBOX", &req).unwrap().expect("INBOX");
         let mut out = Vec::new();
         let uids: Vec<Uid> = uids.iter().copied().map(Uid).collect();
-        s.visit_search_texts(&snap.mailbox, &uids, true, |i, t| out.push((i, t)))
-            .unwrap();
+        s.visit_search_texts(
+            &snap.mailbox,
+            &uids,
+            true,
+            |_| false,
+            |i, t| out.push((i, t)),
+        )
+        .unwrap();
         out
     }
 

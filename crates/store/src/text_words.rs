@@ -24,6 +24,17 @@ pub struct TextNeedle {
     pub headers: bool,
 }
 
+/// What the stored words say of a search's BODY/TEXT needles ([`UserStore::text_answers`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TextAnswers {
+    /// `answers[n][i]`: needle `n` in message `uids[i]`, when the words decide it.
+    pub answers: Vec<Vec<Option<bool>>>,
+    /// `headers_only[i]`: the words settle every needle's text parts for message
+    /// `uids[i]` (each needle is decided, or is a TEXT needle of word characters that its
+    /// text parts lack): comparing its header text is enough.
+    pub headers_only: Vec<bool>,
+}
+
 impl UserStore {
     /// What the stored words say of each of `needles` for each of `uids` (ascending) of
     /// `mailbox`: `answers[n][i]` is `Some(true)` when the words show that message
@@ -39,10 +50,13 @@ impl UserStore {
         mailbox: &Mailbox,
         uids: &[Uid],
         needles: &[TextNeedle],
-    ) -> Result<Vec<Vec<Option<bool>>>, StoreError> {
-        let unknown = || vec![None; uids.len()];
+    ) -> Result<TextAnswers, StoreError> {
+        let undecided = || TextAnswers {
+            answers: needles.iter().map(|_| vec![None; uids.len()]).collect(),
+            headers_only: vec![false; uids.len()],
+        };
         if !self.opts.full_text || uids.is_empty() {
-            return Ok(needles.iter().map(|_| unknown()).collect());
+            return Ok(undecided());
         }
         let id = mailbox.id();
         Ok(self.index.read(|r| {
@@ -53,44 +67,51 @@ impl UserStore {
                 .map(|u| covered.binary_search(u).is_ok() && overflow.binary_search(u).is_err())
                 .collect();
             if !decidable.contains(&true) {
-                return Ok(needles.iter().map(|_| unknown()).collect());
+                return Ok(undecided());
             }
             let slots = Slots::new(uids);
-            needles
-                .iter()
-                .map(|n| {
-                    let mut runs = needle_runs(n.needle.as_bytes());
-                    // a needle of many runs is narrowed by its first few (each is a pass
-                    // over the words; any subset still only rules out non-matches)
-                    runs.truncate(MAX_RUNS);
-                    if runs.is_empty() {
-                        return Ok(unknown());
+            let mut out = TextAnswers {
+                answers: Vec::with_capacity(needles.len()),
+                headers_only: decidable.clone(),
+            };
+            for n in needles {
+                let mut runs = needle_runs(n.needle.as_bytes());
+                // a needle of many runs is narrowed by its first few (each is a pass over
+                // the words; any subset still only rules out non-matches)
+                runs.truncate(MAX_RUNS);
+                let exact = matches!(runs.as_slice(), [one] if !one.starts && !one.ends);
+                if runs.is_empty() || (n.headers && !exact) {
+                    // nothing the words can say (TEXT: only a word answer that finds the
+                    // needle in a text part is worth having)
+                    out.answers.push(vec![None; uids.len()]);
+                    out.headers_only.iter_mut().for_each(|h| *h = false);
+                    continue;
+                }
+                let mut all = vec![true; uids.len()];
+                for run in &runs {
+                    let has = holders(r, id, run, &slots)?;
+                    for (a, h) in all.iter_mut().zip(has) {
+                        *a &= h;
                     }
-                    let exact = matches!(runs.as_slice(), [one] if !one.starts && !one.ends);
-                    if n.headers && !exact {
-                        // TEXT: only a word answer that finds the needle is worth having
-                        return Ok(unknown());
-                    }
-                    let mut all = vec![true; uids.len()];
-                    for run in &runs {
-                        let has = holders(r, id, run, &slots)?;
-                        for (a, h) in all.iter_mut().zip(has) {
-                            *a &= h;
-                        }
-                    }
-                    Ok(all
-                        .into_iter()
-                        .zip(&decidable)
-                        .map(|(holds, &d)| match (d, holds) {
-                            (false, _) => None,
-                            (true, true) => exact.then_some(true),
-                            // a header block may still hold it
-                            (true, false) if n.headers => None,
-                            (true, false) => Some(false),
-                        })
-                        .collect())
-                })
-                .collect::<Result<Vec<_>, maildex_index::IndexError>>()
+                }
+                let answers: Vec<Option<bool>> = all
+                    .iter()
+                    .zip(&decidable)
+                    .map(|(&holds, &d)| match (d, holds) {
+                        (false, _) => None,
+                        (true, true) => exact.then_some(true),
+                        // a header block may still hold it
+                        (true, false) if n.headers => None,
+                        (true, false) => Some(false),
+                    })
+                    .collect();
+                for ((h, a), &holds) in out.headers_only.iter_mut().zip(&answers).zip(&all) {
+                    // settled: decided, or a TEXT needle its text parts lack
+                    *h &= a.is_some() || (n.headers && !holds);
+                }
+                out.answers.push(answers);
+            }
+            Ok(out)
         })?)
     }
 }
@@ -173,8 +194,7 @@ mod tests {
             fsync: false,
             ..StoreOptions::default()
         };
-        let s = UserStore::open(&dir.path().join("mail"), &dir.path().join("index"), opts)
-            .unwrap();
+        let s = UserStore::open(&dir.path().join("mail"), &dir.path().join("index"), opts).unwrap();
         let long = "q".repeat(maildex_index::words::MAX_WORD + 1);
         for body in [
             "The migration starts next week.",
@@ -199,7 +219,10 @@ mod tests {
                 needle: needle.into(),
                 headers,
             };
-            s.text_answers(&inbox, &uids, &[n]).unwrap().remove(0)
+            s.text_answers(&inbox, &uids, &[n])
+                .unwrap()
+                .answers
+                .remove(0)
         };
         // nothing indexed yet: nothing decided
         assert_eq!(ask("igrat", false), [None; 4]);
@@ -220,5 +243,29 @@ mod tests {
         // TEXT: found in a text part, or left to the header blocks
         assert_eq!(ask("nothing", true), [None, None, Some(true), None]);
         assert_eq!(ask("invoice", true), [None; 4]);
+        // what only the header text can still decide
+        let needles = |list: &[(&str, bool)]| -> Vec<TextNeedle> {
+            list.iter()
+                .map(|(n, h)| TextNeedle {
+                    needle: n.to_string(),
+                    headers: *h,
+                })
+                .collect()
+        };
+        let only = |list: &[(&str, bool)]| {
+            s.text_answers(&inbox, &uids, &needles(list))
+                .unwrap()
+                .headers_only
+        };
+        assert_eq!(only(&[("invoice", true)]), [true, true, true, false]);
+        assert_eq!(
+            only(&[("invoice", true), ("igrat", false)]),
+            [true, true, true, false]
+        );
+        assert_eq!(
+            only(&[("invoice", true), ("xt week", false)]),
+            [false, true, true, false]
+        );
+        assert_eq!(only(&[("in voice", true)]), [false; 4]);
     }
 }

@@ -243,7 +243,10 @@ impl Session {
                                 out.push((p.seq, p.uid, p.state.modseq));
                             }
                         };
-                        s.visit_search_texts(&m, &uids, search::has_text_key(&k), |i, t| {
+                        // a message whose text parts the words settled: its header text
+                        let headers_only = |uid| ctx.words.is_some_and(|w| w.headers_only(uid));
+                        let with_headers = search::has_text_key(&k);
+                        s.visit_search_texts(&m, &uids, with_headers, headers_only, |i, t| {
                             if let Some(p) = undecided.get(i) {
                                 visited[i] = true;
                                 decide(p, Some(t));
