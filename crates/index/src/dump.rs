@@ -168,14 +168,20 @@ pub fn text_stats(r: &crate::Reader<'_>, id: MailboxId) -> Result<String, crate:
     })?;
     let (covered, overflow) = (r.words_covered(id)?.len(), r.words_overflow(id)?.len());
     let (mut words, mut postings) = (0u64, 0u64);
-    r.for_each_word(id, crate::WordKind::Body, |_, list| {
-        words += 1;
+    let mut last: Vec<u8> = Vec::new();
+    r.for_each_word(id, crate::WordKind::Body, |word, list| {
+        if word != last.as_slice() {
+            words += 1;
+            last = word.to_vec();
+        }
         crate::words::for_each_posting(list, |_| postings += 1);
         std::ops::ControlFlow::Continue(())
     })?;
+    let mut recent = 0;
+    r.for_each_recent_words(id, |_, _| recent += 1)?;
     Ok(format!(
         "  fts-text         {n} records, {plain} bytes uncompressed\n\
-         \x20 fts-words        {words} words, {postings} postings; {covered} messages covered, {overflow} of them without words\n"
+         \x20 fts-words        {words} words, {postings} postings; {covered} messages covered, {overflow} of them without words, {recent} waiting to be merged\n"
     ))
 }
 

@@ -32,15 +32,23 @@
 //! [`MAX_WORDS`] distinct words (a base64 blob pasted into a body): none of their words is
 //! stored, so every needle compares their text.
 //!
+//! **Recent words.** A message's words are first stored as one value of their own
+//! ([`WordKind::Recent`]), and merged into the lists once [`FOLD_AT`] messages of the
+//! mailbox wait: indexing one delivered message then writes one value, not a leaf page per
+//! word, and a search reads the waiting values' words as well as the lists.
+//!
 //! **Expunged messages** stay in the postings (removing them would need their words), and
 //! their UIDs are never asked for: a SEARCH looks up the UIDs of its view, and UIDs are
 //! not given twice in a mailbox (a new UIDVALIDITY clears the mailbox's words with the
 //! rest of its records). `index rebuild --fts-only` writes the lists afresh.
 //!
 //! **Stored form.** Key: mailbox id (u32 big-endian), a kind byte ([`WordKind`]), the
-//! word. Value: the UIDs ascending, each as the LEB128 varint of its distance from the one
-//! before (the first from 0): one byte per posting in a dense list. A batch of texts reads,
-//! merges and writes the list of each word it holds once.
+//! word, a 0 byte, the first UID of the chunk (u32 big-endian). Value: a chunk of the
+//! word's list, about [`CHUNK`] bytes at most: its UIDs ascending, each as the LEB128
+//! varint of its distance from the one before (the first from 0), one byte per posting in
+//! a dense list. A batch of texts adds to the last chunk of each word it holds (or starts
+//! one), so indexing a message writes a few hundred bytes per word, whatever the mailbox's
+//! size.
 
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
@@ -66,12 +74,17 @@ pub enum WordKind {
     Overflow,
     /// A word of a text part.
     Body,
+    /// The words of one message not merged into the `Body` lists yet (the key's word is
+    /// empty, its "first UID" the message's UID; the value the words, each followed by a
+    /// 0 byte).
+    Recent,
 }
 
 impl WordKind {
     fn byte(self) -> u8 {
         match self {
             WordKind::Covered => b'A',
+            WordKind::Recent => b'R',
             WordKind::Overflow => b'L',
             WordKind::Body => b'B',
         }
@@ -174,13 +187,51 @@ pub fn needle_runs(needle: &[u8]) -> Vec<NeedleRun> {
     runs
 }
 
-/// The `fts-words` key of `word` of `kind` in `mailbox`.
-fn key(mailbox: u32, kind: WordKind, word: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(5 + word.len());
+/// Bytes of UIDs a value holds at most (and a little over): a word's list is kept in
+/// chunks of about this size, each keyed by its first UID, so that indexing a message
+/// rewrites the last chunk of each of its words, never a long list (a list of 28 KB
+/// rewritten for each delivered message made the daemon write 13 MB per delivery into a
+/// 30,000-message mailbox), and a chunk always fits in an LMDB leaf page.
+pub const CHUNK: usize = 512;
+
+/// Messages whose words wait in `Recent` values before they are merged into the lists: a
+/// message indexed alone writes one value (its words, about 2 KB) instead of touching a
+/// leaf page per word (200 words, 200 pages: 1.2 MB written by the daemon per delivery
+/// into a 30,000-message INBOX), and a merge of 256 touches each page about once.
+pub const FOLD_AT: usize = 256;
+
+/// The key prefix of every chunk of `word` of `kind` in `mailbox`: mailbox id, kind
+/// byte, the word, a 0 byte (never in a word, so a word's chunks sort together and before
+/// a longer word's).
+fn word_prefix(mailbox: u32, kind: WordKind, word: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(10 + word.len());
     k.extend_from_slice(&mailbox.to_be_bytes());
     k.push(kind.byte());
     k.extend_from_slice(word);
+    k.push(0);
     k
+}
+
+/// The key of the chunk starting at UID `first` under `prefix` ([`word_prefix`]).
+fn chunk_key(prefix: &[u8], first: u32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + 4);
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(&first.to_be_bytes());
+    k
+}
+
+/// (word, first UID) of a key, given the length of its mailbox-and-kind prefix.
+fn split_key(key: &[u8], head: usize) -> Option<(&[u8], u32)> {
+    let rest = key.get(head..)?;
+    let cut = rest.len().checked_sub(5)?;
+    let (word, tail) = rest.split_at(cut);
+    if tail[0] != 0 {
+        return None;
+    }
+    Some((
+        word,
+        u32::from_be_bytes([tail[1], tail[2], tail[3], tail[4]]),
+    ))
 }
 
 /// Appends `uid`'s varint distance from `prev`.
@@ -245,17 +296,24 @@ fn lmdb(e: heed::Error) -> IndexError {
 }
 
 impl Words<'_> {
-    /// The list under the empty word of `kind` (`Covered`, `Overflow`).
-    pub fn list<'t>(
+    /// The UIDs of the list under the empty word of `kind` (`Covered`, `Overflow`).
+    pub fn list(
         &self,
-        txn: &'t RoTxn<WithoutTls>,
+        txn: &RoTxn<WithoutTls>,
         mailbox: u32,
         kind: WordKind,
-    ) -> Result<Option<&'t [u8]>, IndexError> {
-        self.db.get(txn, &key(mailbox, kind, b"")).map_err(lmdb)
+    ) -> Result<Vec<Uid>, IndexError> {
+        let mut out = Vec::new();
+        let prefix = word_prefix(mailbox, kind, b"");
+        for item in self.db.prefix_iter(txn, &prefix).map_err(lmdb)? {
+            let (_, v) = item.map_err(lmdb)?;
+            for_each_posting(v, |u| out.push(Uid(u)));
+        }
+        Ok(out)
     }
 
-    /// Calls `f` with (word, list) of each word of `kind` in `mailbox`, in byte order.
+    /// Calls `f` with (word, chunk) of each chunk of each word of `kind` in `mailbox`, in
+    /// byte order (a word's chunks one after the other, by UID).
     pub fn for_each<'t>(
         &self,
         txn: &'t RoTxn<WithoutTls>,
@@ -263,63 +321,202 @@ impl Words<'_> {
         kind: WordKind,
         mut f: impl FnMut(&'t [u8], &'t [u8]) -> ControlFlow<()>,
     ) -> Result<(), IndexError> {
-        let prefix = key(mailbox, kind, b"");
-        for item in self.db.prefix_iter(txn, &prefix).map_err(lmdb)? {
+        let mut head = mailbox.to_be_bytes().to_vec();
+        head.push(kind.byte());
+        for item in self.db.prefix_iter(txn, &head).map_err(lmdb)? {
             let (k, v) = item.map_err(lmdb)?;
-            let word = &k[prefix.len()..];
-            if !word.is_empty() && f(word, v).is_break() {
-                break;
+            if let Some((word, _)) = split_key(k, head.len()) {
+                if !word.is_empty() && f(word, v).is_break() {
+                    break;
+                }
             }
         }
         Ok(())
     }
 
-    /// Adds the words of `items` (uid, words) to `mailbox`'s lists, each list read and
-    /// written once, and the UIDs to `covered` (or `overflow`).
+    /// Adds the words of `items` (uid, words) to `mailbox`: each message's words as one
+    /// `Recent` value, and its UID to `covered` (and `overflow`); once [`FOLD_AT`]
+    /// messages are recent, their words are merged into the `Body` lists.
     pub fn put(
         &self,
         txn: &mut RwTxn,
         mailbox: u32,
         items: &[(u32, &MessageWords)],
     ) -> Result<(), IndexError> {
-        let mut lists: BTreeMap<Vec<u8>, Vec<u32>> = BTreeMap::new();
-        for &(uid, w) in items {
-            let mut add = |kind, word: &[u8]| {
-                lists.entry(key(mailbox, kind, word)).or_default().push(uid);
-            };
-            add(WordKind::Covered, b"");
-            if w.overflow {
-                add(WordKind::Overflow, b"");
-            }
-            for word in &w.body {
-                add(WordKind::Body, word);
-            }
+        let mut covered: Vec<u32> = items.iter().map(|(u, _)| *u).collect();
+        let mut overflow: Vec<u32> = items
+            .iter()
+            .filter(|(_, w)| w.overflow)
+            .map(|(u, _)| *u)
+            .collect();
+        for ids in [&mut covered, &mut overflow] {
+            ids.sort_unstable();
+            ids.dedup();
         }
-        for (k, mut uids) in lists {
-            uids.sort_unstable();
-            uids.dedup();
-            let merged = match self.db.get(txn, &k).map_err(lmdb)? {
-                None => encode_postings(&uids),
-                Some(old) => merge(old, &uids),
-            };
-            self.db.put(txn, &k, &merged).map_err(lmdb)?;
+        self.add(txn, &word_prefix(mailbox, WordKind::Covered, b""), &covered)?;
+        self.add(
+            txn,
+            &word_prefix(mailbox, WordKind::Overflow, b""),
+            &overflow,
+        )?;
+        let recent = word_prefix(mailbox, WordKind::Recent, b"");
+        for &(uid, w) in items {
+            if w.body.is_empty() {
+                continue;
+            }
+            let mut v = Vec::with_capacity(w.body.iter().map(|b| b.len() + 1).sum());
+            for word in &w.body {
+                v.extend_from_slice(word);
+                v.push(0);
+            }
+            self.db
+                .put(txn, &chunk_key(&recent, uid), &v)
+                .map_err(lmdb)?;
+        }
+        let waiting = self.db.prefix_iter(txn, &recent).map_err(lmdb)?.count();
+        if waiting >= FOLD_AT {
+            self.fold(txn, mailbox)?;
         }
         Ok(())
     }
 
-    /// Removes `uids` from `mailbox`'s `covered` list (their text is rewritten without
-    /// words: `index check --repair` of a record with no words at hand).
-    pub fn uncover(&self, txn: &mut RwTxn, mailbox: u32, uids: &[u32]) -> Result<(), IndexError> {
-        let k = key(mailbox, WordKind::Covered, b"");
-        let Some(old) = self.db.get(txn, &k).map_err(lmdb)? else {
+    /// Merges the `Recent` words of `mailbox` into its `Body` lists, each list's last
+    /// chunk read and written once, and removes them.
+    pub fn fold(&self, txn: &mut RwTxn, mailbox: u32) -> Result<(), IndexError> {
+        let recent = word_prefix(mailbox, WordKind::Recent, b"");
+        let mut lists: BTreeMap<Vec<u8>, Vec<u32>> = BTreeMap::new();
+        for item in self.db.prefix_iter(txn, &recent).map_err(lmdb)? {
+            let (k, v) = item.map_err(lmdb)?;
+            let Some((_, uid)) = split_key(k, 5) else {
+                continue;
+            };
+            for word in v.split(|&b| b == 0).filter(|w| !w.is_empty()) {
+                lists.entry(word.to_vec()).or_default().push(uid);
+            }
+        }
+        if lists.is_empty() {
+            return Ok(());
+        }
+        for (word, mut uids) in lists {
+            uids.sort_unstable();
+            uids.dedup();
+            self.add(txn, &word_prefix(mailbox, WordKind::Body, &word), &uids)?;
+        }
+        self.delete_prefix(txn, &recent)
+    }
+
+    /// Calls `f` with (uid, words) of each message of `mailbox` whose words are not
+    /// merged yet; the words are each followed by a 0 byte.
+    pub fn for_each_recent<'t>(
+        &self,
+        txn: &'t RoTxn<WithoutTls>,
+        mailbox: u32,
+        mut f: impl FnMut(u32, &'t [u8]),
+    ) -> Result<(), IndexError> {
+        let recent = word_prefix(mailbox, WordKind::Recent, b"");
+        for item in self.db.prefix_iter(txn, &recent).map_err(lmdb)? {
+            let (k, v) = item.map_err(lmdb)?;
+            if let Some((_, uid)) = split_key(k, 5) {
+                f(uid, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `new` (ascending, distinct) to the list under `prefix`: into its last chunk
+    /// while there is room and then into new chunks when all of `new` is above it (the
+    /// usual case: texts are indexed in UID order), the whole list merged and written
+    /// again otherwise.
+    fn add(&self, txn: &mut RwTxn, prefix: &[u8], new: &[u32]) -> Result<(), IndexError> {
+        let Some(&lowest) = new.first() else {
             return Ok(());
         };
-        let kept: Vec<u32> = decode_postings(old)
+        let last = self
+            .db
+            .get_lower_than_or_equal_to(txn, &chunk_key(prefix, u32::MAX))
+            .map_err(lmdb)?
+            .filter(|(k, _)| k.len() == prefix.len() + 4 && k.starts_with(prefix))
+            .map(|(k, v)| (k.to_vec(), v.to_vec()));
+        let Some((key, mut chunk)) = last else {
+            return self.write_chunks(txn, prefix, new);
+        };
+        let mut top = None;
+        for_each_posting(&chunk, |u| top = Some(u));
+        match top {
+            Some(top) if lowest > top => {
+                let mut prev = top;
+                let mut i = 0;
+                while i < new.len() && chunk.len() < CHUNK {
+                    push_delta(&mut chunk, prev, new[i]);
+                    prev = new[i];
+                    i += 1;
+                }
+                if i > 0 {
+                    self.db.put(txn, &key, &chunk).map_err(lmdb)?;
+                }
+                self.write_chunks(txn, prefix, &new[i..])
+            }
+            _ => {
+                let mut all = Vec::new();
+                for item in self.db.prefix_iter(txn, prefix).map_err(lmdb)? {
+                    let (_, v) = item.map_err(lmdb)?;
+                    for_each_posting(v, |u| all.push(u));
+                }
+                all.extend_from_slice(new);
+                all.sort_unstable();
+                all.dedup();
+                self.delete_prefix(txn, prefix)?;
+                self.write_chunks(txn, prefix, &all)
+            }
+        }
+    }
+
+    /// Removes every key starting with `prefix` (which ends in a 0 byte).
+    fn delete_prefix(&self, txn: &mut RwTxn, prefix: &[u8]) -> Result<(), IndexError> {
+        let mut hi = prefix.to_vec();
+        if let Some(last) = hi.last_mut() {
+            *last += 1;
+        }
+        let range = (Bound::Included(prefix), Bound::Excluded(&hi[..]));
+        self.db.delete_range(txn, &range).map_err(lmdb)?;
+        Ok(())
+    }
+
+    /// Writes `uids` (ascending, distinct) as new chunks under `prefix`.
+    fn write_chunks(&self, txn: &mut RwTxn, prefix: &[u8], uids: &[u32]) -> Result<(), IndexError> {
+        let mut rest = uids;
+        while let Some(&first) = rest.first() {
+            let mut chunk = Vec::with_capacity(CHUNK + 5);
+            let mut prev = 0;
+            let mut n = 0;
+            while n < rest.len() && chunk.len() < CHUNK {
+                push_delta(&mut chunk, prev, rest[n]);
+                prev = rest[n];
+                n += 1;
+            }
+            self.db
+                .put(txn, &chunk_key(prefix, first), &chunk)
+                .map_err(lmdb)?;
+            rest = &rest[n..];
+        }
+        Ok(())
+    }
+
+    /// Removes `uids` from `mailbox`'s `covered` list (their text removed: `index
+    /// rebuild --fts-only` with `full_text` off, the tests of `index check`).
+    pub fn uncover(&self, txn: &mut RwTxn, mailbox: u32, uids: &[u32]) -> Result<(), IndexError> {
+        let prefix = word_prefix(mailbox, WordKind::Covered, b"");
+        let old = self.list(txn, mailbox, WordKind::Covered)?;
+        if old.is_empty() {
+            return Ok(());
+        }
+        let kept: Vec<u32> = old
             .into_iter()
+            .map(Uid::get)
             .filter(|u| uids.binary_search(u).is_err())
             .collect();
-        let v = encode_postings(&kept);
-        self.db.put(txn, &k, &v).map_err(lmdb)
+        self.delete_prefix(txn, &prefix)?;
+        self.write_chunks(txn, &prefix, &kept)
     }
 
     /// Removes every list of `mailbox`.
@@ -339,74 +536,46 @@ impl Words<'_> {
     }
 }
 
-/// `old` (a stored list) with `new` (ascending, distinct) added: appended when all of
-/// `new` is above it (the usual case: texts are indexed in UID order), merged otherwise.
-fn merge(old: &[u8], new: &[u32]) -> Vec<u8> {
-    let mut last = None;
-    for_each_posting(old, |u| last = Some(u));
-    match (last, new.first()) {
-        (Some(l), Some(&f)) if f > l => {
-            let mut out = Vec::with_capacity(old.len() + new.len());
-            out.extend_from_slice(old);
-            let mut prev = l;
-            for &u in new {
-                push_delta(&mut out, prev, u);
-                prev = u;
-            }
-            out
-        }
-        _ => {
-            let mut all = decode_postings(old);
-            all.extend_from_slice(new);
-            all.sort_unstable();
-            all.dedup();
-            encode_postings(&all)
-        }
-    }
-}
-
-/// The covered UIDs of a mailbox as a sorted list ([`Uid`]s), for the pending walk.
-pub(crate) fn uids_of(list: Option<&[u8]>) -> Vec<Uid> {
-    let mut out = Vec::new();
-    if let Some(l) = list {
-        for_each_posting(l, |u| out.push(Uid(u)));
-    }
-    out
-}
-
-impl crate::Reader<'_> {
+impl<'t> crate::Reader<'t> {
     /// The messages of `mailbox` whose words are all in `fts-words` (ascending): for
     /// them a word answer is exact; any other message is compared by its text, or is
     /// still pending (no text record written since its listing records).
     pub fn words_covered(&self, mailbox: crate::MailboxId) -> Result<Vec<Uid>, IndexError> {
-        let w = self.dbs.words();
-        Ok(uids_of(w.list(
-            self.txn,
-            mailbox.get(),
-            WordKind::Covered,
-        )?))
+        self.dbs
+            .words()
+            .list(self.txn, mailbox.get(), WordKind::Covered)
     }
 
     /// The messages of `mailbox` whose words are not stored (a word too long, or too
     /// many words), ascending: every needle compares their text.
     pub fn words_overflow(&self, mailbox: crate::MailboxId) -> Result<Vec<Uid>, IndexError> {
-        let w = self.dbs.words();
-        Ok(uids_of(w.list(
-            self.txn,
-            mailbox.get(),
-            WordKind::Overflow,
-        )?))
+        self.dbs
+            .words()
+            .list(self.txn, mailbox.get(), WordKind::Overflow)
     }
 
-    /// Calls `f` with (word, stored list) of each word of `kind` (`Body`) of `mailbox`, in
-    /// byte order, until it breaks; [`for_each_posting`] reads a list.
+    /// Calls `f` with (word, chunk of its list) of each word of `kind` (`Body`) of
+    /// `mailbox`, in byte order, until it breaks: a word with a long list comes once per
+    /// chunk ([`CHUNK`]), the chunks one after the other; [`for_each_posting`] reads one.
     pub fn for_each_word(
         &self,
         mailbox: crate::MailboxId,
         kind: WordKind,
-        f: impl FnMut(&[u8], &[u8]) -> ControlFlow<()>,
+        f: impl FnMut(&'t [u8], &'t [u8]) -> ControlFlow<()>,
     ) -> Result<(), IndexError> {
         self.dbs.words().for_each(self.txn, mailbox.get(), kind, f)
+    }
+}
+
+impl<'t> crate::Reader<'t> {
+    /// Calls `f` with (uid, words) of each message of `mailbox` whose words are not
+    /// merged into the lists yet (at most [`FOLD_AT`]): each word followed by a 0 byte.
+    pub fn for_each_recent_words(
+        &self,
+        mailbox: crate::MailboxId,
+        f: impl FnMut(u32, &'t [u8]),
+    ) -> Result<(), IndexError> {
+        self.dbs.words().for_each_recent(self.txn, mailbox.get(), f)
     }
 }
 
@@ -420,6 +589,12 @@ impl crate::Writer<'_, '_> {
     ) -> Result<(), IndexError> {
         let items: Vec<(u32, &MessageWords)> = items.iter().map(|(u, w)| (u.get(), *w)).collect();
         self.dbs.words().put(self.txn, mailbox.get(), &items)
+    }
+
+    /// Merges the words of `mailbox`'s messages indexed since the last merge into its
+    /// lists now (a rebuild at its end, so the index it leaves is compact; tests).
+    pub fn fold_words(&mut self, mailbox: crate::MailboxId) -> Result<(), IndexError> {
+        self.dbs.words().fold(self.txn, mailbox.get())
     }
 
     /// Removes every word list of `mailbox` (`index rebuild --fts-only` writes them
@@ -496,17 +671,23 @@ mod tests {
     }
 
     #[test]
-    fn lists_append_merge_and_survive_damage() {
+    fn lists_read_back_and_survive_damage() {
         let l = encode_postings(&[1, 2, 300, 70_000]);
         assert_eq!(decode_postings(&l), [1, 2, 300, 70_000]);
-        assert_eq!(
-            decode_postings(&merge(&l, &[70_001, 80_000])),
-            [1, 2, 300, 70_000, 70_001, 80_000]
-        );
-        assert_eq!(decode_postings(&merge(&l, &[2, 5])), [1, 2, 5, 300, 70_000]);
         assert_eq!(decode_postings(&[0x81]), Vec::<u32>::new());
         assert_eq!(decode_postings(&[0xff; 9]), Vec::<u32>::new());
         assert_eq!(decode_postings(&encode_postings(&[u32::MAX])), [u32::MAX]);
+    }
+
+    #[test]
+    fn keys_split_back_into_word_and_first_uid() {
+        let prefix = word_prefix(7, WordKind::Body, b"week");
+        let k = chunk_key(&prefix, 300);
+        assert_eq!(split_key(&k, 5), Some((&b"week"[..], 300)));
+        assert_eq!(split_key(&k[..6], 5), None);
+        // a word's chunks sort before a longer word's
+        let longer = chunk_key(&word_prefix(7, WordKind::Body, b"weeks"), 0);
+        assert!(chunk_key(&prefix, u32::MAX) < longer);
     }
 
     proptest! {

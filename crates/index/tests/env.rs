@@ -601,6 +601,19 @@ fn words_are_written_with_the_texts_and_cleared_with_the_mailbox() {
         })
         .unwrap();
     assert_eq!(written, 2);
+    // the words wait as one value per message until merged into the lists
+    let recent = || {
+        index
+            .read(|r| {
+                let mut n = Vec::new();
+                r.for_each_recent_words(id, |uid, _| n.push(uid))?;
+                Ok(n)
+            })
+            .unwrap()
+    };
+    assert_eq!(recent(), [1, 2]);
+    index.write(move |w| w.fold_words(id)).unwrap();
+    assert!(recent().is_empty());
     let words = |kind| {
         index
             .read(|r| {
@@ -641,4 +654,65 @@ fn words_are_written_with_the_texts_and_cleared_with_the_mailbox() {
     index.write(move |w| w.clear_messages(id)).unwrap();
     assert!(words(WordKind::Body).is_empty());
     assert!(index.read(|r| r.words_covered(id)).unwrap().is_empty());
+}
+
+#[test]
+fn long_lists_are_kept_in_chunks_appended_in_order_and_merged_out_of_order() {
+    use maildex_index::{MessageWords, WordKind};
+    use std::ops::ControlFlow;
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
+    let words = MessageWords {
+        body: vec![b"common".to_vec()],
+        overflow: false,
+    };
+    // every second UID up to 6,000 (two bytes a posting past 127: several chunks), a
+    // batch at a time in UID order, then the odd ones below the top, out of order
+    let uids: Vec<u32> = (1..=3000).map(|i| i * 2).collect();
+    let odd: Vec<u32> = (1..=50).map(|i| i * 2 + 1).collect();
+    for batch in uids.chunks(700).chain(std::iter::once(&odd[..])) {
+        let batch = batch.to_vec();
+        let words = words.clone();
+        index
+            .write(move |w| {
+                for &u in &batch {
+                    w.insert_message(id, Uid(u), msg(0, 1, 0), Vec::new())?;
+                }
+                let refs: Vec<_> = batch.iter().map(|&u| (Uid(u), &words)).collect();
+                w.put_words(id, &refs)
+            })
+            .unwrap();
+    }
+    // the last 50 wait, under the 256 that merge them
+    index.write(move |w| w.fold_words(id)).unwrap();
+    let (chunks, read) = index
+        .read(|r| {
+            let (mut chunks, mut read) = (0, Vec::new());
+            r.for_each_word(id, WordKind::Body, |word, list| {
+                assert_eq!(word, b"common");
+                assert!(
+                    list.len() <= maildex_index::words::CHUNK + 5,
+                    "{}",
+                    list.len()
+                );
+                chunks += 1;
+                maildex_index::words::for_each_posting(list, |u| read.push(u));
+                ControlFlow::Continue(())
+            })?;
+            Ok((chunks, read))
+        })
+        .unwrap();
+    let mut want = uids.clone();
+    want.extend_from_slice(&odd);
+    want.sort_unstable();
+    assert_eq!(read, want, "one list, in order, across the chunks");
+    assert!(chunks > 5, "{chunks} chunks");
+    let covered = index.read(|r| r.words_covered(id)).unwrap();
+    assert_eq!(covered.len(), want.len());
+    // uncovering one message keeps the rest covered
+    index.write(move |w| w.remove_text(id, Uid(4))).unwrap();
+    let covered = index.read(|r| r.words_covered(id)).unwrap();
+    assert_eq!(covered.len(), want.len() - 1);
+    assert!(covered.binary_search(&Uid(4)).is_err());
 }

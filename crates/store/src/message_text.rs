@@ -372,6 +372,8 @@ impl UserStore {
                     w.put_texts(id, &items)
                 })?;
             }
+            // the words of the last batch merged too: the index left is compact
+            self.index.write_retrying(move |w| w.fold_words(id))?;
             progress(&crate::rebuild::Progress {
                 mailbox: m.name,
                 done: done + 1,

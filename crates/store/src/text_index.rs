@@ -316,6 +316,10 @@ impl UserStore {
                     None => break,
                 }
             }
+            // the words of the last batch merged too: the index left is compact
+            if let Some((id, _)) = self.indexed_mailbox(name)? {
+                self.index.write_retrying(move |w| w.fold_words(id))?;
+            }
         }
         report.elapsed = started.elapsed();
         Ok(report)

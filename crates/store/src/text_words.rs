@@ -124,8 +124,15 @@ fn holders(
     slots: &Slots<'_>,
 ) -> Result<Vec<bool>, maildex_index::IndexError> {
     let mut has = vec![false; slots.len()];
+    // a long list comes in chunks: the word is tested once
+    let mut last: Option<(&[u8], bool)> = None;
     r.for_each_word(id, WordKind::Body, |word, list| {
-        if run.fits(word) {
+        let fits = match last {
+            Some((w, fits)) if w == word => fits,
+            _ => run.fits(word),
+        };
+        last = Some((word, fits));
+        if fits {
             words::for_each_posting(list, |uid| {
                 if let Some(i) = slots.find(uid) {
                     has[i] = true;
@@ -133,6 +140,19 @@ fn holders(
             });
         }
         ControlFlow::Continue(())
+    })?;
+    // the words of the messages indexed since the last merge into the lists
+    r.for_each_recent_words(id, |uid, words| {
+        let Some(i) = slots.find(uid) else {
+            return;
+        };
+        if !has[i]
+            && words
+                .split(|&b| b == 0)
+                .any(|w| !w.is_empty() && run.fits(w))
+        {
+            has[i] = true;
+        }
     })?;
     Ok(has)
 }
@@ -243,6 +263,19 @@ mod tests {
         // TEXT: found in a text part, or left to the header blocks
         assert_eq!(ask("nothing", true), [None, None, Some(true), None]);
         assert_eq!(ask("invoice", true), [None; 4]);
+        // the same once the words waiting as one value per message are merged into the
+        // lists
+        let before: Vec<_> = ["igrat", "s", "xt week", "the", "zz"]
+            .iter()
+            .map(|n| ask(n, false))
+            .collect();
+        let id = inbox.id();
+        s.index.write(move |w| w.fold_words(id)).unwrap();
+        let after: Vec<_> = ["igrat", "s", "xt week", "the", "zz"]
+            .iter()
+            .map(|n| ask(n, false))
+            .collect();
+        assert_eq!(before, after);
         // what only the header text can still decide
         let needles = |list: &[(&str, bool)]| -> Vec<TextNeedle> {
             list.iter()
