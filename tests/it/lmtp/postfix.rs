@@ -26,8 +26,10 @@ fn test_message(i: usize) -> String {
     )
 }
 
-/// Waits (bounded) until each user has `n` messages, then checks each message is there
-/// exactly once, is indexed, and the index is clean.
+/// Waits (bounded) until each user has `n` messages, filed and indexed (the file is
+/// renamed into the Maildir before the index commit, and LMTP answers after both: a file
+/// can be seen a moment before its record), then checks each message is there exactly
+/// once, is indexed, and the index is clean.
 fn check_arrivals(
     pf: &Postfix,
     n: usize,
@@ -37,7 +39,7 @@ fn check_arrivals(
 ) {
     let t0 = Instant::now();
     loop {
-        let done = users.iter().all(|u| files(u).len() >= n);
+        let done = users.iter().all(|u| files(u).len() >= n && indexed(u) >= n);
         if done {
             break;
         }
