@@ -46,9 +46,8 @@
 //! word, a 0 byte, the first UID of the chunk (u32 big-endian). Value: a chunk of the
 //! word's list, about [`CHUNK`] bytes at most: its UIDs ascending, each as the LEB128
 //! varint of its distance from the one before (the first from 0), one byte per posting in
-//! a dense list. A batch of texts adds to the last chunk of each word it holds (or starts
-//! one), so indexing a message writes a few hundred bytes per word, whatever the mailbox's
-//! size.
+//! a dense list. A merge of recent words adds to the last chunk of each word they hold (or
+//! starts one), so it writes a few hundred bytes per word, whatever the mailbox's size.
 
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
