@@ -167,21 +167,27 @@ pub fn text_stats(r: &crate::Reader<'_>, id: MailboxId) -> Result<String, crate:
         Ok(std::ops::ControlFlow::Continue(()))
     })?;
     let (covered, overflow) = (r.words_covered(id)?.len(), r.words_overflow(id)?.len());
-    let (mut words, mut postings) = (0u64, 0u64);
-    let mut last: Vec<u8> = Vec::new();
-    r.for_each_word(id, crate::WordKind::Body, |word, list| {
-        if word != last.as_slice() {
-            words += 1;
-            last = word.to_vec();
-        }
-        crate::words::for_each_posting(list, |_| postings += 1);
-        std::ops::ControlFlow::Continue(())
-    })?;
+    // (distinct words, postings) of a kind
+    let count = |kind| -> Result<(u64, u64), crate::IndexError> {
+        let (mut words, mut postings) = (0u64, 0u64);
+        let mut last: Vec<u8> = Vec::new();
+        r.for_each_word(id, kind, |word, list| {
+            if word != last.as_slice() {
+                words += 1;
+                last = word.to_vec();
+            }
+            crate::words::for_each_posting(list, |_| postings += 1);
+            std::ops::ControlFlow::Continue(())
+        })?;
+        Ok((words, postings))
+    };
+    let (words, postings) = count(crate::WordKind::Body)?;
+    let (header, header_postings) = count(crate::WordKind::Header)?;
     let mut recent = 0;
-    r.for_each_recent_words(id, |_, _| recent += 1)?;
+    r.for_each_recent_words(id, crate::WordKind::Body, |_, _| recent += 1)?;
     Ok(format!(
         "  fts-text         {n} records, {plain} bytes uncompressed\n\
-         \x20 fts-words        {words} words, {postings} postings; {covered} messages covered, {overflow} of them without words, {recent} waiting to be merged\n"
+         \x20 fts-words        {words} words, {postings} postings; {covered} messages covered, {overflow} of them without words, {recent} waiting to be merged; header words {header}, {header_postings} postings\n"
     ))
 }
 

@@ -601,19 +601,22 @@ fn words_are_written_with_the_texts_and_cleared_with_the_mailbox() {
         })
         .unwrap();
     assert_eq!(written, 2);
-    // the words wait as one value per message until merged into the lists
-    let recent = || {
+    // the words wait as one value per message until merged into the lists, the
+    // header words in values of their own
+    let recent = |kind| {
         index
             .read(|r| {
                 let mut n = Vec::new();
-                r.for_each_recent_words(id, |uid, _| n.push(uid))?;
+                r.for_each_recent_words(id, kind, |uid, _| n.push(uid))?;
                 Ok(n)
             })
             .unwrap()
     };
-    assert_eq!(recent(), [1, 2]);
+    assert_eq!(recent(WordKind::Body), [1, 2]);
+    assert_eq!(recent(WordKind::Header), [1, 2]);
     index.write(move |w| w.fold_words(id)).unwrap();
-    assert!(recent().is_empty());
+    assert!(recent(WordKind::Body).is_empty());
+    assert!(recent(WordKind::Header).is_empty());
     let words = |kind| {
         index
             .read(|r| {
@@ -630,6 +633,15 @@ fn words_are_written_with_the_texts_and_cleared_with_the_mailbox() {
     let body = words(WordKind::Body);
     assert!(body.contains(&("next".to_string(), vec![1, 2])), "{body:?}");
     assert!(body.contains(&("migration".to_string(), vec![1])));
+    assert!(!body.iter().any(|(w, _)| w == "plans"));
+    let header = words(WordKind::Header);
+    assert_eq!(
+        header,
+        [
+            ("plans".to_string(), vec![1, 2]),
+            ("re".to_string(), vec![2])
+        ]
+    );
     let covered = index.read(|r| r.words_covered(id)).unwrap();
     assert_eq!(covered, [Uid(1), Uid(2)]);
     // a message with a word too long is covered, with no word, and in `overflow`
@@ -653,6 +665,7 @@ fn words_are_written_with_the_texts_and_cleared_with_the_mailbox() {
     );
     index.write(move |w| w.clear_messages(id)).unwrap();
     assert!(words(WordKind::Body).is_empty());
+    assert!(words(WordKind::Header).is_empty());
     assert!(index.read(|r| r.words_covered(id)).unwrap().is_empty());
 }
 
@@ -665,6 +678,7 @@ fn long_lists_are_kept_in_chunks_appended_in_order_and_merged_out_of_order() {
     let id = index.write(|w| w.create_mailbox("INBOX", 1)).unwrap();
     let words = MessageWords {
         body: vec![b"common".to_vec()],
+        header: Vec::new(),
         overflow: false,
     };
     // every second UID up to 6,000 (two bytes a posting past 127: several chunks), a

@@ -2,8 +2,9 @@
 //! `maildex_index::words` for the rule that makes the answers exact), before any stored
 //! text is decompressed: BODY with a needle of word characters is decided for every
 //! message whose words are stored, any other BODY needle rules out the messages that lack
-//! one of its words, and TEXT takes the messages whose text parts hold its needle (the
-//! header blocks have no words). What is left is compared by its text, as before.
+//! one of its words, and TEXT takes the messages whose text parts, subject or address
+//! lines hold its needle (the rest of the header blocks have no words). What is left is
+//! compared by its text, as before.
 
 use std::ops::ControlFlow;
 
@@ -39,12 +40,14 @@ impl UserStore {
     /// What the stored words say of each of `needles` for each of `uids` (ascending) of
     /// `mailbox`: `answers[n][i]` is `Some(true)` when the words show that message
     /// `uids[i]` holds needle `n` (a needle of word characters found in a text part's
-    /// words), `Some(false)` when they show it does not (BODY only: a message whose words
-    /// are stored lacks a word the needle needs), and `None` when only its text can tell
-    /// (not covered yet, no words stored for it, a needle with other characters whose
-    /// words it has, a needle without a word character, or TEXT not found in the text
-    /// parts). One pass over the mailbox's words per run of word characters of each
-    /// needle. All `None` with `[storage] full_text` off.
+    /// words, or for TEXT in a word of the root header's Subject, From, To or Cc line:
+    /// `maildex_index::words` says why that is exact), `Some(false)` when they show it
+    /// does not (BODY only: a message whose words are stored lacks a word the needle
+    /// needs), and `None` when only its text can tell (not covered yet, no words stored
+    /// for it, a needle with other characters whose words it has, a needle without a
+    /// word character, or TEXT not found by the words). One pass over the mailbox's words
+    /// per run of word characters of each needle, and one over its header words per TEXT
+    /// needle of word characters. All `None` with `[storage] full_text` off.
     pub fn text_answers(
         &self,
         mailbox: &Mailbox,
@@ -89,15 +92,23 @@ impl UserStore {
                 }
                 let mut all = vec![true; uids.len()];
                 for run in &runs {
-                    let has = holders(r, id, run, &slots)?;
+                    let has = holders(r, id, WordKind::Body, run, &slots)?;
                     for (a, h) in all.iter_mut().zip(has) {
                         *a &= h;
                     }
                 }
+                // TEXT: a header word holding it finds it too, covered or not (the
+                // header words never rule a message out)
+                let in_header = match runs.as_slice() {
+                    [one] if n.headers => holders(r, id, WordKind::Header, one, &slots)?,
+                    _ => vec![false; uids.len()],
+                };
                 let answers: Vec<Option<bool>> = all
                     .iter()
                     .zip(&decidable)
-                    .map(|(&holds, &d)| match (d, holds) {
+                    .zip(&in_header)
+                    .map(|((&holds, &d), &header)| match (d, holds) {
+                        _ if header => Some(true),
                         (false, _) => None,
                         (true, true) => exact.then_some(true),
                         // a header block may still hold it
@@ -116,17 +127,19 @@ impl UserStore {
     }
 }
 
-/// Which of the asked UIDs have a text part with a word that fits `run`.
+/// Which of the asked UIDs have a word of `kind` (a text part's, or a header word) that
+/// fits `run`.
 fn holders(
     r: &Reader<'_>,
     id: MailboxId,
+    kind: WordKind,
     run: &NeedleRun,
     slots: &Slots<'_>,
 ) -> Result<Vec<bool>, maildex_index::IndexError> {
     let mut has = vec![false; slots.len()];
     // a long list comes in chunks: the word is tested once
     let mut last: Option<(&[u8], bool)> = None;
-    r.for_each_word(id, WordKind::Body, |word, list| {
+    r.for_each_word(id, kind, |word, list| {
         let fits = match last {
             Some((w, fits)) if w == word => fits,
             _ => run.fits(word),
@@ -142,7 +155,7 @@ fn holders(
         ControlFlow::Continue(())
     })?;
     // the words of the messages indexed since the last merge into the lists
-    r.for_each_recent_words(id, |uid, words| {
+    r.for_each_recent_words(id, kind, |uid, words| {
         let Some(i) = slots.find(uid) else {
             return;
         };
@@ -260,21 +273,28 @@ mod tests {
             [None, Some(false), Some(false), None]
         );
         assert_eq!(ask(" -- ", false), [None; 4]);
-        // TEXT: found in a text part, or left to the header blocks
+        // TEXT: found in a text part or a subject or address word (even the message
+        // whose body words are not stored), or left to the header blocks (the field's
+        // name is not a header word)
         assert_eq!(ask("nothing", true), [None, None, Some(true), None]);
-        assert_eq!(ask("invoice", true), [None; 4]);
+        assert_eq!(ask("nvoi", true), [Some(true); 4]);
+        assert_eq!(ask("subject", true), [None, Some(true), None, None]);
+        assert_eq!(ask("in voice", true), [None; 4]);
         // the same once the words waiting as one value per message are merged into the
         // lists
-        let before: Vec<_> = ["igrat", "s", "xt week", "the", "zz"]
-            .iter()
-            .map(|n| ask(n, false))
-            .collect();
+        let asked = [
+            ("igrat", false),
+            ("s", false),
+            ("xt week", false),
+            ("the", false),
+            ("zz", false),
+            ("nvoi", true),
+            ("subject", true),
+        ];
+        let before: Vec<_> = asked.iter().map(|&(n, h)| ask(n, h)).collect();
         let id = inbox.id();
         s.index.write(move |w| w.fold_words(id)).unwrap();
-        let after: Vec<_> = ["igrat", "s", "xt week", "the", "zz"]
-            .iter()
-            .map(|n| ask(n, false))
-            .collect();
+        let after: Vec<_> = asked.iter().map(|&(n, h)| ask(n, h)).collect();
         assert_eq!(before, after);
         // what only the header text can still decide
         let needles = |list: &[(&str, bool)]| -> Vec<TextNeedle> {

@@ -227,12 +227,19 @@ impl Session {
                         let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
                         s.index_texts_of(&m, &uids)?;
                         let needles = search::required_texts(&k);
+                        let before = undecided.len();
                         if !needles.is_empty() {
                             let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
                             let pass = s.text_candidates(&m, &uids, &needles)?;
                             let mut pass = pass.into_iter();
                             undecided.retain(|_| pass.next().unwrap_or(true));
                         }
+                        tracing::debug!(
+                            batch = batch.len(),
+                            undecided = before,
+                            compared = undecided.len(),
+                            "SEARCH texts compared after the words and signatures"
+                        );
                         let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
                         let mut visited = vec![false; uids.len()];
                         let mut decide = |p: &Pending, t: Option<text::SearchText>| {
