@@ -365,29 +365,54 @@ impl Segments<'_> {
 
     /// Calls `f` with the stored (uid, data) of each of `uids` (ascending) of `mailbox`
     /// that has data, decoding each segment once however many of them it holds (for
-    /// sparse sets, where walking the whole range would decode segments none of them is in).
+    /// sparse sets, where walking the whole range would decode segments none of them is
+    /// in). The data is borrowed, as [`Segments::for_each_ref`] lends it: a segment's
+    /// entries are not copied out (copying them took a fifth of a phrase search's time).
     pub fn for_uids(
         &self,
         txn: &RoTxn<WithoutTls>,
         mailbox: u32,
         uids: &[crate::Uid],
-        mut f: impl FnMut(u32, Vec<u8>) -> Result<ControlFlow<()>, IndexError>,
+        mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        let mut held: Option<(u32, Entries)> = None;
-        for uid in uids.iter().map(|u| u.get()) {
-            let inside = |h: &(u32, Entries)| {
-                h.0 <= uid && h.1 .0.last().is_some_and(|(last, _)| uid <= *last)
-            };
-            if !held.as_ref().is_some_and(inside) {
-                held = self.floor(txn, mailbox, uid)?;
-            }
-            let Some((_, entries)) = held.as_mut() else {
+        let mut i = 0;
+        while let Some(uid) = uids.get(i).map(|u| u.get()) {
+            let key = raw_msg_key(mailbox, uid);
+            let found = self
+                .db
+                .get_lower_than_or_equal_to(txn, &key[..])
+                .map_err(lmdb)?
+                .and_then(|(k, v)| Some((raw_split_msg_key(k)?, v)));
+            let Some(((m, first), v)) = found.filter(|((m, _), _)| *m == mailbox) else {
+                i += 1;
                 continue;
             };
-            if let Ok(i) = entries.0.binary_search_by_key(&uid, |e| e.0) {
-                if f(uid, std::mem::take(&mut entries.0[i].1))?.is_break() {
-                    return Ok(());
+            let what = format_args!("{} {m}/{first}", self.name);
+            let unpacked;
+            let plain = match v.split_first() {
+                Some((&RAW, rest)) => rest,
+                _ => {
+                    unpacked = plain_bytes(v, &what)?;
+                    &unpacked[..]
                 }
+            };
+            // every asked UID this segment holds, both walks ascending
+            for entry in EntryIter::new(plain) {
+                let (at, data) = entry
+                    .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
+                while uids.get(i).is_some_and(|u| u.get() < at) {
+                    i += 1;
+                }
+                if uids.get(i).is_some_and(|u| u.get() == at) {
+                    if f(at, data)?.is_break() {
+                        return Ok(());
+                    }
+                    i += 1;
+                }
+            }
+            // an asked UID the segment ends before is not stored
+            if uids.get(i).is_some_and(|u| u.get() == uid) {
+                i += 1;
             }
         }
         Ok(())
@@ -893,6 +918,22 @@ mod tests {
             })
             .unwrap();
             assert_eq!(seen, (5..=37).map(|u| (u, data(u))).collect::<Vec<_>>());
+            // a sparse set, with UIDs never stored (0, 41, 50) among them
+            let asked: Vec<crate::Uid> = [0, 1, 2, 15, 16, 17, 33, 40, 41, 50]
+                .into_iter()
+                .map(crate::Uid)
+                .collect();
+            let mut seen = Vec::new();
+            col.for_uids(&t, 1, &asked, |uid, d| {
+                seen.push((uid, d.to_vec()));
+                Ok(ControlFlow::Continue(()))
+            })
+            .unwrap();
+            let want: Vec<_> = [1, 2, 15, 16, 17, 33, 40]
+                .into_iter()
+                .map(|u| (u, data(u)))
+                .collect();
+            assert_eq!(seen, want);
         }
     }
 

@@ -418,7 +418,7 @@ impl<'t> Reader<'t> {
         mut f: impl FnMut(Uid, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.fts_segments(column)
-            .for_uids(self.txn, mailbox.get(), uids, |uid, d| f(Uid(uid), &d))
+            .for_uids(self.txn, mailbox.get(), uids, |uid, d| f(Uid(uid), d))
     }
 
     /// The stored value of `column` of one message (its segment decompressed).
