@@ -144,6 +144,20 @@ impl WordAnswers {
             .copied()
             .unwrap_or(false)
     }
+
+    /// Whether the words show that no text part of message `uid` holds `needle`
+    /// (normalised), so that a TEXT needle can only be in its header text.
+    pub fn lacking(&self, needle: &TextNeedle, uid: Uid) -> bool {
+        let Some(k) = self.needles.iter().position(|n| n == needle) else {
+            return false;
+        };
+        self.uids
+            .binary_search(&uid)
+            .ok()
+            .and_then(|i| self.answers.lacking.get(k)?.get(i))
+            .copied()
+            .unwrap_or(false)
+    }
 }
 
 /// The distinct BODY and TEXT needles of `keys` (at any depth), normalised: what
@@ -346,14 +360,22 @@ fn is_hot(name: &[u8]) -> bool {
 /// a parenthesised AND; not under NOT or OR). The store's candidate signatures rule out,
 /// before any text is read, the messages that certainly lack one
 /// ([`maildex_store::UserStore::text_candidates`]); the answer stays the comparison's.
-pub fn required_texts(keys: &[SearchKey]) -> Vec<String> {
+pub fn required_texts(keys: &[SearchKey]) -> Vec<TextNeedle> {
     let mut out = Vec::new();
     for k in keys {
-        match k {
-            SearchKey::Body(s) | SearchKey::Text(s) => out.push(normalized(s).into_owned()),
-            SearchKey::And(ks) => out.extend(required_texts(ks)),
-            _ => {}
-        }
+        let (s, headers) = match k {
+            SearchKey::Body(s) => (s, false),
+            SearchKey::Text(s) => (s, true),
+            SearchKey::And(ks) => {
+                out.extend(required_texts(ks));
+                continue;
+            }
+            _ => continue,
+        };
+        out.push(TextNeedle {
+            needle: normalized(s).into_owned(),
+            headers,
+        });
     }
     out
 }

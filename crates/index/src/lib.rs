@@ -33,7 +33,7 @@ pub use env::{
     DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE,
 };
 pub use fresh::PENDING_FILE;
-pub use fts::{may_contain, signature, TextRecord};
+pub use fts::{signature, SigProbe, TextRecord};
 pub use ids::{MailboxId, ModSeq, Uid};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{

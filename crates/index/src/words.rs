@@ -99,10 +99,8 @@ pub enum WordKind {
     /// empty, its "first UID" the message's UID; the value the words, each followed by a
     /// 0 byte).
     Recent,
-    /// The same for the `Header` lists. A value of its own, not marked words in the
-    /// `Recent` one: a maildex that does not know header words (an index written by this
-    /// one is opened by the version before it) passes over these keys, where it would
-    /// have read marked words as body words.
+    /// The same for the `Header` lists (a value of its own: every word of a `Recent`
+    /// value is a body word).
     RecentHeader,
 }
 

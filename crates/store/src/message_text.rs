@@ -210,30 +210,38 @@ pub(crate) fn visit_fts(
 const FILE_BATCH: usize = 256;
 
 impl UserStore {
-    /// Which messages of `mailbox` in `uids` (ascending) may contain every one of
-    /// `needles` (already normalised) in their text, by their candidate signatures
-    /// ([`maildex_index::may_contain`]): false only for a message that certainly lacks one.
-    /// A message without a signature may contain anything.
+    /// Which messages of `mailbox` in `uids` (ascending) may hold every one of `needles`
+    /// (already normalised; a BODY needle in a text part, a TEXT needle in a text part or
+    /// a header text), by their candidate signatures ([`maildex_index::SigProbe`]): false
+    /// only for a message that certainly lacks one. `lacking(n, i)`: the text parts of
+    /// message `uids[i]` are known to lack needle `n` ([`crate::TextAnswers::lacking`]),
+    /// so a TEXT needle is asked of its header text alone. A message without a signature
+    /// may hold anything.
     pub fn text_candidates(
         &self,
         mailbox: &Mailbox,
         uids: &[Uid],
-        needles: &[String],
+        needles: &[crate::TextNeedle],
+        lacking: impl Fn(&crate::TextNeedle, usize) -> bool,
     ) -> Result<Vec<bool>, StoreError> {
         let mut out = vec![true; uids.len()];
-        if uids.is_empty() || needles.iter().all(|n| n.len() < 3) {
+        if uids.is_empty() || needles.is_empty() {
             return Ok(out);
         }
         let id = mailbox.id();
-        let passes = |sig: &[u8]| {
-            needles
-                .iter()
-                .all(|n| maildex_index::may_contain(sig, n.as_bytes()))
+        let probes: Vec<(maildex_index::SigProbe, bool)> = needles
+            .iter()
+            .map(|n| (maildex_index::SigProbe::new(n.needle.as_bytes()), n.headers))
+            .collect();
+        let passes = |sig: &[u8], i: usize| {
+            needles.iter().zip(&probes).all(|(n, (p, headers))| {
+                (!lacking(n, i) && p.in_bodies(sig)) || (*headers && p.in_headers(sig))
+            })
         };
         self.index.read(|r| {
             visit_fts(r, Fts::Sig, id, uids, |i, sig| {
                 if let Some(o) = out.get_mut(i) {
-                    *o = passes(sig);
+                    *o = passes(sig, i);
                 }
             })
         })?;
@@ -424,7 +432,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = store(dir.path());
         let opts = DeliverOptions::default();
-        for body in ["first body", "second body", "third body"] {
+        for body in ["first body", "second body", "third body, next week"] {
             let msg = format!("Subject: t\r\n\r\n{body}\r\n");
             s.deliver("INBOX", &mut msg.as_bytes(), &opts).unwrap();
         }
@@ -438,7 +446,8 @@ mod tests {
         let got = texts(&s, &[1, 2, 3]);
         assert_eq!(got.len(), 3);
         assert!(got[1].1.body_contains("second"));
-        // the candidate signatures rule out the messages without the word
+        // the candidate signatures rule out the messages without the needle's word pair
+        // (BODY), or without it in their header text either (TEXT)
         let req = crate::SnapshotRequest {
             sync: crate::SyncFirst::Never,
             since: None,
@@ -446,19 +455,39 @@ mod tests {
             first_unseen: false,
         };
         let inbox = s.snapshot("INBOX", &req).unwrap().expect("INBOX").mailbox;
-        let cand = |w: &[&str]| {
-            let w: Vec<String> = w.iter().map(|x| x.to_string()).collect();
-            s.text_candidates(&inbox, &[Uid(1), Uid(2), Uid(3)], &w)
+        let cand = |w: &[(&str, bool)]| {
+            let w: Vec<crate::TextNeedle> = w
+                .iter()
+                .map(|&(n, headers)| crate::TextNeedle {
+                    needle: n.to_string(),
+                    headers,
+                })
+                .collect();
+            s.text_candidates(&inbox, &[Uid(1), Uid(2), Uid(3)], &w, |_, _| false)
                 .unwrap()
         };
-        assert_eq!(cand(&["second"]), [false, true, false]);
-        assert_eq!(cand(&["body", "third"]), [false, false, true]);
+        assert_eq!(cand(&[("second body", false)]), [false, true, false]);
         assert_eq!(
-            cand(&["bo"]),
-            [true, true, true],
-            "under 3 bytes: no filter"
+            cand(&[("body, next", false), ("xt week", false)]),
+            [false, false, true]
         );
-        assert_eq!(cand(&["subject: t"]), [true, true, true]);
+        assert_eq!(
+            cand(&[("second", false)]),
+            [true, true, true],
+            "no word pair: the words' to answer"
+        );
+        assert_eq!(cand(&[("subject: t\n", false)]), [false, false, false]);
+        assert_eq!(cand(&[("subject: t\n", true)]), [true, true, true]);
+        assert_eq!(
+            cand(&[("third body, nexx", true)]),
+            [false, false, true],
+            "a candidate by its word pairs, to be compared"
+        );
+        assert_eq!(
+            cand(&[("d body", true)]),
+            [true, true, true],
+            "no pair with both sides known"
+        );
         // drift: UID 2's record replaced by another text, UID 3's removed
         let (id, _) = s.indexed_mailbox("INBOX").unwrap().unwrap();
         let other = SearchText::new(maildex_text::MessageText {

@@ -31,9 +31,12 @@ pub struct TextAnswers {
     /// `answers[n][i]`: needle `n` in message `uids[i]`, when the words decide it.
     pub answers: Vec<Vec<Option<bool>>>,
     /// `headers_only[i]`: the words settle every needle's text parts for message
-    /// `uids[i]` (each needle is decided, or is a TEXT needle of word characters that its
-    /// text parts lack): comparing its header text is enough.
+    /// `uids[i]` (each needle is decided, or is a TEXT needle that its text parts lack):
+    /// comparing its header text is enough.
     pub headers_only: Vec<bool>,
+    /// `lacking[n][i]`: the words show that no text part of message `uids[i]` holds
+    /// needle `n` (it lacks a word the needle needs), whatever its header text holds.
+    pub lacking: Vec<Vec<bool>>,
 }
 
 impl UserStore {
@@ -57,6 +60,7 @@ impl UserStore {
         let undecided = || TextAnswers {
             answers: needles.iter().map(|_| vec![None; uids.len()]).collect(),
             headers_only: vec![false; uids.len()],
+            lacking: needles.iter().map(|_| vec![false; uids.len()]).collect(),
         };
         if !self.opts.full_text || uids.is_empty() {
             return Ok(undecided());
@@ -76,6 +80,7 @@ impl UserStore {
             let mut out = TextAnswers {
                 answers: Vec::with_capacity(needles.len()),
                 headers_only: decidable.clone(),
+                lacking: Vec::with_capacity(needles.len()),
             };
             for n in needles {
                 let mut runs = needle_runs(n.needle.as_bytes());
@@ -83,10 +88,10 @@ impl UserStore {
                 // the words; any subset still only rules out non-matches)
                 runs.truncate(MAX_RUNS);
                 let exact = matches!(runs.as_slice(), [one] if !one.starts && !one.ends);
-                if runs.is_empty() || (n.headers && !exact) {
-                    // nothing the words can say (TEXT: only a word answer that finds the
-                    // needle in a text part is worth having)
+                if runs.is_empty() {
+                    // nothing the words can say
                     out.answers.push(vec![None; uids.len()]);
+                    out.lacking.push(vec![false; uids.len()]);
                     out.headers_only.iter_mut().for_each(|h| *h = false);
                     continue;
                 }
@@ -97,10 +102,10 @@ impl UserStore {
                         *a &= h;
                     }
                 }
-                // TEXT: a header word holding it finds it too, covered or not (the
-                // header words never rule a message out)
+                // TEXT of word characters: a header word holding it finds it too, covered
+                // or not (the header words never rule a message out)
                 let in_header = match runs.as_slice() {
-                    [one] if n.headers => holders(r, id, WordKind::Header, one, &slots)?,
+                    [one] if n.headers && exact => holders(r, id, WordKind::Header, one, &slots)?,
                     _ => vec![false; uids.len()],
                 };
                 let answers: Vec<Option<bool>> = all
@@ -120,6 +125,12 @@ impl UserStore {
                     // settled: decided, or a TEXT needle its text parts lack
                     *h &= a.is_some() || (n.headers && !holds);
                 }
+                out.lacking.push(
+                    all.iter()
+                        .zip(&decidable)
+                        .map(|(&holds, &d)| d && !holds)
+                        .collect(),
+                );
                 out.answers.push(answers);
             }
             Ok(out)
@@ -319,6 +330,17 @@ mod tests {
             only(&[("invoice", true), ("xt week", false)]),
             [false, true, true, false]
         );
-        assert_eq!(only(&[("in voice", true)]), [false; 4]);
+        // TEXT with other characters: settled when a text part lacks one of its words
+        assert_eq!(only(&[("in voice", true)]), [true, true, true, false]);
+        assert_eq!(only(&[("xt week", true)]), [false, true, true, false]);
+        let lacking = |list: &[(&str, bool)]| {
+            s.text_answers(&inbox, &uids, &needles(list))
+                .unwrap()
+                .lacking
+                .remove(0)
+        };
+        assert_eq!(lacking(&[("xt week", true)]), [false, true, true, false]);
+        assert_eq!(lacking(&[("igrat", false)]), [false, true, true, false]);
+        assert_eq!(lacking(&[(" -- ", false)]), [false; 4]);
     }
 }

@@ -641,9 +641,13 @@ fn required_texts_are_the_body_and_text_strings_every_match_needs() {
         K::Or(Box::new(K::Body(s("a"))), Box::new(K::Text(s("b")))),
         K::Subject(s("subject")),
     ];
+    let needle = |n: &str, headers| TextNeedle {
+        needle: n.into(),
+        headers,
+    };
     assert_eq!(
         required_texts(&keys),
-        vec!["café".to_string(), "x y".to_string()]
+        vec![needle("café", false), needle("x y", true)]
     );
     assert!(required_texts(&[K::Not(Box::new(K::Text(s("z"))))]).is_empty());
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use maildex_imap_proto::{ResponseCode, SearchArgs, SearchKey, Tag};
 use maildex_store::records::{Cached, CachedFields, MessageState, SearchView};
 use maildex_store::text;
-use maildex_store::{ModSeq, Uid, UserStore};
+use maildex_store::{ModSeq, TextNeedle, Uid, UserStore};
 
 use super::condstore::uses_modseq;
 use super::{blocking, CmdError, Done, Session, State};
@@ -241,7 +241,12 @@ impl Session {
                         let before = undecided.len();
                         if !needles.is_empty() {
                             let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
-                            let pass = s.text_candidates(&m, &uids, &needles)?;
+                            // a TEXT needle the words found in no text part of a
+                            // message is asked of its header text alone
+                            let lacking = |n: &TextNeedle, i: usize| {
+                                ctx.words.is_some_and(|w| w.lacking(n, uids[i]))
+                            };
+                            let pass = s.text_candidates(&m, &uids, &needles, lacking)?;
                             let mut pass = pass.into_iter();
                             undecided.retain(|_| pass.next().unwrap_or(true));
                         }
