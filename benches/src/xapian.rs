@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::servers::{dir_bytes, DovecotServer, DOMAIN};
 
@@ -154,10 +154,27 @@ fn number_before(text: &str, suffix: &str) -> Option<f64> {
     digits.parse().ok()
 }
 
+/// The full-text databases whose pages `maildex index dump` reports: maildex's full-text
+/// index.
+const FTS_DBS: [&str; 3] = ["fts-text", "fts-sig", "fts-words"];
+
+/// The bytes of database `name` in `maildex index dump`'s page statistics (`  fts-text
+/// 1893 entries, 8698 pages (...), 35627008 bytes`; the mailboxes' own `fts-text` lines
+/// count records, not entries).
+fn db_bytes(dump: &str, name: &str) -> Option<f64> {
+    dump.lines()
+        .map(str::trim_start)
+        .find(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') && rest.contains(" entries, "))
+        })
+        .and_then(|l| number_before(l, "bytes"))
+}
+
 /// maildex's full-text indexing of the same INBOX: `maildex index rebuild --fts-only`
 /// (every text record rewritten from the files, as a first indexing writes it; the server
-/// runs meanwhile) timed, and the `fts-text` bytes `maildex index dump` reports (the
-/// candidate signatures, `fts-sig`, are not in the dump and not counted).
+/// runs meanwhile) timed, and the pages of the full-text databases (`fts-text`, `fts-sig`,
+/// `fts-words`) that `maildex index dump` reports.
 pub fn maildex_fts(
     bin: &Path,
     conf: &Path,
@@ -174,24 +191,33 @@ pub fn maildex_fts(
     )?;
     let secs = t.elapsed().as_secs_f64();
     let dump = maildex(bin, conf, &["index", "dump", "-u", &login, "-m", "INBOX"])?;
-    let text_bytes = dump
-        .lines()
-        .find(|l| l.trim_start().starts_with("fts-text"))
-        .and_then(|l| number_before(l, "bytes stored"));
+    let share = |b: f64| 100.0 * b / mail_bytes as f64;
+    let mut sizes = Map::new();
+    let mut parts = Vec::new();
+    let mut total = 0.0;
+    for name in FTS_DBS {
+        let bytes = db_bytes(&dump, name);
+        if let Some(b) = bytes {
+            total += b;
+            parts.push(format!("{name} {:.1} MB ({:.1}%)", b / 1e6, share(b)));
+        } else {
+            parts.push(format!("{name} not in the dump"));
+        }
+        sizes.insert(name.to_string(), json!(bytes));
+    }
     eprintln!(
-        "  maildex  index rebuild --fts-only of {messages} messages: {secs:.1} s; {}; fts-text {}",
+        "  maildex  index rebuild --fts-only of {messages} messages: {secs:.1} s; {}; {}; full-text index {:.1} MB, {:.1}% of the mail",
         out.lines().next().unwrap_or("").trim(),
-        text_bytes.map_or("not in the dump".into(), |b| format!(
-            "{:.1} MB ({:.1}% of the mail)",
-            b / 1e6,
-            100.0 * b / mail_bytes as f64
-        ))
+        parts.join(", "),
+        total / 1e6,
+        share(total)
     );
     Ok(json!({
         "seconds": secs,
         "messages_per_s": number_before(&out, "messages/s").unwrap_or(messages as f64 / secs),
-        "fts_text_bytes": text_bytes,
-        "fts_text_share": text_bytes.map(|b| b / mail_bytes as f64),
+        "fts_bytes": sizes,
+        "fts_total_bytes": total,
+        "fts_share": total / mail_bytes as f64,
     }))
 }
 
@@ -204,8 +230,12 @@ mod tests {
         let rebuild =
             "search@example.org: 1000 full-text records rewritten (3925 messages/s), 0 unreadable";
         assert_eq!(number_before(rebuild, "messages/s"), Some(3925.0));
-        let dump = "  fts-text         1000 records, 2450123 bytes stored (9000000 uncompressed)";
-        assert_eq!(number_before(dump, "bytes stored"), Some(2450123.0));
+        let dump = "mailbox 6 \"INBOX\"\n  fts-text         1000 records, 9000000 bytes uncompressed\n\
+                    databases (pages of 4096 bytes)\n  fts-text         63 entries, 598 pages (3 leaf, 594 overflow, 1 branch), 2449408 bytes\n\
+                    \x20 fts-words        20 entries, 7 pages (6 leaf, 0 overflow, 1 branch), 28672 bytes\n";
+        assert_eq!(db_bytes(dump, "fts-text"), Some(2449408.0));
+        assert_eq!(db_bytes(dump, "fts-words"), Some(28672.0));
+        assert_eq!(db_bytes(dump, "fts-sig"), None);
         assert_eq!(number_before(dump, "absent"), None);
     }
 }

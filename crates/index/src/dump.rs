@@ -156,9 +156,29 @@ pub fn message(uid: Uid, rec: &MessageRecord, keywords: &[String], header_blocks
     s
 }
 
+/// The page use of each database of the index (`index dump`'s last block): entries, pages
+/// by kind, and their bytes with pages of `page` bytes.
+pub fn page_stats(stats: &[crate::PageStats], page: usize) -> String {
+    let mut out = format!("databases (pages of {page} bytes)\n");
+    for s in stats {
+        let pages = s.leaf_pages + s.overflow_pages + s.branch_pages;
+        let _ = writeln!(
+            out,
+            "  {:<16} {} entries, {pages} pages ({} leaf, {} overflow, {} branch), {} bytes",
+            s.name,
+            s.entries,
+            s.leaf_pages,
+            s.overflow_pages,
+            s.branch_pages,
+            pages * page
+        );
+    }
+    out
+}
+
 /// The `fts-text` line of a mailbox: how many messages have a full-text record, and
 /// their bytes uncompressed (stored in zstd segments of sixteen: the database's pages are
-/// in `index dump`'s page statistics).
+/// in `index dump`'s last block, [`page_stats`]).
 pub fn text_stats(r: &crate::Reader<'_>, id: MailboxId) -> Result<String, crate::IndexError> {
     let (mut n, mut plain) = (0u64, 0u64);
     r.for_each_fts(crate::Fts::Text, id, Uid::MIN..=Uid::MAX, |_, t| {

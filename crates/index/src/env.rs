@@ -504,7 +504,8 @@ impl Index {
     }
 }
 
-fn page_size() -> usize {
+/// The size of an LMDB page here (the system's page size, as LMDB takes it).
+pub fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if n > 0 {

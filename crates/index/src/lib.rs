@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 pub use changes::ChangeSet;
 pub use env::{
-    compact, keep_large_allocations_lazy, lock_exclusive, CommitListener, Index, OpenOptions,
-    DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE,
+    compact, keep_large_allocations_lazy, lock_exclusive, page_size, CommitListener, Index,
+    OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE,
 };
 pub use fresh::PENDING_FILE;
 pub use fts::{signature, SigProbe, TextRecord};

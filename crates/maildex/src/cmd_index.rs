@@ -111,6 +111,12 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
                 }
             }
         }
+        if !out.is_empty() {
+            out.push_str(&dump::page_stats(
+                &r.page_stats()?,
+                maildex_index::page_size(),
+            ));
+        }
         Ok(out)
     })?;
     if out.is_empty() {

@@ -200,6 +200,20 @@ fn index_dump_check_rebuild_and_compact() {
         "{}",
         text(&o)
     );
+    // the last block: the pages of every database, the full-text ones among them
+    let pages = text(&o);
+    let pages = pages
+        .split_once("databases (pages of ")
+        .map(|(_, p)| p.to_string())
+        .unwrap_or_default();
+    for db in ["messages", "fts-text", "fts-sig", "fts-words"] {
+        assert!(
+            pages.lines().any(|l| l.trim_start().starts_with(db)
+                && l.contains(" entries, ")
+                && l.ends_with(" bytes")),
+            "{db}: {pages}"
+        );
+    }
 
     let o = maildex(
         &config,
