@@ -142,25 +142,15 @@ fn set_pair(key: u32, est: &mut [u64; (1 << EST_LOG2) / 64]) {
 /// Calls `f` with the key of each word pair of the text part `s` (two words with a single
 /// space between them).
 fn for_each_pair(s: &[u8], mut f: impl FnMut(u32)) {
-    let is_word = crate::words::is_word_byte;
-    // the word before the separator being read: (start, end)
+    // the word before the one being read: (start, end)
     let mut prev: Option<(usize, usize)> = None;
-    let mut i = 0;
-    while i < s.len() {
-        if !is_word(s[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < s.len() && is_word(s[i]) {
-            i += 1;
-        }
+    for (start, end) in crate::words::word_spans(s) {
         if let Some((ps, pe)) = prev.filter(|&(_, pe)| &s[pe..start] == PAIR_SEP) {
             let tail = &s[pe - (pe - ps).min(PAIR_EDGE)..pe];
-            let head = &s[start..start + (i - start).min(PAIR_EDGE)];
+            let head = &s[start..start + (end - start).min(PAIR_EDGE)];
             f(pair_key(tail, PAIR_SEP, head));
         }
-        prev = Some((start, i));
+        prev = Some((start, end));
     }
 }
 
@@ -168,20 +158,7 @@ fn for_each_pair(s: &[u8], mut f: impl FnMut(u32)) {
 /// between two runs of word bytes of the needle, where both sides are known (the run
 /// before it is at least [`PAIR_EDGE`] bytes or a whole word, the run after it likewise).
 fn needle_pairs(needle: &[u8]) -> Vec<u32> {
-    let is_word = crate::words::is_word_byte;
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    while i < needle.len() {
-        if !is_word(needle[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < needle.len() && is_word(needle[i]) {
-            i += 1;
-        }
-        runs.push((start, i));
-    }
+    let runs: Vec<(usize, usize)> = crate::words::word_spans(needle).collect();
     runs.windows(2)
         .filter_map(|w| {
             let ((ps, pe), (ns, ne)) = (w[0], w[1]);

@@ -238,6 +238,18 @@ fn plain_bytes(bytes: &[u8], what: &dyn std::fmt::Display) -> Result<Vec<u8>, In
     }
 }
 
+/// The postcard bytes of any stored segment: in place for a raw one, decompressed
+/// otherwise.
+fn plain_of<'v>(
+    bytes: &'v [u8],
+    what: &dyn std::fmt::Display,
+) -> Result<std::borrow::Cow<'v, [u8]>, IndexError> {
+    Ok(match bytes.split_first() {
+        Some((&RAW, rest)) => std::borrow::Cow::Borrowed(rest),
+        _ => std::borrow::Cow::Owned(plain_bytes(bytes, what)?),
+    })
+}
+
 /// The entries of a segment's postcard bytes, read in place: the count (varint), then for
 /// each entry its UID (varint) and its data (varint length, bytes), as [`Entries`] is
 /// encoded. `None` for bytes that end early or a UID over 32 bits.
@@ -388,16 +400,9 @@ impl Segments<'_> {
                 continue;
             };
             let what = format_args!("{} {m}/{first}", self.name);
-            let unpacked;
-            let plain = match v.split_first() {
-                Some((&RAW, rest)) => rest,
-                _ => {
-                    unpacked = plain_bytes(v, &what)?;
-                    &unpacked[..]
-                }
-            };
+            let plain = plain_of(v, &what)?;
             // every asked UID this segment holds, both walks ascending
-            for entry in EntryIter::new(plain) {
+            for entry in EntryIter::new(&plain) {
                 let (at, data) = entry
                     .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
                 while uids.get(i).is_some_and(|u| u.get() < at) {
@@ -459,15 +464,8 @@ impl Segments<'_> {
             let (k, v) = item.map_err(lmdb)?;
             let first = raw_split_msg_key(k).map_or(0, |(_, u)| u);
             let what = format_args!("{} {mailbox}/{first}", self.name);
-            let unpacked;
-            let plain = match v.split_first() {
-                Some((&RAW, rest)) => rest,
-                _ => {
-                    unpacked = plain_bytes(v, &what)?;
-                    &unpacked[..]
-                }
-            };
-            for entry in EntryIter::new(plain) {
+            let plain = plain_of(v, &what)?;
+            for entry in EntryIter::new(&plain) {
                 let (uid, data) = entry
                     .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
                 if uids.contains(&uid) && f(uid, data)?.is_break() {

@@ -234,24 +234,28 @@ impl NeedleRun {
 /// `ends` for a needle of word bytes only (answered exactly by the words), several for
 /// one with other bytes (candidates only), none for a needle without a word byte.
 pub fn needle_runs(needle: &[u8]) -> Vec<NeedleRun> {
-    let mut runs = Vec::new();
+    word_spans(needle)
+        .map(|(start, end)| NeedleRun {
+            run: needle[start..end].to_vec(),
+            starts: start > 0,
+            ends: end < needle.len(),
+        })
+        .collect()
+}
+
+/// The (start, end) of each word of `s` (each maximal run of [`is_word_byte`]s), in order.
+pub(crate) fn word_spans(s: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut i = 0;
-    while i < needle.len() {
-        if !is_word_byte(needle[i]) {
+    std::iter::from_fn(move || {
+        while i < s.len() && !is_word_byte(s[i]) {
             i += 1;
-            continue;
         }
         let start = i;
-        while i < needle.len() && is_word_byte(needle[i]) {
+        while i < s.len() && is_word_byte(s[i]) {
             i += 1;
         }
-        runs.push(NeedleRun {
-            run: needle[start..i].to_vec(),
-            starts: start > 0,
-            ends: i < needle.len(),
-        });
-    }
-    runs
+        (i > start).then_some((start, i))
+    })
 }
 
 /// Bytes of UIDs a value holds at most (and a little over): a word's list is kept in
