@@ -244,7 +244,8 @@ impl Session {
                             // a TEXT needle the words found in no text part of a
                             // message is asked of its header text alone
                             let lacking = |n: &TextNeedle, i: usize| {
-                                ctx.words.is_some_and(|w| w.lacking(n, uids[i]))
+                                let uid = uids.get(i).copied();
+                                ctx.words.zip(uid).is_some_and(|(w, uid)| w.lacking(n, uid))
                             };
                             let pass = s.text_candidates(&m, &uids, &needles, lacking)?;
                             let mut pass = pass.into_iter();
