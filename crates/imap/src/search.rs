@@ -124,36 +124,40 @@ impl WordAnswers {
         }
     }
 
+    /// Where message `uid` is in the answers.
+    fn slot(&self, uid: Uid) -> Option<usize> {
+        self.uids.binary_search(&uid).ok()
+    }
+
+    /// Which of the needles `needle` (normalised) is: what [`WordAnswers::lacking`] takes,
+    /// looked up once per search rather than once per message.
+    pub fn needle_index(&self, needle: &TextNeedle) -> Option<usize> {
+        self.needles.iter().position(|n| n == needle)
+    }
+
     /// The answer for the key with `needle` (normalised) in the message `uid`.
     fn get(&self, needle: &str, headers: bool, uid: Uid) -> Option<bool> {
         let k = self
             .needles
             .iter()
             .position(|n| n.headers == headers && n.needle == needle)?;
-        let i = self.uids.binary_search(&uid).ok()?;
-        *self.answers.answers.get(k)?.get(i)?
+        *self.answers.answers.get(k)?.get(self.slot(uid)?)?
     }
 
     /// Whether the words settled what the text parts of message `uid` hold for every
     /// needle: comparing its header text is enough.
     pub fn headers_only(&self, uid: Uid) -> bool {
-        self.uids
-            .binary_search(&uid)
-            .ok()
+        self.slot(uid)
             .and_then(|i| self.answers.headers_only.get(i))
             .copied()
             .unwrap_or(false)
     }
 
-    /// Whether the words show that no text part of message `uid` holds `needle`
-    /// (normalised), so that a TEXT needle can only be in its header text.
-    pub fn lacking(&self, needle: &TextNeedle, uid: Uid) -> bool {
-        let Some(k) = self.needles.iter().position(|n| n == needle) else {
-            return false;
-        };
-        self.uids
-            .binary_search(&uid)
-            .ok()
+    /// Whether the words show that no text part of message `uid` holds needle `k`
+    /// ([`WordAnswers::needle_index`]), so that a TEXT needle can only be in its header
+    /// text.
+    pub fn lacking(&self, k: usize, uid: Uid) -> bool {
+        self.slot(uid)
             .and_then(|i| self.answers.lacking.get(k)?.get(i))
             .copied()
             .unwrap_or(false)

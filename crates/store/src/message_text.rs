@@ -214,7 +214,7 @@ impl UserStore {
     /// (already normalised; a BODY needle in a text part, a TEXT needle in a text part or
     /// a header text), by their candidate signatures ([`maildex_index::SigProbe`]): false
     /// only for a message that certainly lacks one. `lacking(n, i)`: the text parts of
-    /// message `uids[i]` are known to lack needle `n` ([`crate::TextAnswers::lacking`]),
+    /// message `uids[i]` are known to lack `needles[n]` ([`crate::TextAnswers::lacking`]),
     /// so a TEXT needle is asked of its header text alone. A message without a signature
     /// may hold anything.
     pub fn text_candidates(
@@ -222,7 +222,7 @@ impl UserStore {
         mailbox: &Mailbox,
         uids: &[Uid],
         needles: &[crate::TextNeedle],
-        lacking: impl Fn(&crate::TextNeedle, usize) -> bool,
+        lacking: impl Fn(usize, usize) -> bool,
     ) -> Result<Vec<bool>, StoreError> {
         let mut out = vec![true; uids.len()];
         if uids.is_empty() || needles.is_empty() {
@@ -234,7 +234,7 @@ impl UserStore {
             .map(|n| (maildex_index::SigProbe::new(n.needle.as_bytes()), n.headers))
             .collect();
         let passes = |sig: &[u8], i: usize| {
-            needles.iter().zip(&probes).all(|(n, (p, headers))| {
+            probes.iter().enumerate().all(|(n, (p, headers))| {
                 (!lacking(n, i) && p.in_bodies(sig)) || (*headers && p.in_headers(sig))
             })
         };

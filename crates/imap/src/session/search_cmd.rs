@@ -8,7 +8,7 @@ use std::sync::Arc;
 use maildex_imap_proto::{ResponseCode, SearchArgs, SearchKey, Tag};
 use maildex_store::records::{Cached, CachedFields, MessageState, SearchView};
 use maildex_store::text;
-use maildex_store::{ModSeq, TextNeedle, Uid, UserStore};
+use maildex_store::{ModSeq, Uid, UserStore};
 
 use super::condstore::uses_modseq;
 use super::{blocking, CmdError, Done, Session, State};
@@ -243,9 +243,16 @@ impl Session {
                             let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
                             // a TEXT needle the words found in no text part of a
                             // message is asked of its header text alone
-                            let lacking = |n: &TextNeedle, i: usize| {
-                                let uid = uids.get(i).copied();
-                                ctx.words.zip(uid).is_some_and(|(w, uid)| w.lacking(n, uid))
+                            let rows: Vec<Option<usize>> = needles
+                                .iter()
+                                .map(|n| ctx.words.and_then(|w| w.needle_index(n)))
+                                .collect();
+                            let lacking = |n: usize, i: usize| {
+                                let row = rows.get(n).copied().flatten();
+                                match (ctx.words, row, uids.get(i)) {
+                                    (Some(w), Some(k), Some(&uid)) => w.lacking(k, uid),
+                                    _ => false,
+                                }
                             };
                             let pass = s.text_candidates(&m, &uids, &needles, lacking)?;
                             let mut pass = pass.into_iter();
