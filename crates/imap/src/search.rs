@@ -654,7 +654,7 @@ impl Eval<'_, '_, '_> {
     /// subject with its white space compressed). An empty string only asks for
     /// the field to exist.
     fn stored(&self, field: SearchField, needle: &[u8]) -> Option<bool> {
-        let values = self.c.search?.values(field);
+        let values = self.c.search?.values(field)?;
         let needle = normalized(needle);
         Some(text::any_contains_bytes(values, &needle))
     }
@@ -668,11 +668,11 @@ impl Eval<'_, '_, '_> {
             let values = self.c.search?.header(name)?;
             return Some(text::any_contains_bytes(values, &normalized(needle)));
         }
-        if !is_hot(name) {
-            // a learned field, when this message's search fields hold it
-            if let Some(values) = self.c.search.as_ref().and_then(|s| s.header(name)) {
-                return Some(text::any_contains_bytes(values, &normalized(needle)));
-            }
+        // a learned field, when this message's search fields hold it (a mailbox learns
+        // no hot field, see `learnable_headers`), asked before the list of hot fields is
+        // walked: this runs once per message
+        if let Some(values) = self.c.search.as_ref().and_then(|s| s.header(name)) {
+            return Some(text::any_contains_bytes(values, &normalized(needle)));
         }
         let block = if is_hot(name) {
             self.c.hot?

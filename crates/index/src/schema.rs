@@ -432,15 +432,17 @@ pub enum SearchField {
 
 /// A stored [`SearchFields`] read in place, without allocating: SEARCH reads one per
 /// message of the mailbox, and decoding them into strings cost more than the matching.
+///
+/// Read lazily: [`SearchView::parse`] reads the sent day only, and each accessor walks
+/// the lists before the one it asks for. Locating every list up front was a quarter of
+/// a `SEARCH CC` on 30,000 messages (`perf record`), where the criterion reads three.
+/// An accessor answers `None` when the record is unreadable up to the end of its list.
 #[derive(Clone, Copy, Debug)]
 pub struct SearchView<'a> {
     bytes: &'a [u8],
     sent_day: i64,
-    /// Where each field list starts (its count): the five address and subject lists, then
-    /// one per [`SEARCH_HEADERS`] field.
-    at: [usize; 5 + SEARCH_HEADERS.len()],
-    /// Where [`SearchFields::learned`] starts (its count).
-    learned_at: usize,
+    /// Where the first field list (`from`) starts: after the sent day.
+    lists_at: usize,
 }
 
 /// Moves `at` past the list of strings (count, then each length and bytes) at
@@ -468,38 +470,21 @@ fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     None
 }
 
+/// The address and subject lists before [`SearchFields::headers`].
+const FIELD_LISTS: usize = 5;
+
 impl<'a> SearchView<'a> {
-    /// Reads the postcard encoding of a [`SearchFields`]; `None` when it is not one.
+    /// Reads the sent day of the postcard encoding of a [`SearchFields`]; `None` when
+    /// the bytes do not start with one. The lists are read when asked for.
     pub fn parse(bytes: &'a [u8]) -> Option<SearchView<'a>> {
         let mut at = 0;
         let z = varint(bytes, &mut at)?;
         // zigzag (postcard's signed integers)
         let sent_day = (z >> 1) as i64 ^ -((z & 1) as i64);
-        let mut starts = [0usize; 5 + SEARCH_HEADERS.len()];
-        for (i, slot) in starts.iter_mut().enumerate() {
-            // the count of `headers` (one list per SEARCH_HEADERS field) before the first
-            if i == 5 && varint(bytes, &mut at)? != SEARCH_HEADERS.len() as u64 {
-                return None;
-            }
-            *slot = at;
-            let n = varint(bytes, &mut at)?;
-            for _ in 0..n {
-                let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
-                at = at.checked_add(len).filter(|&e| e <= bytes.len())?;
-            }
-        }
-        let learned_at = at;
-        let n = varint(bytes, &mut at)?;
-        for _ in 0..n {
-            let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
-            at = at.checked_add(len).filter(|&e| e <= bytes.len())?;
-            list_end(bytes, &mut at)?;
-        }
         Some(SearchView {
             bytes,
             sent_day,
-            at: starts,
-            learned_at,
+            lists_at: at,
         })
     }
 
@@ -508,51 +493,63 @@ impl<'a> SearchView<'a> {
         self.sent_day
     }
 
-    /// The strings of one field list (checked by [`SearchView::parse`]).
-    pub fn values(&self, field: SearchField) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.list(field as usize)
+    /// The strings of one field list; `None` when the record is unreadable up to it.
+    pub fn values(&self, field: SearchField) -> Option<impl Iterator<Item = &'a [u8]> + 'a> {
+        let mut at = self.lists_at;
+        for _ in 0..field as usize {
+            list_end(self.bytes, &mut at)?;
+        }
+        self.checked_list(at)
     }
 
     /// The occurrences of header field `name` when it is one of [`SEARCH_HEADERS`] or of
     /// the record's [`SearchFields::learned`] fields (case-insensitive); `None` for another
-    /// field (this record cannot tell).
+    /// field (this record cannot tell), or when the record is unreadable up to it.
     pub fn header(&self, name: &[u8]) -> Option<impl Iterator<Item = &'a [u8]> + 'a> {
-        if let Some(i) = SEARCH_HEADERS
-            .iter()
-            .position(|h| h.eq_ignore_ascii_case(name))
-        {
-            return Some(self.list_at(self.at[5 + i]));
-        }
         let bytes = self.bytes;
-        let mut at = self.learned_at;
+        let mut at = self.lists_at;
+        for _ in 0..FIELD_LISTS {
+            list_end(bytes, &mut at)?;
+        }
+        // the count of `headers`: one list per SEARCH_HEADERS field
+        if varint(bytes, &mut at)? != SEARCH_HEADERS.len() as u64 {
+            return None;
+        }
+        let stored = SEARCH_HEADERS
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(name));
+        for i in 0..SEARCH_HEADERS.len() {
+            if stored == Some(i) {
+                return self.checked_list(at);
+            }
+            list_end(bytes, &mut at)?;
+        }
         let n = varint(bytes, &mut at)?;
         for _ in 0..n {
             let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
             let field = bytes.get(at..at.checked_add(len)?)?;
             at += len;
             if field.eq_ignore_ascii_case(name) {
-                return Some(self.list_at(at));
+                return self.checked_list(at);
             }
             list_end(bytes, &mut at)?;
         }
         None
     }
 
-    fn list(&self, i: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.list_at(self.at.get(i).copied().unwrap_or(self.bytes.len()))
-    }
-
-    /// The strings of the list whose count is at `bytes[at..]`.
-    fn list_at(&self, at: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
+    /// The strings of the list whose count is at `bytes[at..]`, once the whole list is
+    /// known to lie inside the record.
+    fn checked_list(&self, at: usize) -> Option<impl Iterator<Item = &'a [u8]> + 'a> {
         let bytes = self.bytes;
+        list_end(bytes, &mut at.clone())?;
         let mut at = at;
-        let n = varint(bytes, &mut at).unwrap_or(0);
-        (0..n).map_while(move |_| {
+        let n = varint(bytes, &mut at)?;
+        Some((0..n).map_while(move |_| {
             let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
             let v = bytes.get(at..at.checked_add(len)?)?;
             at += len;
             Some(v)
-        })
+        }))
     }
 }
 
@@ -803,7 +800,7 @@ mod tests {
         let raw = f.encode().unwrap();
         let v = SearchView::parse(&raw).unwrap();
         assert_eq!(v.sent_day(), -3);
-        let all = |k| v.values(k).map(|s| s.to_vec()).collect::<Vec<_>>();
+        let all = |k| v.values(k).unwrap().map(|s| s.to_vec()).collect::<Vec<_>>();
         assert_eq!(
             all(SearchField::From),
             vec![b"a b <a@x>".to_vec(), Vec::new()]
@@ -821,7 +818,14 @@ mod tests {
         assert_eq!(h(b"X-Mailer"), Some(vec![b"mutt".to_vec()]));
         assert_eq!(h(b"x-spam"), Some(vec![]));
         assert_eq!(h(b"x-other"), None);
-        assert!(SearchView::parse(&raw[..raw.len() - 1]).is_none());
+        // a record cut short answers what lies before the cut, and nothing after it
+        let cut = SearchView::parse(&raw[..raw.len() - 1]).unwrap();
+        assert!(cut.values(SearchField::Subject).is_some());
+        assert!(cut.header(b"x-spam").is_none());
+        let cut = SearchView::parse(&raw[..raw.len() / 2]).unwrap();
+        assert!(cut.values(SearchField::From).is_some());
+        assert!(cut.values(SearchField::Subject).is_none());
+        assert!(cut.header(b"list-id").is_none());
         assert!(SearchView::parse(&[]).is_none());
     }
 

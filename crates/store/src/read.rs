@@ -430,8 +430,13 @@ impl UserStore {
         let id = mailbox.id;
         Ok(self.index.read(|r| {
             if walk_whole_range(first, last, uids.len()) {
+                // both in UID order: the asked UIDs are met by one moving position
+                let mut i = 0;
                 r.for_each_search(id, first..=last, |uid, raw| {
-                    if let Ok(i) = uids.binary_search(&uid) {
+                    while uids.get(i).is_some_and(|&u| u < uid) {
+                        i += 1;
+                    }
+                    if uids.get(i) == Some(&uid) {
                         f(i, raw);
                     }
                     Ok(ControlFlow::Continue(()))
