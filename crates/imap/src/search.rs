@@ -485,11 +485,11 @@ fn key_needs(key: &SearchKey) -> Needs {
 /// makes those keys fail.
 ///
 /// [`UserStore::visit_search_texts`]: maildex_store::UserStore::visit_search_texts
-pub fn decide<'b>(
+pub fn decide<'b, 't>(
     keys: &[SearchKey],
     c: &Candidate,
     ctx: &Context,
-    body: Option<&mut (dyn FnMut() -> Option<SearchText> + 'b)>,
+    body: Option<&mut (dyn FnMut() -> Option<SearchText<'t>> + 'b)>,
 ) -> Option<bool> {
     let mut ev = Eval {
         c,
@@ -502,25 +502,25 @@ pub fn decide<'b>(
 
 /// [`decide`] with every stage's data at hand: a missing [`Candidate`] field is
 /// taken as a message without that data (no match for keys on it).
-pub fn matches(
+pub fn matches<'t>(
     keys: &[SearchKey],
     c: &Candidate,
     ctx: &Context,
-    body: &mut dyn FnMut() -> Option<SearchText>,
+    body: &mut dyn FnMut() -> Option<SearchText<'t>>,
 ) -> bool {
     decide(keys, c, ctx, Some(body)).unwrap_or(false)
 }
 
 /// One evaluation: the message, the mailbox and the lazily built body text.
-struct Eval<'e, 'a, 'b> {
+struct Eval<'e, 'a, 'b, 't> {
     c: &'e Candidate<'a>,
     ctx: &'e Context<'a>,
-    body: Option<&'e mut (dyn FnMut() -> Option<SearchText> + 'b)>,
+    body: Option<&'e mut (dyn FnMut() -> Option<SearchText<'t>> + 'b)>,
     /// The message text, once asked for (`Some(None)`: unavailable).
-    text: Option<Option<SearchText>>,
+    text: Option<Option<SearchText<'t>>>,
 }
 
-impl Eval<'_, '_, '_> {
+impl Eval<'_, '_, '_, '_> {
     fn flag(&self, bit: u8) -> bool {
         self.state().flags & bit != 0
     }

@@ -10,6 +10,7 @@
 //!   scan of the mailbox.
 //! - [`dump`] renders records for `maildex index dump`.
 
+mod blocks;
 pub mod changes;
 mod columns;
 pub mod dump;
@@ -33,7 +34,7 @@ pub use env::{
     OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE,
 };
 pub use fresh::PENDING_FILE;
-pub use fts::{signature, SigProbe, TextRecord};
+pub use fts::{signature, SigProbe, TextRecord, TextRecordRef};
 pub use ids::{MailboxId, ModSeq, Uid};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{

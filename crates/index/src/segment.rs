@@ -42,6 +42,9 @@ pub(crate) enum Packing {
     Raw,
     /// One zstd frame at this level.
     Zstd(i32),
+    /// One zstd frame at this level, a block ending with each entry, so that a sparse
+    /// read decodes no further than the entries it asks for ([`crate::blocks`]).
+    ZstdBlocks(i32),
 }
 const RAW: u8 = 0;
 const ZSTD: u8 = 1;
@@ -134,12 +137,20 @@ pub(crate) fn encode<D: AsRef<[u8]>>(
     let refs = EntryRefs(entries);
     let plain = crate::schema::encode_with_capacity(&refs, refs.encoded_len_bound())?;
     let full = entries.len() >= SEG;
-    let level = match packing {
-        Packing::Zstd(level) => level,
-        Packing::Raw => LISTING_LEVEL,
+    let (level, blocks) = match packing {
+        Packing::Zstd(level) => (level, false),
+        Packing::ZstdBlocks(level) => (level, true),
+        Packing::Raw => (LISTING_LEVEL, false),
+    };
+    let zstd_frame = |kind, plain: &[u8]| {
+        if blocks {
+            zstd_frame_in_blocks(kind, plain, level)
+        } else {
+            zstd_frame(kind, plain, level)
+        }
     };
     if full && (packing != Packing::Raw || plain.len() > RAW_MAX) {
-        return zstd_frame(ZSTD, &plain, level);
+        return zstd_frame(ZSTD, &plain);
     }
     if plain.len() > RAW_MAX {
         // the postcard of the entries starts with their count, a varint
@@ -147,7 +158,7 @@ pub(crate) fn encode<D: AsRef<[u8]>>(
             .iter()
             .position(|b| b & 0x80 == 0)
             .map_or(0, |i| i + 1)];
-        let framed = zstd_frame(FILLING_ZSTD, &plain, level)?;
+        let framed = zstd_frame(FILLING_ZSTD, &plain)?;
         let mut out = Vec::with_capacity(framed.len() + count.len());
         out.push(FILLING_ZSTD);
         out.extend_from_slice(count);
@@ -172,6 +183,25 @@ pub(crate) fn zstd_frame(kind: u8, plain: &[u8], level: i32) -> Result<Vec<u8>, 
     Ok(out)
 }
 
+/// [`zstd_frame`] with a block ending at the end of each entry of `plain` (a segment's
+/// postcard), for [`Packing::ZstdBlocks`].
+fn zstd_frame_in_blocks(kind: u8, plain: &[u8], level: i32) -> Result<Vec<u8>, IndexError> {
+    let len =
+        u32::try_from(plain.len()).map_err(|_| IndexError::Encode("value over 4 GiB".into()))?;
+    let ends: Vec<usize> = EntryIter::new(plain)
+        .map_while(|e| e)
+        .map(|(_, data)| data.as_ptr() as usize - plain.as_ptr() as usize + data.len())
+        .collect();
+    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(plain.len()) + 5);
+    out.push(kind);
+    out.extend_from_slice(&len.to_be_bytes());
+    with_compressor(level, |c| {
+        crate::blocks::compress_in_blocks(c.context_mut(), plain, &ends, level, &mut out)
+    })
+    .map_err(|e| IndexError::Encode(e.to_string()))?;
+    Ok(out)
+}
+
 thread_local! {
     /// One zstd compression context per thread and level, as [`DECOMPRESSOR`]: creating
     /// one per segment (what `zstd::bulk::compress` does) allocated and cleared a fresh
@@ -184,6 +214,21 @@ thread_local! {
 /// Appends one zstd frame (at `level`) of `plain` to `out`, whose spare capacity must
 /// hold `compress_bound(plain.len())` bytes.
 fn compress_into(plain: &[u8], level: i32, out: &mut Vec<u8>) -> std::io::Result<()> {
+    with_compressor(level, |c| {
+        // a cursor at the end, so the frame goes after what `out` holds (a Vec itself
+        // would be written from its start)
+        let end = out.len() as u64;
+        let mut cursor = std::io::Cursor::new(out);
+        cursor.set_position(end);
+        c.compress_to_buffer(plain, &mut cursor).map(|_| ())
+    })
+}
+
+/// Calls `f` with the thread's compression context for `level`.
+fn with_compressor<T>(
+    level: i32,
+    f: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> std::io::Result<T>,
+) -> std::io::Result<T> {
     COMPRESSORS.with(|cell| {
         let mut all = cell.borrow_mut();
         let at = match all.iter().position(|(l, _)| *l == level) {
@@ -193,13 +238,7 @@ fn compress_into(plain: &[u8], level: i32, out: &mut Vec<u8>) -> std::io::Result
                 all.len() - 1
             }
         };
-        let c = &mut all[at].1;
-        // a cursor at the end, so the frame goes after what `out` holds (a Vec itself
-        // would be written from its start)
-        let end = out.len() as u64;
-        let mut cursor = std::io::Cursor::new(out);
-        cursor.set_position(end);
-        c.compress_to_buffer(plain, &mut cursor).map(|_| ())
+        f(&mut all[at].1)
     })
 }
 
@@ -248,6 +287,54 @@ fn plain_of<'v>(
         Some((&RAW, rest)) => std::borrow::Cow::Borrowed(rest),
         _ => std::borrow::Cow::Owned(plain_bytes(bytes, what)?),
     })
+}
+
+/// A stored segment's postcard bytes, decoded as far as they are asked for: a raw
+/// segment's in place, a compressed one's by [`crate::blocks::Prefix`] (which decodes
+/// the whole frame for a segment written in one block).
+enum Partial<'v> {
+    Raw(&'v [u8]),
+    Zstd(crate::blocks::Prefix<'v>),
+}
+
+impl<'v> Partial<'v> {
+    /// A reader of `bytes`, a compressed one decoding into `buf`.
+    fn of(
+        bytes: &'v [u8],
+        what: &dyn std::fmt::Display,
+        buf: &'v mut Vec<u8>,
+    ) -> Result<Partial<'v>, IndexError> {
+        let frame = match bytes.split_first() {
+            Some((&RAW, rest)) => return Ok(Partial::Raw(rest)),
+            Some((&ZSTD, rest)) => rest,
+            Some((&FILLING_ZSTD, rest)) => {
+                let n = rest
+                    .iter()
+                    .position(|b| b & 0x80 == 0)
+                    .map_or(rest.len(), |i| i + 1);
+                &rest[n..]
+            }
+            _ => return Err(IndexError::Corrupt(format!("{what}: unknown segment kind"))),
+        };
+        let (len, frame) = frame
+            .split_first_chunk::<4>()
+            .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated value")))?;
+        Ok(Partial::Zstd(crate::blocks::Prefix::new(
+            frame,
+            u32::from_be_bytes(*len) as usize,
+            buf,
+        )))
+    }
+
+    /// The first `want` bytes, or all of them when there are fewer.
+    fn upto(&mut self, want: usize, what: &dyn std::fmt::Display) -> Result<&[u8], IndexError> {
+        match self {
+            Partial::Raw(b) => Ok(&b[..want.min(b.len())]),
+            Partial::Zstd(p) => p
+                .upto(want)
+                .map_err(|e| IndexError::Corrupt(format!("{what}: {e}"))),
+        }
+    }
 }
 
 /// The entries of a segment's postcard bytes, read in place: the count (varint), then for
@@ -300,7 +387,14 @@ impl<'a> Iterator for EntryIter<'a> {
     }
 }
 
+/// The largest decoding buffer a thread keeps between sparse reads
+/// ([`Segments::for_uids`]): a fresh one of a segment's size cost a page fault per 4 KiB
+/// touched, a tenth of a phrase search (`perf record`).
+const SCRATCH_MAX: usize = 4 << 20;
+
 thread_local! {
+    /// The buffer of [`SCRATCH_MAX`].
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     /// One zstd decompression context per thread: creating one per segment (what
     /// `zstd::bulk::decompress` does) showed up as 7% of a listing.
     static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
@@ -387,6 +481,24 @@ impl Segments<'_> {
         uids: &[crate::Uid],
         mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
+        // one buffer for the decoded segments, kept by the thread for its next read
+        let mut buf = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        let read = self.for_uids_in(txn, mailbox, uids, &mut buf, &mut f);
+        if buf.capacity() <= SCRATCH_MAX {
+            SCRATCH.with(|s| *s.borrow_mut() = buf);
+        }
+        read
+    }
+
+    /// [`Segments::for_uids`], decoding into `buf`.
+    fn for_uids_in(
+        &self,
+        txn: &RoTxn<WithoutTls>,
+        mailbox: u32,
+        uids: &[crate::Uid],
+        buf: &mut Vec<u8>,
+        f: &mut impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
+    ) -> Result<(), IndexError> {
         let mut i = 0;
         while let Some(uid) = uids.get(i).map(|u| u.get()) {
             let key = raw_msg_key(mailbox, uid);
@@ -399,24 +511,45 @@ impl Segments<'_> {
                 i += 1;
                 continue;
             };
+            // the asked UIDs this segment would hold are those below the next one's key
+            let next = self
+                .db
+                .get_greater_than(txn, &raw_msg_key(mailbox, first)[..])
+                .map_err(lmdb)?
+                .and_then(|(k, _)| raw_split_msg_key(k))
+                .filter(|(m, _)| *m == mailbox)
+                .map(|(_, u)| u);
+            let held = |u: &crate::Uid| next.is_none_or(|n| u.get() < n);
             let what = format_args!("{} {m}/{first}", self.name);
-            let plain = plain_of(v, &what)?;
-            // every asked UID this segment holds, both walks ascending
-            for entry in EntryIter::new(&plain) {
-                let (at, data) = entry
-                    .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
-                while uids.get(i).is_some_and(|u| u.get() < at) {
+            let mut plain = Partial::of(v, &what, buf)?;
+            let corrupt = || IndexError::Corrupt(format!("{what}: truncated segment"));
+            let mut at = 0;
+            let count = take_varint(plain.upto(10, &what)?, &mut at).ok_or_else(corrupt)?;
+            // every asked UID this segment holds, both walks ascending, decoded no
+            // further than the last of them
+            for _ in 0..count {
+                if !uids.get(i).is_some_and(held) {
+                    break;
+                }
+                let head = plain.upto(at.saturating_add(20), &what)?;
+                let entry = take_varint(head, &mut at)
+                    .and_then(|e| Some((u32::try_from(e).ok()?, take_varint(head, &mut at)?)));
+                let (entry, len) = entry.ok_or_else(corrupt)?;
+                let end = at.checked_add(len).ok_or_else(corrupt)?;
+                let data = plain.upto(end, &what)?.get(at..end).ok_or_else(corrupt)?;
+                at = end;
+                while uids.get(i).is_some_and(|u| u.get() < entry) {
                     i += 1;
                 }
-                if uids.get(i).is_some_and(|u| u.get() == at) {
-                    if f(at, data)?.is_break() {
+                if uids.get(i).is_some_and(|u| u.get() == entry) {
+                    if f(entry, data)?.is_break() {
                         return Ok(());
                     }
                     i += 1;
                 }
             }
-            // an asked UID the segment ends before is not stored
-            if uids.get(i).is_some_and(|u| u.get() == uid) {
+            // asked UIDs in this segment's range that it does not hold are not stored
+            while uids.get(i).is_some_and(held) {
                 i += 1;
             }
         }
@@ -729,7 +862,7 @@ fn read_varint(bytes: &[u8]) -> Option<usize> {
 }
 
 /// The LEB128 varint at `bytes[*at..]`, moving `at` past it.
-fn take_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
+pub(crate) fn take_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
     let mut n: u64 = 0;
     for (i, &b) in bytes.get(*at..)?.iter().enumerate().take(10) {
         n |= u64::from(b & 0x7f) << (7 * i);

@@ -5,7 +5,7 @@
 
 use std::ops::ControlFlow;
 
-use maildex_index::{Built, CachedFields, Fts, MessageState, TextRecord};
+use maildex_index::{Built, CachedFields, Fts, MessageState, TextRecord, TextRecordRef};
 use maildex_text::{Html, MessageText, SearchText};
 
 use crate::{Loaded, Mailbox, MailboxId, StoreError, Uid, UserStore};
@@ -40,8 +40,8 @@ pub(crate) fn decode_text(
     stored: &[u8],
     id: MailboxId,
     uid: Uid,
-) -> Result<SearchText, StoreError> {
-    Ok(SearchText::from_record(TextRecord::decode(
+) -> Result<SearchText<'_>, StoreError> {
+    Ok(SearchText::from_stored(TextRecordRef::decode(
         stored,
         &What(id, uid),
     )?))
@@ -67,7 +67,7 @@ impl UserStore {
         uids: &[Uid],
         headers: bool,
         headers_only: impl Fn(Uid) -> bool,
-        mut f: impl FnMut(usize, SearchText),
+        mut f: impl FnMut(usize, SearchText<'_>),
     ) -> Result<(), StoreError> {
         if uids.is_empty() {
             return Ok(());
@@ -406,7 +406,7 @@ mod tests {
         UserStore::open(&dir.join("mail"), &dir.join("index"), opts).unwrap()
     }
 
-    fn texts(s: &UserStore, uids: &[u32]) -> Vec<(usize, SearchText)> {
+    fn texts(s: &UserStore, uids: &[u32]) -> Vec<(usize, SearchText<'static>)> {
         let req = crate::SnapshotRequest {
             sync: crate::SyncFirst::Never,
             since: None,
@@ -421,7 +421,7 @@ mod tests {
             &uids,
             true,
             |_| false,
-            |i, t| out.push((i, t)),
+            |i, t| out.push((i, t.into_owned())),
         )
         .unwrap();
         out

@@ -1,8 +1,9 @@
 //! What SEARCH compares: both sides of a comparison go through [`normalize`].
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use maildex_index::{PartRecord, SearchFields, TextRecord};
+use maildex_index::{PartRecord, SearchFields, TextRecord, TextRecordRef};
 
 use crate::{compress_lwsp, decode_header, field_values, MessageText};
 
@@ -164,10 +165,14 @@ fn contains_short(hay: &[u8], needle: &[u8]) -> bool {
 /// A message's text normalised for SEARCH BODY and TEXT (RFC 3501 §6.4.4). Computed when
 /// the message is indexed and stored as a [`TextRecord`] (the `fts-text` column), so a
 /// SEARCH compares the stored record and reads no message file.
+///
+/// The text parts are bytes, borrowed from a stored record read in place
+/// ([`SearchText::from_stored`]) or owned: UTF-8 as written, compared as bytes (a UTF-8
+/// needle is a substring of the string exactly when it is one of its bytes).
 #[derive(Debug, Clone, Default)]
-pub struct SearchText {
+pub struct SearchText<'a> {
     headers: Vec<String>,
-    bodies: Vec<String>,
+    bodies: Vec<Cow<'a, [u8]>>,
     /// Header blocks not decoded yet ([`SearchText::with_header_blocks`]): TEXT decodes
     /// them the first time no body matched.
     blocks: Option<Box<(Vec<u8>, PartRecord)>>,
@@ -175,20 +180,24 @@ pub struct SearchText {
 }
 
 /// Equal texts compare the same: header blocks count as the header text they decode to.
-impl PartialEq for SearchText {
+impl PartialEq for SearchText<'_> {
     fn eq(&self, other: &SearchText) -> bool {
         self.bodies == other.bodies && self.header_texts() == other.header_texts()
     }
 }
 
-impl Eq for SearchText {}
+impl Eq for SearchText<'_> {}
 
-impl SearchText {
+impl<'a> SearchText<'a> {
     /// Normalises every part of `text`.
-    pub fn new(text: MessageText) -> SearchText {
+    pub fn new(text: MessageText) -> SearchText<'static> {
         SearchText {
             headers: text.headers.into_iter().map(normalize_owned).collect(),
-            bodies: text.bodies.into_iter().map(normalize_owned).collect(),
+            bodies: text
+                .bodies
+                .into_iter()
+                .map(|b| Cow::Owned(normalize_owned(b).into_bytes()))
+                .collect(),
             ..SearchText::default()
         }
     }
@@ -201,7 +210,14 @@ impl SearchText {
         };
         TextRecord {
             headers,
-            bodies: self.bodies,
+            bodies: self
+                .bodies
+                .into_iter()
+                .map(|b| match String::from_utf8(b.into_owned()) {
+                    Ok(s) => s,
+                    Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                })
+                .collect(),
         }
     }
 
@@ -209,7 +225,7 @@ impl SearchText {
     /// normalised) in place of its own: a stored record holds only the bodies, and TEXT
     /// takes the header text from the index's header blocks
     /// ([`MessageText::header_texts`]).
-    pub fn with_headers(mut self, headers: Vec<String>) -> SearchText {
+    pub fn with_headers(mut self, headers: Vec<String>) -> SearchText<'a> {
         self.headers = headers.into_iter().map(normalize_owned).collect();
         self.blocks = None;
         self.decoded = OnceLock::new();
@@ -220,7 +236,7 @@ impl SearchText {
     /// blocks of the message whose part tree is `root`), decoded only when asked for: a
     /// TEXT key whose needle is in a body never decodes them (decoding the header blocks
     /// made TEXT three times as slow as BODY).
-    pub fn with_header_blocks(mut self, blocks: Vec<u8>, root: PartRecord) -> SearchText {
+    pub fn with_header_blocks(mut self, blocks: Vec<u8>, root: PartRecord) -> SearchText<'a> {
         self.headers = Vec::new();
         self.blocks = Some(Box::new((blocks, root)));
         self.decoded = OnceLock::new();
@@ -241,17 +257,51 @@ impl SearchText {
     }
 
     /// The text of a stored record (already normalised when it was made).
-    pub fn from_record(r: TextRecord) -> SearchText {
+    pub fn from_record(r: TextRecord) -> SearchText<'static> {
         SearchText {
             headers: r.headers,
-            bodies: r.bodies,
+            bodies: r
+                .bodies
+                .into_iter()
+                .map(|b| Cow::Owned(b.into_bytes()))
+                .collect(),
             ..SearchText::default()
+        }
+    }
+
+    /// The text of a stored record read in place, its text parts borrowed. Its header
+    /// texts (records written before the header blocks were stored apart) are copied.
+    pub fn from_stored(r: TextRecordRef<'a>) -> SearchText<'a> {
+        SearchText {
+            headers: r
+                .headers
+                .into_iter()
+                .map(|h| String::from_utf8_lossy(h).into_owned())
+                .collect(),
+            bodies: r.bodies.into_iter().map(Cow::Borrowed).collect(),
+            ..SearchText::default()
+        }
+    }
+
+    /// The same text owning its parts, to keep past the record it was read from.
+    pub fn into_owned(self) -> SearchText<'static> {
+        SearchText {
+            headers: self.headers,
+            bodies: self
+                .bodies
+                .into_iter()
+                .map(|b| Cow::Owned(b.into_owned()))
+                .collect(),
+            blocks: self.blocks,
+            decoded: self.decoded,
         }
     }
 
     /// BODY: some text part holds `needle` (already [`normalize`]d).
     pub fn body_contains(&self, needle: &str) -> bool {
-        self.bodies.iter().any(|b| b.contains(needle))
+        // an empty needle is found in any part, as `str::contains` finds it
+        let finder = memchr::memmem::Finder::new(needle.as_bytes());
+        self.bodies.iter().any(|b| finder.find(b).is_some())
     }
 
     /// TEXT ("in the header or body"): some header block or text part holds `needle`

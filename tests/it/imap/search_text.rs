@@ -169,7 +169,7 @@ impl Key {
 struct Scanned {
     uid: u32,
     flagged: bool,
-    text: SearchText,
+    text: SearchText<'static>,
     /// Its text parts and header blocks as written (not normalised), to cut needles from.
     pieces: Vec<String>,
 }

@@ -31,14 +31,14 @@ impl Msg {
 
     /// The message text, as the store gives it to SEARCH: the stored bodies, the header
     /// text from the stored header blocks.
-    pub fn text(&self) -> Option<SearchText> {
+    pub fn text(&self) -> Option<SearchText<'_>> {
         let stored = &self.built.record.cached.text;
-        let record = maildex_index::TextRecord::decode(stored, &"test").expect("text record");
+        let record = maildex_index::TextRecordRef::decode(stored, &"test").expect("text record");
         let headers = maildex_store::text::MessageText::header_texts(
             &self.built.headers,
             &self.built.record.cached.parts,
         );
-        Some(SearchText::from_record(record).with_headers(headers))
+        Some(SearchText::from_stored(record).with_headers(headers))
     }
 
     /// A candidate with everything loaded.
