@@ -262,19 +262,25 @@ pub(crate) fn decode(bytes: &[u8], what: &dyn std::fmt::Display) -> Result<Entri
     }
 }
 
-/// The postcard bytes of a compressed segment (kind 1 or 2).
-fn plain_bytes(bytes: &[u8], what: &dyn std::fmt::Display) -> Result<Vec<u8>, IndexError> {
+/// What follows the kind byte (and a filling segment's count) of a compressed segment
+/// (kind 1 or 2): the length and the zstd frame, as [`zstd_unframe`] reads them.
+fn framed<'b>(bytes: &'b [u8], what: &dyn std::fmt::Display) -> Result<&'b [u8], IndexError> {
     match bytes.split_first() {
-        Some((&ZSTD, rest)) => zstd_unframe(rest, what),
+        Some((&ZSTD, rest)) => Ok(rest),
         Some((&FILLING_ZSTD, rest)) => {
             let n = rest
                 .iter()
                 .position(|b| b & 0x80 == 0)
                 .map_or(rest.len(), |i| i + 1);
-            zstd_unframe(&rest[n..], what)
+            Ok(&rest[n..])
         }
         _ => Err(IndexError::Corrupt(format!("{what}: unknown segment kind"))),
     }
+}
+
+/// The postcard bytes of a compressed segment (kind 1 or 2).
+fn plain_bytes(bytes: &[u8], what: &dyn std::fmt::Display) -> Result<Vec<u8>, IndexError> {
+    zstd_unframe(framed(bytes, what)?, what)
 }
 
 /// The postcard bytes of any stored segment: in place for a raw one, decompressed
@@ -304,19 +310,10 @@ impl<'v> Partial<'v> {
         what: &dyn std::fmt::Display,
         buf: &'v mut Vec<u8>,
     ) -> Result<Partial<'v>, IndexError> {
-        let frame = match bytes.split_first() {
-            Some((&RAW, rest)) => return Ok(Partial::Raw(rest)),
-            Some((&ZSTD, rest)) => rest,
-            Some((&FILLING_ZSTD, rest)) => {
-                let n = rest
-                    .iter()
-                    .position(|b| b & 0x80 == 0)
-                    .map_or(rest.len(), |i| i + 1);
-                &rest[n..]
-            }
-            _ => return Err(IndexError::Corrupt(format!("{what}: unknown segment kind"))),
-        };
-        let (len, frame) = frame
+        if let Some((&RAW, rest)) = bytes.split_first() {
+            return Ok(Partial::Raw(rest));
+        }
+        let (len, frame) = framed(bytes, what)?
             .split_first_chunk::<4>()
             .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated value")))?;
         Ok(Partial::Zstd(crate::blocks::Prefix::new(
@@ -987,16 +984,17 @@ mod tests {
         let env = unsafe {
             heed::EnvOpenOptions::new()
                 .read_txn_without_tls()
-                .max_dbs(2)
+                .max_dbs(3)
                 .map_size(8 << 20)
                 .open(dir.path())
         }
         .unwrap();
-        // `z` compresses full segments, `r` does not
-        let (z, r) = env
+        // `z` compresses full segments, `b` too with a block per entry, `r` does not
+        let (z, b, r) = env
             .create_databases_and_commit(env.write_txn().unwrap(), |dbo, w| {
                 Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit((
                     dbo.create_database::<Bytes, Bytes>(w, Some("z"))?,
+                    dbo.create_database::<Bytes, Bytes>(w, Some("b"))?,
                     dbo.create_database::<Bytes, Bytes>(w, Some("r"))?,
                 )))
             })
@@ -1007,6 +1005,11 @@ mod tests {
             name: "z",
             packing: Packing::Zstd(LISTING_LEVEL),
         };
+        let b = Segments {
+            db: b,
+            name: "b",
+            packing: Packing::ZstdBlocks(TEXT_LEVEL),
+        };
         let r = Segments {
             db: r,
             name: "r",
@@ -1016,7 +1019,7 @@ mod tests {
         // delivered one at a time: two full segments, then eight of one message each
         for uid in 1..=40 {
             let mut w = env.write_txn().unwrap();
-            for col in [&z, &r] {
+            for col in [&z, &b, &r] {
                 col.put_many(&mut w, 1, vec![(uid, data(uid))]).unwrap();
             }
             w.commit().unwrap();
@@ -1035,13 +1038,14 @@ mod tests {
         let mut want = vec![(ZSTD, SEG), (ZSTD, SEG)];
         want.extend([(RAW, 1); 8]);
         assert_eq!(kinds(&z), want);
+        assert_eq!(kinds(&b), want);
         want[..2].fill((RAW, SEG));
         assert_eq!(kinds(&r), want);
         // the tail a delivery merges holds the eight, not the full raw segments before
         assert_eq!(r.raw_tail(&t, 1).unwrap().len(), 8);
         // in place or decoded, compressed or not: the same entries, from the segment
         // holding the first UID asked for on
-        for col in [&z, &r] {
+        for col in [&z, &b, &r] {
             let mut seen = Vec::new();
             col.for_each_ref(&t, 1, 5..=37, |uid, d| {
                 seen.push((uid, d.to_vec()));
@@ -1065,6 +1069,26 @@ mod tests {
                 .map(|u| (u, data(u)))
                 .collect();
             assert_eq!(seen, want);
+        }
+        drop(t);
+        // a message gone from the middle of a full segment: asked for, not found, and the
+        // UIDs after it in that segment and the next still are
+        let mut w = env.write_txn().unwrap();
+        for col in [&z, &b, &r] {
+            assert!(col.remove(&mut w, 1, 20).unwrap());
+        }
+        w.commit().unwrap();
+        let t = env.read_txn().unwrap();
+        let asked: Vec<crate::Uid> = [19, 20, 21, 32, 33].into_iter().map(crate::Uid).collect();
+        for col in [&z, &b, &r] {
+            let mut seen = Vec::new();
+            col.for_uids(&t, 1, &asked, |uid, d| {
+                seen.push((uid, d.to_vec()));
+                Ok(ControlFlow::Continue(()))
+            })
+            .unwrap();
+            let want: Vec<_> = [19, 21, 32, 33].into_iter().map(|u| (u, data(u))).collect();
+            assert_eq!(seen, want, "{}", col.name);
         }
     }
 
