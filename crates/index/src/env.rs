@@ -114,7 +114,7 @@ impl<'e> Dbs<'e> {
             text: Segments {
                 db: self.fts_text,
                 name: schema::DB_FTS_TEXT,
-                packing: Packing::ZstdBlocks(segment::TEXT_LEVEL),
+                packing: Packing::Zstd(segment::TEXT_LEVEL),
             },
             sig: Segments {
                 db: self.fts_sig,

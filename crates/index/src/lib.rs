@@ -10,7 +10,6 @@
 //!   scan of the mailbox.
 //! - [`dump`] renders records for `maildex index dump`.
 
-mod blocks;
 pub mod changes;
 mod columns;
 pub mod dump;

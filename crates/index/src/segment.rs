@@ -42,9 +42,6 @@ pub(crate) enum Packing {
     Raw,
     /// One zstd frame at this level.
     Zstd(i32),
-    /// One zstd frame at this level, a block ending with each entry, so that a sparse
-    /// read decodes no further than the entries it asks for ([`crate::blocks`]).
-    ZstdBlocks(i32),
 }
 const RAW: u8 = 0;
 const ZSTD: u8 = 1;
@@ -137,20 +134,12 @@ pub(crate) fn encode<D: AsRef<[u8]>>(
     let refs = EntryRefs(entries);
     let plain = crate::schema::encode_with_capacity(&refs, refs.encoded_len_bound())?;
     let full = entries.len() >= SEG;
-    let (level, blocks) = match packing {
-        Packing::Zstd(level) => (level, false),
-        Packing::ZstdBlocks(level) => (level, true),
-        Packing::Raw => (LISTING_LEVEL, false),
-    };
-    let zstd_frame = |kind, plain: &[u8]| {
-        if blocks {
-            zstd_frame_in_blocks(kind, plain, level)
-        } else {
-            zstd_frame(kind, plain, level)
-        }
+    let level = match packing {
+        Packing::Zstd(level) => level,
+        Packing::Raw => LISTING_LEVEL,
     };
     if full && (packing != Packing::Raw || plain.len() > RAW_MAX) {
-        return zstd_frame(ZSTD, &plain);
+        return zstd_frame(ZSTD, &plain, level);
     }
     if plain.len() > RAW_MAX {
         // the postcard of the entries starts with their count, a varint
@@ -158,7 +147,7 @@ pub(crate) fn encode<D: AsRef<[u8]>>(
             .iter()
             .position(|b| b & 0x80 == 0)
             .map_or(0, |i| i + 1)];
-        let framed = zstd_frame(FILLING_ZSTD, &plain)?;
+        let framed = zstd_frame(FILLING_ZSTD, &plain, level)?;
         let mut out = Vec::with_capacity(framed.len() + count.len());
         out.push(FILLING_ZSTD);
         out.extend_from_slice(count);
@@ -183,25 +172,6 @@ pub(crate) fn zstd_frame(kind: u8, plain: &[u8], level: i32) -> Result<Vec<u8>, 
     Ok(out)
 }
 
-/// [`zstd_frame`] with a block ending at the end of each entry of `plain` (a segment's
-/// postcard), for [`Packing::ZstdBlocks`].
-fn zstd_frame_in_blocks(kind: u8, plain: &[u8], level: i32) -> Result<Vec<u8>, IndexError> {
-    let len =
-        u32::try_from(plain.len()).map_err(|_| IndexError::Encode("value over 4 GiB".into()))?;
-    let ends: Vec<usize> = EntryIter::new(plain)
-        .map_while(|e| e)
-        .map(|(_, data)| data.as_ptr() as usize - plain.as_ptr() as usize + data.len())
-        .collect();
-    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(plain.len()) + 5);
-    out.push(kind);
-    out.extend_from_slice(&len.to_be_bytes());
-    with_compressor(level, |c| {
-        crate::blocks::compress_in_blocks(c.context_mut(), plain, &ends, level, &mut out)
-    })
-    .map_err(|e| IndexError::Encode(e.to_string()))?;
-    Ok(out)
-}
-
 thread_local! {
     /// One zstd compression context per thread and level, as [`DECOMPRESSOR`]: creating
     /// one per segment (what `zstd::bulk::compress` does) allocated and cleared a fresh
@@ -214,21 +184,6 @@ thread_local! {
 /// Appends one zstd frame (at `level`) of `plain` to `out`, whose spare capacity must
 /// hold `compress_bound(plain.len())` bytes.
 fn compress_into(plain: &[u8], level: i32, out: &mut Vec<u8>) -> std::io::Result<()> {
-    with_compressor(level, |c| {
-        // a cursor at the end, so the frame goes after what `out` holds (a Vec itself
-        // would be written from its start)
-        let end = out.len() as u64;
-        let mut cursor = std::io::Cursor::new(out);
-        cursor.set_position(end);
-        c.compress_to_buffer(plain, &mut cursor).map(|_| ())
-    })
-}
-
-/// Calls `f` with the thread's compression context for `level`.
-fn with_compressor<T>(
-    level: i32,
-    f: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> std::io::Result<T>,
-) -> std::io::Result<T> {
     COMPRESSORS.with(|cell| {
         let mut all = cell.borrow_mut();
         let at = match all.iter().position(|(l, _)| *l == level) {
@@ -238,7 +193,13 @@ fn with_compressor<T>(
                 all.len() - 1
             }
         };
-        f(&mut all[at].1)
+        let c = &mut all[at].1;
+        // a cursor at the end, so the frame goes after what `out` holds (a Vec itself
+        // would be written from its start)
+        let end = out.len() as u64;
+        let mut cursor = std::io::Cursor::new(out);
+        cursor.set_position(end);
+        c.compress_to_buffer(plain, &mut cursor).map(|_| ())
     })
 }
 
@@ -295,43 +256,22 @@ fn plain_of<'v>(
     })
 }
 
-/// A stored segment's postcard bytes, decoded as far as they are asked for: a raw
-/// segment's in place, a compressed one's by [`crate::blocks::Prefix`] (which decodes
-/// the whole frame for a segment written in one block).
-enum Partial<'v> {
-    Raw(&'v [u8]),
-    Zstd(crate::blocks::Prefix<'v>),
-}
-
-impl<'v> Partial<'v> {
-    /// A reader of `bytes`, a compressed one decoding into `buf`.
-    fn of(
-        bytes: &'v [u8],
-        what: &dyn std::fmt::Display,
-        buf: &'v mut Vec<u8>,
-    ) -> Result<Partial<'v>, IndexError> {
-        if let Some((&RAW, rest)) = bytes.split_first() {
-            return Ok(Partial::Raw(rest));
-        }
-        let (len, frame) = framed(bytes, what)?
-            .split_first_chunk::<4>()
-            .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated value")))?;
-        Ok(Partial::Zstd(crate::blocks::Prefix::new(
-            frame,
-            u32::from_be_bytes(*len) as usize,
-            buf,
-        )))
+/// The postcard bytes of any stored segment: in place for a raw one, decompressed into
+/// `buf` (whatever it held) otherwise.
+fn plain_into<'v>(
+    bytes: &'v [u8],
+    what: &dyn std::fmt::Display,
+    buf: &'v mut Vec<u8>,
+) -> Result<&'v [u8], IndexError> {
+    if let Some((&RAW, rest)) = bytes.split_first() {
+        return Ok(rest);
     }
-
-    /// The first `want` bytes, or all of them when there are fewer.
-    fn upto(&mut self, want: usize, what: &dyn std::fmt::Display) -> Result<&[u8], IndexError> {
-        match self {
-            Partial::Raw(b) => Ok(&b[..want.min(b.len())]),
-            Partial::Zstd(p) => p
-                .upto(want)
-                .map_err(|e| IndexError::Corrupt(format!("{what}: {e}"))),
-        }
-    }
+    let (len, frame) = framed(bytes, what)?
+        .split_first_chunk::<4>()
+        .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated value")))?;
+    decompress_into(frame, u32::from_be_bytes(*len) as usize, buf)
+        .map_err(|e| IndexError::Corrupt(format!("{what}: {e}")))?;
+    Ok(buf)
 }
 
 /// The entries of a segment's postcard bytes, read in place: the count (varint), then for
@@ -399,14 +339,30 @@ thread_local! {
 }
 
 fn decompress(frame: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decompress_into(frame, len, &mut out)?;
+    Ok(out)
+}
+
+/// Decompresses `frame`, whose plain length is `len`, into `buf` (whatever it held).
+fn decompress_into(frame: &[u8], len: usize, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.clear();
+    buf.reserve(len);
     DECOMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         let d = match slot.as_mut() {
             Some(d) => d,
             None => slot.insert(zstd::bulk::Decompressor::new()?),
         };
-        d.decompress(frame, len)
-    })
+        d.decompress_to_buffer(frame, &mut *buf)
+    })?;
+    if buf.len() != len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} bytes decompressed, {len} stored", buf.len()),
+        ));
+    }
+    Ok(())
 }
 
 /// A database of segments.
@@ -518,28 +474,19 @@ impl Segments<'_> {
                 .map(|(_, u)| u);
             let held = |u: &crate::Uid| next.is_none_or(|n| u.get() < n);
             let what = format_args!("{} {m}/{first}", self.name);
-            let mut plain = Partial::of(v, &what, buf)?;
-            let corrupt = || IndexError::Corrupt(format!("{what}: truncated segment"));
-            let mut at = 0;
-            let count = take_varint(plain.upto(10, &what)?, &mut at).ok_or_else(corrupt)?;
-            // every asked UID this segment holds, both walks ascending, decoded no
-            // further than the last of them
-            for _ in 0..count {
+            let plain = plain_into(v, &what, buf)?;
+            // every asked UID this segment holds, both walks ascending
+            for entry in EntryIter::new(plain) {
                 if !uids.get(i).is_some_and(held) {
                     break;
                 }
-                let head = plain.upto(at.saturating_add(20), &what)?;
-                let entry = take_varint(head, &mut at)
-                    .and_then(|e| Some((u32::try_from(e).ok()?, take_varint(head, &mut at)?)));
-                let (entry, len) = entry.ok_or_else(corrupt)?;
-                let end = at.checked_add(len).ok_or_else(corrupt)?;
-                let data = plain.upto(end, &what)?.get(at..end).ok_or_else(corrupt)?;
-                at = end;
-                while uids.get(i).is_some_and(|u| u.get() < entry) {
+                let (at, data) = entry
+                    .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
+                while uids.get(i).is_some_and(|u| u.get() < at) {
                     i += 1;
                 }
-                if uids.get(i).is_some_and(|u| u.get() == entry) {
-                    if f(entry, data)?.is_break() {
+                if uids.get(i).is_some_and(|u| u.get() == at) {
+                    if f(at, data)?.is_break() {
                         return Ok(());
                     }
                     i += 1;
@@ -984,17 +931,16 @@ mod tests {
         let env = unsafe {
             heed::EnvOpenOptions::new()
                 .read_txn_without_tls()
-                .max_dbs(3)
+                .max_dbs(2)
                 .map_size(8 << 20)
                 .open(dir.path())
         }
         .unwrap();
-        // `z` compresses full segments, `b` too with a block per entry, `r` does not
-        let (z, b, r) = env
+        // `z` compresses full segments, `r` does not
+        let (z, r) = env
             .create_databases_and_commit(env.write_txn().unwrap(), |dbo, w| {
                 Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit((
                     dbo.create_database::<Bytes, Bytes>(w, Some("z"))?,
-                    dbo.create_database::<Bytes, Bytes>(w, Some("b"))?,
                     dbo.create_database::<Bytes, Bytes>(w, Some("r"))?,
                 )))
             })
@@ -1005,11 +951,6 @@ mod tests {
             name: "z",
             packing: Packing::Zstd(LISTING_LEVEL),
         };
-        let b = Segments {
-            db: b,
-            name: "b",
-            packing: Packing::ZstdBlocks(TEXT_LEVEL),
-        };
         let r = Segments {
             db: r,
             name: "r",
@@ -1019,7 +960,7 @@ mod tests {
         // delivered one at a time: two full segments, then eight of one message each
         for uid in 1..=40 {
             let mut w = env.write_txn().unwrap();
-            for col in [&z, &b, &r] {
+            for col in [&z, &r] {
                 col.put_many(&mut w, 1, vec![(uid, data(uid))]).unwrap();
             }
             w.commit().unwrap();
@@ -1038,14 +979,13 @@ mod tests {
         let mut want = vec![(ZSTD, SEG), (ZSTD, SEG)];
         want.extend([(RAW, 1); 8]);
         assert_eq!(kinds(&z), want);
-        assert_eq!(kinds(&b), want);
         want[..2].fill((RAW, SEG));
         assert_eq!(kinds(&r), want);
         // the tail a delivery merges holds the eight, not the full raw segments before
         assert_eq!(r.raw_tail(&t, 1).unwrap().len(), 8);
         // in place or decoded, compressed or not: the same entries, from the segment
         // holding the first UID asked for on
-        for col in [&z, &b, &r] {
+        for col in [&z, &r] {
             let mut seen = Vec::new();
             col.for_each_ref(&t, 1, 5..=37, |uid, d| {
                 seen.push((uid, d.to_vec()));
@@ -1074,13 +1014,13 @@ mod tests {
         // a message gone from the middle of a full segment: asked for, not found, and the
         // UIDs after it in that segment and the next still are
         let mut w = env.write_txn().unwrap();
-        for col in [&z, &b, &r] {
+        for col in [&z, &r] {
             assert!(col.remove(&mut w, 1, 20).unwrap());
         }
         w.commit().unwrap();
         let t = env.read_txn().unwrap();
         let asked: Vec<crate::Uid> = [19, 20, 21, 32, 33].into_iter().map(crate::Uid).collect();
-        for col in [&z, &b, &r] {
+        for col in [&z, &r] {
             let mut seen = Vec::new();
             col.for_uids(&t, 1, &asked, |uid, d| {
                 seen.push((uid, d.to_vec()));
