@@ -365,12 +365,12 @@ mod tests {
             }
             for w in words.windows(2) {
                 let ((ps, pe), (ns, ne)) = (w[0], w[1]);
-                if &b[pe..ns] != b" " {
+                if &b[pe..ns] != PAIR_SEP {
                     continue;
                 }
                 let tail = &b[ps.max(pe.saturating_sub(PAIR_EDGE))..pe];
                 let head = &b[ns..ne.min(ns + PAIR_EDGE)];
-                set_pair(pair_key(tail, b" ", head), &mut est);
+                set_pair(pair_key(tail, PAIR_SEP, head), &mut est);
             }
         }
         fold(&est)

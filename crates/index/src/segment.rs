@@ -244,18 +244,6 @@ fn plain_bytes(bytes: &[u8], what: &dyn std::fmt::Display) -> Result<Vec<u8>, In
     zstd_unframe(framed(bytes, what)?, what)
 }
 
-/// The postcard bytes of any stored segment: in place for a raw one, decompressed
-/// otherwise.
-fn plain_of<'v>(
-    bytes: &'v [u8],
-    what: &dyn std::fmt::Display,
-) -> Result<std::borrow::Cow<'v, [u8]>, IndexError> {
-    Ok(match bytes.split_first() {
-        Some((&RAW, rest)) => std::borrow::Cow::Borrowed(rest),
-        _ => std::borrow::Cow::Owned(plain_bytes(bytes, what)?),
-    })
-}
-
 /// The postcard bytes of any stored segment: in place for a raw one, decompressed into
 /// `buf` (whatever it held) otherwise.
 fn plain_into<'v>(
@@ -324,10 +312,21 @@ impl<'a> Iterator for EntryIter<'a> {
     }
 }
 
-/// The largest decoding buffer a thread keeps between sparse reads
-/// ([`Segments::for_uids`]): a fresh one of a segment's size cost a page fault per 4 KiB
+/// The largest decoding buffer a thread keeps between reads of segments in place
+/// ([`with_scratch`]): a fresh one of a segment's size cost a page fault per 4 KiB
 /// touched, a tenth of a phrase search (`perf record`).
 const SCRATCH_MAX: usize = 4 << 20;
+
+/// Calls `f` with the thread's decoding buffer ([`SCRATCH_MAX`]), kept for its next read.
+/// A read nested in `f` gets a buffer of its own.
+fn with_scratch<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    let mut buf = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    let out = f(&mut buf);
+    if buf.capacity() <= SCRATCH_MAX {
+        SCRATCH.with(|s| *s.borrow_mut() = buf);
+    }
+    out
+}
 
 thread_local! {
     /// The buffer of [`SCRATCH_MAX`].
@@ -434,13 +433,7 @@ impl Segments<'_> {
         uids: &[crate::Uid],
         mut f: impl FnMut(u32, &[u8]) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
-        // one buffer for the decoded segments, kept by the thread for its next read
-        let mut buf = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
-        let read = self.for_uids_in(txn, mailbox, uids, &mut buf, &mut f);
-        if buf.capacity() <= SCRATCH_MAX {
-            SCRATCH.with(|s| *s.borrow_mut() = buf);
-        }
-        read
+        with_scratch(|buf| self.for_uids_in(txn, mailbox, uids, buf, &mut f))
     }
 
     /// [`Segments::for_uids`], decoding into `buf`.
@@ -537,20 +530,21 @@ impl Segments<'_> {
             raw_msg_key(mailbox, *uids.end()),
         );
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
-        for item in self.db.range(txn, &range).map_err(lmdb)? {
-            let (k, v) = item.map_err(lmdb)?;
-            let first = raw_split_msg_key(k).map_or(0, |(_, u)| u);
-            let what = format_args!("{} {mailbox}/{first}", self.name);
-            let plain = plain_of(v, &what)?;
-            for entry in EntryIter::new(&plain) {
-                let (uid, data) = entry
-                    .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
-                if uids.contains(&uid) && f(uid, data)?.is_break() {
-                    return Ok(());
+        with_scratch(|buf| {
+            for item in self.db.range(txn, &range).map_err(lmdb)? {
+                let (k, v) = item.map_err(lmdb)?;
+                let first = raw_split_msg_key(k).map_or(0, |(_, u)| u);
+                let what = format_args!("{} {mailbox}/{first}", self.name);
+                for entry in EntryIter::new(plain_into(v, &what, buf)?) {
+                    let (uid, data) = entry
+                        .ok_or_else(|| IndexError::Corrupt(format!("{what}: truncated segment")))?;
+                    if uids.contains(&uid) && f(uid, data)?.is_break() {
+                        return Ok(());
+                    }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Stores many (uid, data), each segment touched being read and written once: a batch
