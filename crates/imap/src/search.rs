@@ -227,6 +227,9 @@ impl Stage {
 pub struct Needs {
     /// [`Stage::State`].
     pub state: bool,
+    /// Of the state, more than the flags, keywords and modseq (which the store's flags
+    /// column gives alone): sizes or dates.
+    pub state_beyond_flags: bool,
     /// [`Stage::Search`].
     pub search: bool,
     /// [`Stage::Hot`].
@@ -240,6 +243,7 @@ pub struct Needs {
 impl Needs {
     fn add(&mut self, other: Needs) {
         self.state |= other.state;
+        self.state_beyond_flags |= other.state_beyond_flags;
         self.search |= other.search;
         self.hot |= other.hot;
         self.headers |= other.headers;
@@ -306,6 +310,12 @@ pub fn prepare(keys: &mut [SearchKey]) {
 
 /// True when `key` (not NOT/OR/AND) is decided by [`Candidate::state`].
 fn on_state(key: &SearchKey) -> bool {
+    on_flags(key) || on_sizes_or_dates(key)
+}
+
+/// True when `key` reads no more of [`Candidate::state`] than its flags, keywords and
+/// modseq ([`maildex_store::records::FlagState`]).
+fn on_flags(key: &SearchKey) -> bool {
     use SearchKey as K;
     matches!(
         key,
@@ -322,14 +332,22 @@ fn on_state(key: &SearchKey) -> bool {
             | K::New
             | K::Keyword(_)
             | K::Unkeyword(_)
-            | K::Larger(_)
+            | K::ModSeq(_)
+    )
+}
+
+/// True when `key` reads the sizes or dates of [`Candidate::state`].
+fn on_sizes_or_dates(key: &SearchKey) -> bool {
+    use SearchKey as K;
+    matches!(
+        key,
+        K::Larger(_)
             | K::Smaller(_)
             | K::Before(_)
             | K::On(_)
             | K::Since(_)
             | K::Older(_)
             | K::Younger(_)
-            | K::ModSeq(_)
     )
 }
 
@@ -460,7 +478,10 @@ fn key_needs(key: &SearchKey) -> Needs {
             }
         }
         K::Body(_) | K::Text(_) => n.body = true,
-        k if on_state(k) => n.state = true,
+        k if on_state(k) => {
+            n.state = true;
+            n.state_beyond_flags = on_sizes_or_dates(k);
+        }
         K::Not(k) => n = key_needs(k),
         K::Or(a, b) => {
             n = key_needs(a);

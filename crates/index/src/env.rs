@@ -48,6 +48,9 @@ impl Default for OpenOptions {
     }
 }
 
+/// Named databases an env may hold: the sixteen of [`Dbs`] and room for more.
+const MAX_DBS: u32 = 24;
+
 /// The typed databases of one environment.
 pub struct Dbs<'e> {
     /// `meta`: schema version and counters.
@@ -58,6 +61,9 @@ pub struct Dbs<'e> {
     pub mailboxes: Database<'e, U32<BigEndian>, Bytes>,
     /// `messages`: (mailbox, uid) -> [`schema::MessageState`].
     pub messages: Database<'e, Bytes, Bytes>,
+    /// `flags`: segments of each message's flags, keywords and modseq
+    /// ([`crate::flag_column`]).
+    pub flags: Database<'e, Bytes, Bytes>,
     /// `cache-hot`: segments of hot header fields.
     pub cache_hot: Database<'e, Bytes, Bytes>,
     /// `cache-envelope`: segments of ENVELOPEs.
@@ -122,6 +128,9 @@ impl<'e> Dbs<'e> {
                 packing: Packing::Raw,
             },
         }
+    }
+    pub(crate) fn flag_column(&self) -> crate::flag_column::FlagColumn<'e> {
+        crate::flag_column::FlagColumn { db: self.flags }
     }
     pub(crate) fn words(&self) -> crate::words::Words<'e> {
         crate::words::Words { db: self.fts_words }
@@ -265,7 +274,7 @@ impl Index {
             .unwrap_or(0);
         let mut env_opts = EnvOpenOptions::new().read_txn_without_tls();
         env_opts.map_size(page_round(opts.map_size.max(existing * 2).max(1 << 20)));
-        env_opts.max_dbs(16);
+        env_opts.max_dbs(MAX_DBS);
         env_opts.max_readers(1024);
         if opts.durable {
             // The index is not where mail is made durable: a delivery's file, folder and
@@ -297,6 +306,7 @@ impl Index {
                     let names = dbo.create_database(wtxn, Some(schema::DB_MAILBOX_NAMES))?;
                     let boxes = dbo.create_database(wtxn, Some(schema::DB_MAILBOXES))?;
                     let msgs = dbo.create_database(wtxn, Some(schema::DB_MESSAGES))?;
+                    let flags = dbo.create_database(wtxn, Some(schema::DB_FLAGS))?;
                     let hot = dbo.create_database(wtxn, Some(schema::DB_CACHE_HOT))?;
                     let env = dbo.create_database(wtxn, Some(schema::DB_CACHE_ENVELOPE))?;
                     let st = dbo.create_database(wtxn, Some(schema::DB_CACHE_STRUCTURE))?;
@@ -312,14 +322,14 @@ impl Index {
                         meta,
                         names,
                         boxes,
-                        msgs,
+                        (msgs, flags),
                         (hot, env, st, sort, search, (text, sig, words)),
                         (hdrs, changes, expunged),
                     )))
                 })
                 .map_err(|e| IndexError::lmdb(dir, e))?
                 .unwrap_commit();
-            let (meta, mailbox_names, mailboxes, messages, cache, log) = dbs;
+            let (meta, mailbox_names, mailboxes, (messages, flags), cache, log) = dbs;
             let (cache_hot, cache_envelope, cache_structure, cache_sort, cache_search, fts) = cache;
             let (fts_text, fts_sig, fts_words) = fts;
             let (headers, changes, expunged) = log;
@@ -328,6 +338,7 @@ impl Index {
                 mailbox_names,
                 mailboxes,
                 messages,
+                flags,
                 cache_hot,
                 cache_envelope,
                 cache_structure,
@@ -362,6 +373,8 @@ impl Index {
         let found = self.read(|r| r.schema_version())?;
         match found {
             Some(v) if v == SCHEMA_VERSION => Ok(()),
+            // version 11 lacks only the flags column, which its states give
+            Some(11) => self.write(|w| w.add_flag_column()),
             Some(v) => Err(IndexError::SchemaMismatch {
                 path: self.path.clone(),
                 found: v,
@@ -542,7 +555,7 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
     {
         let mut opts = EnvOpenOptions::new().read_txn_without_tls();
         opts.map_size(page_round((before as usize).max(1 << 20)));
-        opts.max_dbs(16);
+        opts.max_dbs(MAX_DBS);
         // SAFETY: we hold the exclusive open lock, so no maildex process has this env open.
         let env = unsafe { opts.open(dir) }.map_err(|e| IndexError::lmdb(dir, e))?;
         env.copy_to_path(&tmp, heed::CompactionOption::Enabled)

@@ -14,6 +14,7 @@ pub mod changes;
 mod columns;
 pub mod dump;
 mod env;
+mod flag_column;
 mod fresh;
 mod fts;
 mod ids;
@@ -32,6 +33,7 @@ pub use env::{
     compact, keep_large_allocations_lazy, lock_exclusive, page_size, CommitListener, Index,
     OpenOptions, DATA_FILE, LOCK_FILE, OPEN_LOCK_FILE,
 };
+pub use flag_column::FlagState;
 pub use fresh::PENDING_FILE;
 pub use fts::{signature, SigProbe, TextRecord, TextRecordRef};
 pub use ids::{MailboxId, ModSeq, Uid};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{IndexError, MailboxId, ModSeq, Uid};
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
-pub const SCHEMA_VERSION: u32 = 11;
+pub const SCHEMA_VERSION: u32 = 12;
 
 /// `meta`: string keys to small values (schema version, id counters).
 pub const DB_META: &str = "meta";
@@ -18,6 +18,10 @@ pub const DB_MAILBOX_NAMES: &str = "mailbox-names";
 pub const DB_MAILBOXES: &str = "mailboxes";
 /// `messages`: [`msg_key`] to a postcard [`MessageState`] (what changes: flags, name, modseq).
 pub const DB_MESSAGES: &str = "messages";
+/// `flags`: segments of each message's flags, keywords and modseq, repeated from its
+/// [`MessageState`] in the same transaction ([`crate::flag_column`]): what SEARCH of flags
+/// and SELECT's first unseen message walk.
+pub const DB_FLAGS: &str = "flags";
 /// `cache-hot`: segments (see [`crate::segment`]) of [`Cached::hot_headers`], raw. The
 /// three `cache-*` databases are the columns of [`Cached`]: what a listing fetches,
 /// immutable once written, kept apart so that a listing decompresses only what it sends.
@@ -457,7 +461,7 @@ fn list_end(bytes: &[u8], at: &mut usize) -> Option<()> {
 }
 
 /// The LEB128 varint at `bytes[*at..]`, moving `at` past it.
-fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+pub(crate) fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let b = *bytes.get(*at)?;
@@ -468,6 +472,15 @@ fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
         }
     }
     None
+}
+
+/// Appends `n` as a LEB128 varint (what [`varint`] reads).
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
 }
 
 /// The address and subject lists before [`SearchFields::headers`].

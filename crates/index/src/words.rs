@@ -307,12 +307,7 @@ fn split_key(key: &[u8], head: usize) -> Option<(&[u8], u32)> {
 
 /// Appends `uid`'s varint distance from `prev`.
 fn push_delta(out: &mut Vec<u8>, prev: u32, uid: u32) {
-    let mut d = uid - prev;
-    while d >= 0x80 {
-        out.push((d as u8) | 0x80);
-        d >>= 7;
-    }
-    out.push(d as u8);
+    crate::schema::put_varint(out, u64::from(uid - prev));
 }
 
 /// Calls `f` with each UID of a stored list, ascending; stops at a byte that does not

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use maildex_index::{
-    compact, flag, Cached, CommitListener, Index, IndexError, MailboxId, MessageRecord,
+    compact, flag, Cached, CommitListener, FlagState, Index, IndexError, MailboxId, MessageRecord,
     MessageState, OpenOptions, Uid,
 };
 
@@ -72,6 +72,8 @@ fn counters_follow_every_change() {
     // renamed by the 5th, and the 6th (the removal) is the mailbox's highest
     assert_eq!(msgs[0].1.state.modseq, msgs[1].1.state.modseq.next());
     assert_eq!(mbox.highest_modseq, msgs[0].1.state.modseq.next());
+
+    assert_column_follows_states(&index, id);
 
     let claimed = index.write(move |w| w.claim_recent(id)).unwrap();
     assert_eq!(claimed, Uid(1)..Uid(6));
@@ -416,6 +418,120 @@ fn an_env_of_another_schema_version_is_refused() {
         Err(other) => panic!("unexpected error {other}"),
         Ok(_) => panic!("opened a foreign schema"),
     }
+}
+
+/// The flags column holds exactly each record's flags, keywords and modseq.
+fn assert_column_follows_states(index: &Index, id: MailboxId) {
+    let (states, column) = index
+        .read(|r| {
+            let mut column = Vec::new();
+            r.for_each_flags(id, Uid::MIN..=Uid::MAX, |uid, f| {
+                column.push((uid, f));
+                Ok(std::ops::ControlFlow::Continue(()))
+            })?;
+            Ok((r.states(id)?, column))
+        })
+        .unwrap();
+    let want: Vec<_> = states.iter().map(|(u, s)| (*u, FlagState::of(s))).collect();
+    assert_eq!(column, want);
+}
+
+#[test]
+fn the_flags_column_follows_batches_flag_changes_expunges_and_clearing() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let (a, b) = index
+        .write(|w| {
+            let a = w.create_mailbox("INBOX", 1)?;
+            let b = w.create_mailbox("Archive", 2)?;
+            // a batch out of UID order, with a UID given twice (the later record wins)
+            let batch = (1..=600u32)
+                .rev()
+                .map(|u| (Uid(u), msg((u % 7) as u8, 10, 0), Vec::new()))
+                .chain([(Uid(3), msg(flag::FLAGGED, 10, 0), Vec::new())])
+                .collect();
+            w.insert_messages(a, batch)?;
+            w.insert_message(b, Uid(9), msg(0, 1, 0), Vec::new())?;
+            Ok((a, b))
+        })
+        .unwrap();
+    assert_column_follows_states(&index, a);
+    index
+        .write(move |w| {
+            for u in (1..=600).step_by(5) {
+                w.update_message(a, Uid(u), flag::SEEN, 1 << (u % 26), "n:2,S", false)?;
+            }
+            // a rename alone keeps the modseq, and the column's entry with it
+            w.update_message(a, Uid(2), 2, 0, "renamed", true)?;
+            for u in (1..=600).step_by(3) {
+                w.remove_message(a, Uid(u))?;
+            }
+            // filling a gap below the last UID
+            w.insert_message(a, Uid(4), msg(flag::DRAFT, 1, 0), Vec::new())?;
+            Ok(())
+        })
+        .unwrap();
+    assert_column_follows_states(&index, a);
+    assert_column_follows_states(&index, b);
+    index.write(move |w| w.clear_messages(a)).unwrap();
+    assert_column_follows_states(&index, a);
+    assert_column_follows_states(&index, b);
+}
+
+#[test]
+fn an_env_of_version_11_gains_the_flags_column_from_its_states() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    let (a, b) = index
+        .write(|w| {
+            let a = w.create_mailbox("INBOX", 1)?;
+            let b = w.create_mailbox("Sent", 2)?;
+            for u in 1..=300 {
+                w.insert_message(a, Uid(u), msg((u % 3) as u8, 1, 0), Vec::new())?;
+            }
+            w.insert_message(b, Uid(7), msg(flag::SEEN, 1, 0), Vec::new())?;
+            w.update_message(a, Uid(5), flag::FLAGGED, 3, "f:2,F", false)?;
+            Ok((a, b))
+        })
+        .unwrap();
+    drop(index);
+    {
+        // what version 11 left: no flags column, its version in `meta`
+        let env = unsafe {
+            heed::EnvOpenOptions::new()
+                .max_dbs(24)
+                .open(dir.path())
+                .unwrap()
+        };
+        let wtxn = env.write_txn().unwrap();
+        let (meta, flags): (
+            heed::Database<heed::types::Str, heed::types::Bytes>,
+            heed::Database<heed::types::Bytes, heed::types::Bytes>,
+        ) = env
+            .create_databases_and_commit(wtxn, |dbo, wtxn| {
+                Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit((
+                    dbo.create_database(wtxn, Some("meta"))?,
+                    dbo.create_database(wtxn, Some("flags"))?,
+                )))
+            })
+            .unwrap()
+            .unwrap_commit();
+        let mut wtxn = env.write_txn().unwrap();
+        flags.clear(&mut wtxn).unwrap();
+        meta.put(&mut wtxn, "schema-version", &11u32.to_be_bytes())
+            .unwrap();
+        wtxn.commit().unwrap();
+        env.prepare_for_closing().wait();
+    }
+    let index = Index::open(dir.path(), &opts()).unwrap();
+    assert_eq!(
+        index.read(|r| r.schema_version()).unwrap(),
+        Some(maildex_index::schema::SCHEMA_VERSION)
+    );
+    assert_column_follows_states(&index, a);
+    assert_column_follows_states(&index, b);
+    let five = index.read(|r| r.flags_of(a, Uid(5))).unwrap().unwrap();
+    assert_eq!((five.flags, five.keywords), (flag::FLAGGED, 3));
 }
 
 #[test]

@@ -262,6 +262,9 @@ pub fn check(c: &CheckArgs) -> Result<ExitCode> {
                 maildex_store::Difference::Text { mailbox, uid, .. } if c.repair => {
                     store.repair_text(mailbox, *uid)?
                 }
+                maildex_store::Difference::FlagColumn { mailbox, uid } if c.repair => {
+                    store.repair_flag_column(mailbox, *uid)?
+                }
                 _ => false,
             };
             if repaired {

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use maildex_index::{Counts, MessageState};
+use maildex_index::{Counts, FlagState, MessageState};
 use maildex_maildir::filename::base_of;
 use maildex_maildir::{folder, scan, Sub, Uidlist};
 
@@ -82,6 +82,10 @@ pub enum Difference {
     /// (written after the listing records by the daemon's background indexer, a SEARCH
     /// or `index rebuild`; [`UserStore::pending_texts`] counts them).
     Text { mailbox: String, uid: Uid },
+    /// The index's flags column (what SEARCH of flags reads) disagrees with the message's
+    /// record, or holds a message the records lack; `index check --repair` rewrites it
+    /// from the record.
+    FlagColumn { mailbox: String, uid: Uid },
     /// The stored counters differ from the records.
     Counts {
         mailbox: String,
@@ -129,6 +133,10 @@ impl fmt::Display for Difference {
             FileGone { mailbox, uid, file } => {
                 write!(f, "{mailbox}: UID {uid} is indexed but {file} is gone")
             }
+            FlagColumn { mailbox, uid } => write!(
+                f,
+                "{mailbox}: UID {uid}: the index's flags column disagrees with its record"
+            ),
             UidMismatch {
                 mailbox,
                 file,
@@ -204,7 +212,37 @@ fn recount(heads: &[(Uid, MessageState)], first_recent_uid: Uid) -> Counts {
     c
 }
 
+/// The UIDs whose entry in the flags column is not what their record gives (missing,
+/// different, or there without a record). Both lists in UID order.
+fn column_drift<'a>(
+    heads: &'a [(Uid, MessageState)],
+    column: &'a [(Uid, FlagState)],
+) -> impl Iterator<Item = Uid> + 'a {
+    let want: HashMap<Uid, FlagState> = heads.iter().map(|(u, h)| (*u, FlagState::of(h))).collect();
+    let have: HashMap<Uid, FlagState> = column.iter().copied().collect();
+    let mut uids: Vec<Uid> = want
+        .iter()
+        .filter(|(u, f)| have.get(u) != Some(f))
+        .map(|(u, _)| *u)
+        .chain(have.keys().filter(|u| !want.contains_key(u)).copied())
+        .collect();
+    uids.sort_unstable();
+    uids.into_iter()
+}
+
 impl UserStore {
+    /// Rewrites the flags-column entry of message `uid` of `mailbox` from its record, or
+    /// removes it when the message has no record (`index check --repair`). False when
+    /// the mailbox is not indexed.
+    pub fn repair_flag_column(&self, mailbox: &str, uid: Uid) -> Result<bool, StoreError> {
+        let Some((id, _)) = self.indexed_mailbox(mailbox)? else {
+            return Ok(false);
+        };
+        self.index
+            .write_retrying(move |w| w.rewrite_flag_entry(id, uid))?;
+        Ok(true)
+    }
+
     /// Every difference between the index and the Maildir (empty when they agree).
     pub fn check(&self) -> Result<Vec<Difference>, StoreError> {
         let folders = folder::list_folders(&self.root)?;
@@ -232,8 +270,21 @@ impl UserStore {
             out.push(Difference::MailboxNotIndexed(name.to_string()));
             return Ok(());
         };
-        let heads = self.index.read(|r| r.states(id))?;
+        let (heads, column) = self.index.read(|r| {
+            let mut column = Vec::new();
+            r.for_each_flags(id, Uid::MIN..=Uid::MAX, |uid, f| {
+                column.push((uid, f));
+                Ok(std::ops::ControlFlow::Continue(()))
+            })?;
+            Ok((r.states(id)?, column))
+        })?;
         let mb = name.to_string();
+        out.extend(
+            column_drift(&heads, &column).map(|uid| Difference::FlagColumn {
+                mailbox: mb.clone(),
+                uid,
+            }),
+        );
         let actual = recount(&heads, m.first_recent_uid);
         if actual != m.counts {
             out.push(Difference::Counts {

@@ -69,9 +69,9 @@ pub use maildex_index::{ChangeSet, MailboxId, ModSeq, Uid};
 /// does not depend on the index crate (it reaches mail only through the store).
 pub mod records {
     pub use maildex_index::{
-        flag, Built, Cached, CachedFields, Fts, MailboxRecord, MessageState, PartKindRecord,
-        PartRecord, SearchField, SearchFields, SearchView, SortKeys, SortNeed, HOT_HEADERS,
-        SEARCH_HEADERS,
+        flag, Built, Cached, CachedFields, FlagState, Fts, MailboxRecord, MessageState,
+        PartKindRecord, PartRecord, SearchField, SearchFields, SearchView, SortKeys, SortNeed,
+        HOT_HEADERS, SEARCH_HEADERS,
     };
 }
 pub use maildex_maildir::{mutf7, Flags};

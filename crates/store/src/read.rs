@@ -14,8 +14,8 @@ use std::ops::{ControlFlow, Range};
 use std::path::{Path, PathBuf};
 
 use maildex_index::{
-    Cached, CachedFields, ChangeSet, IndexError, MailboxRecord, MessageState, Reader, SortKeys,
-    SortNeed,
+    Cached, CachedFields, ChangeSet, FlagState, IndexError, MailboxRecord, MessageState, Reader,
+    SortKeys, SortNeed,
 };
 
 use crate::{MailboxId, ModSeq, StoreError, Uid, UserStore};
@@ -413,6 +413,45 @@ impl UserStore {
         })?)
     }
 
+    /// Calls `f` with the position in `uids` (ascending) and the flags, keywords and
+    /// modseq of each of those messages of `mailbox`, from the index's flags column, in
+    /// one read transaction: what SEARCH reads when its keys ask for no more of a
+    /// message's state (`UNSEEN`, `FLAGGED`, `KEYWORD`, `MODSEQ`...), and the hits' modseqs.
+    /// A UID that is gone is skipped.
+    pub fn visit_flags(
+        &self,
+        mailbox: &Mailbox,
+        uids: &[Uid],
+        mut f: impl FnMut(usize, FlagState),
+    ) -> Result<(), StoreError> {
+        let (Some(&first), Some(&last)) = (uids.first(), uids.last()) else {
+            return Ok(());
+        };
+        let id = mailbox.id;
+        Ok(self.index.read(|r| {
+            if walk_whole_range(first, last, uids.len()) {
+                // both in UID order: the asked UIDs are met by one moving position
+                let mut i = 0;
+                r.for_each_flags(id, first..=last, |uid, st| {
+                    while uids.get(i).is_some_and(|&u| u < uid) {
+                        i += 1;
+                    }
+                    if uids.get(i) == Some(&uid) {
+                        f(i, st);
+                    }
+                    Ok(ControlFlow::Continue(()))
+                })
+            } else {
+                for (i, &uid) in uids.iter().enumerate() {
+                    if let Some(st) = r.flags_of(id, uid)? {
+                        f(i, st);
+                    }
+                }
+                Ok(())
+            }
+        })?)
+    }
+
     /// Calls `f` with the position in `uids` (ascending) and the stored search fields of
     /// each of those messages of `mailbox` ([`maildex_index::SearchView::parse`] reads
     /// them), in one read transaction, read in place: SEARCH FROM/TO/CC/BCC/SUBJECT and
@@ -568,7 +607,7 @@ fn read_snapshot(
     };
     let mut first_unseen_uid = None;
     if req.first_unseen && m.counts.unseen > 0 {
-        r.for_each_state(id, Uid::MIN..=Uid::MAX, |uid, st| {
+        r.for_each_flags(id, Uid::MIN..=Uid::MAX, |uid, st| {
             if st.is_unseen() {
                 first_unseen_uid = Some(uid);
                 return Ok(ControlFlow::Break(()));

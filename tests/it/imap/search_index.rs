@@ -473,3 +473,93 @@ fn header_searches_open_no_message_file() {
     // nor does a BODY search (issue 18 #2: it compares the text stored at indexing)
     assert!(!uids(&mut c, body).is_empty());
 }
+
+/// Searches of flags, keywords and MODSEQ read the index's flags column (no state record,
+/// no file): after STOREs that add and remove flags and a keyword, an EXPUNGE, and a
+/// rename of a message file by another tool, their answers equal what the file names on
+/// disk say, and `MODSEQ` finds exactly the messages changed since.
+#[test]
+fn flag_searches_follow_stores_expunges_and_another_tools_rename() {
+    let (s, mut c) = server_with_corpus();
+    c.ok("UID STORE 1:20 +FLAGS (\\Flagged $Work)");
+    c.ok("UID STORE 5:8 -FLAGS (\\Seen \\Flagged)");
+    c.ok("UID STORE 9 -FLAGS ($Work)");
+    c.ok("UID STORE 30:35 +FLAGS (\\Deleted)");
+    c.ok("EXPUNGE");
+    // another tool answers a message by renaming its file in cur/
+    let last = s
+        .files("alice", "INBOX")
+        .into_iter()
+        .rfind(|p| p.parent().is_some_and(|d| d.ends_with("cur")))
+        .unwrap();
+    let name = last.file_name().unwrap().to_str().unwrap().to_string();
+    let (base, info) = name.rsplit_once(":2,").unwrap();
+    let mut letters: Vec<char> = info.chars().chain(['R']).collect();
+    letters.sort_unstable();
+    letters.dedup();
+    let renamed: String = letters.into_iter().collect();
+    std::fs::rename(&last, last.with_file_name(format!("{base}:2,{renamed}"))).unwrap();
+    // a new session syncs the folder, and changes one more range
+    let mut d = s.select("alice", "INBOX");
+    d.ok("UID STORE 41:45 +FLAGS.SILENT (\\Answered)");
+    let msgs = scan_messages(&s);
+    let with = |letter: char| -> Vec<u32> {
+        msgs.iter()
+            .filter(|m| m.flags.contains(letter))
+            .map(|m| m.uid)
+            .collect()
+    };
+    let without = |letter: char| -> Vec<u32> {
+        msgs.iter()
+            .filter(|m| !m.flags.contains(letter))
+            .map(|m| m.uid)
+            .collect()
+    };
+    let both =
+        |a: Vec<u32>, b: &[u32]| -> Vec<u32> { a.into_iter().filter(|u| b.contains(u)).collect() };
+    // the keyword is the mailbox's first: Maildir letter `a`
+    let cases: Vec<(&str, Vec<u32>)> = vec![
+        ("UNSEEN", without('S')),
+        ("FLAGGED", with('F')),
+        ("UNSEEN FLAGGED", both(without('S'), &with('F'))),
+        ("ANSWERED", with('R')),
+        ("KEYWORD $Work", with('a')),
+        ("UNKEYWORD $Work", without('a')),
+        ("OR ANSWERED NOT FLAGGED", {
+            let mut v = with('R');
+            v.extend(without('F'));
+            v.sort_unstable();
+            v.dedup();
+            v
+        }),
+        ("DELETED", Vec::new()),
+    ];
+    assert!(
+        with('F').len() >= 10 && with('a').len() == 19,
+        "{:?}",
+        msgs.len()
+    );
+    // the renamed message, answered by no STORE, is among the answered ones
+    let tool_uid = s
+        .indexed_files("alice", "INBOX")
+        .into_iter()
+        .find(|(_, n)| n.starts_with(base))
+        .map(|(u, _)| u)
+        .unwrap();
+    assert!(!(41..=45).contains(&tool_uid) && with('R').contains(&tool_uid));
+    for (keys, want) in cases {
+        assert_eq!(uids(&mut d, &format!("UID SEARCH {keys}")), want, "{keys}");
+    }
+    // MODSEQ: the messages changed by the last STORE, and none before it
+    let r = d.ok("UID FETCH 41:45 (MODSEQ)");
+    let lowest: u64 = r
+        .lines("* ")
+        .iter()
+        .filter_map(|l| l.split("MODSEQ (").nth(1)?.split(')').next()?.parse().ok())
+        .min()
+        .unwrap();
+    assert_eq!(
+        uids(&mut d, &format!("UID SEARCH MODSEQ {lowest}")),
+        vec![41, 42, 43, 44, 45]
+    );
+}

@@ -10,6 +10,7 @@ mod cached_headers;
 mod concurrent_stores;
 mod deliver;
 mod dovecot_maildir;
+mod flag_column;
 mod full_disk;
 mod races;
 mod sort_keys;

@@ -1,0 +1,202 @@
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use heed::types::Bytes;
+use proptest::prelude::*;
+
+use super::*;
+
+fn scratch() -> (tempfile::TempDir, heed::Env<WithoutTls>) {
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: a fresh folder of this test's own, opened once
+    let env = unsafe {
+        heed::EnvOpenOptions::new()
+            .read_txn_without_tls()
+            .max_dbs(1)
+            .map_size(64 << 20)
+            .open(dir.path())
+    }
+    .unwrap();
+    (dir, env)
+}
+
+fn column(env: &heed::Env<WithoutTls>) -> FlagColumn<'_> {
+    let db = env
+        .create_databases_and_commit(env.write_txn().unwrap(), |dbo, w| {
+            Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit(
+                dbo.create_database::<Bytes, Bytes>(w, Some("flags"))?,
+            ))
+        })
+        .unwrap()
+        .unwrap_commit();
+    FlagColumn { db }
+}
+
+fn st(flags: u8, keywords: u32, modseq: u64) -> FlagState {
+    FlagState {
+        flags,
+        keywords,
+        modseq: ModSeq(modseq),
+    }
+}
+
+fn all(env: &heed::Env<WithoutTls>, col: &FlagColumn, mailbox: u32) -> Vec<(u32, FlagState)> {
+    let r = env.read_txn().unwrap();
+    let mut out = Vec::new();
+    col.for_each(&r, mailbox, 1..=u32::MAX, |u, s| {
+        out.push((u, s));
+        Ok(ControlFlow::Continue(()))
+    })
+    .unwrap();
+    out
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Stores these (UID, flags, keywords, modseq), sorted and deduplicated first.
+    Put(Vec<(u32, u8, u32, u64)>),
+    Remove(u32),
+    Clear,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    // UIDs from a small range so that puts land in, between and after segments
+    let entry = (1u32..3000, any::<u8>(), any::<u32>(), 1u64..1 << 60);
+    prop_oneof![
+        6 => prop::collection::vec(entry, 1..400).prop_map(Op::Put),
+        3 => (1u32..3000).prop_map(Op::Remove),
+        1 => Just(Op::Clear),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Whatever the order of puts, removals and clearings, the column reads back what a
+    /// map given the same operations holds, over the whole mailbox and over any range, a
+    /// neighbouring mailbox is never touched, and no value outgrows a leaf page's half.
+    #[test]
+    fn the_column_reads_back_what_was_stored(ops in prop::collection::vec(op(), 1..40),
+                                              lo in 1u32..3000, len in 0u32..3000) {
+        let (_d, env) = scratch();
+        let col = column(&env);
+        let mut model: BTreeMap<u32, FlagState> = BTreeMap::new();
+        // mailbox 7's neighbours hold one entry each
+        let mut w = env.write_txn().unwrap();
+        col.put_many(&mut w, 6, &[(u32::MAX, st(1, 1, 1))]).unwrap();
+        col.put_many(&mut w, 8, &[(1, st(2, 2, 2))]).unwrap();
+        w.commit().unwrap();
+        for op in ops {
+            let mut w = env.write_txn().unwrap();
+            match op {
+                Op::Put(mut es) => {
+                    es.sort_by_key(|e| e.0);
+                    es.dedup_by_key(|e| e.0);
+                    let es: Vec<_> = es.into_iter().map(|(u, f, k, m)| (u, st(f, k, m))).collect();
+                    col.put_many(&mut w, 7, &es).unwrap();
+                    model.extend(es);
+                }
+                Op::Remove(uid) => {
+                    let was = col.remove(&mut w, 7, uid).unwrap();
+                    prop_assert_eq!(was, model.remove(&uid).is_some());
+                }
+                Op::Clear => {
+                    col.clear(&mut w, 7).unwrap();
+                    model.clear();
+                }
+            }
+            w.commit().unwrap();
+        }
+        let want: Vec<_> = model.iter().map(|(&u, &s)| (u, s)).collect();
+        prop_assert_eq!(all(&env, &col, 7), want);
+        let hi = lo.saturating_add(len);
+        let r = env.read_txn().unwrap();
+        let mut got = Vec::new();
+        col.for_each(&r, 7, lo..=hi, |u, s| { got.push((u, s)); Ok(ControlFlow::Continue(())) }).unwrap();
+        let want: Vec<_> = model.range(lo..=hi).map(|(&u, &s)| (u, s)).collect();
+        prop_assert_eq!(got, want);
+        for uid in [lo, hi, 1, 2999] {
+            prop_assert_eq!(col.get(&r, 7, uid).unwrap(), model.get(&uid).copied());
+        }
+        prop_assert_eq!(all(&env, &col, 6), vec![(u32::MAX, st(1, 1, 1))]);
+        prop_assert_eq!(all(&env, &col, 8), vec![(1, st(2, 2, 2))]);
+        for item in col.db.iter(&r).unwrap() {
+            let (_, v) = item.unwrap();
+            prop_assert!(v.len() <= 2 * SEG_BYTES + 64, "a value of {} bytes", v.len());
+        }
+    }
+}
+
+#[test]
+fn deliveries_one_at_a_time_fill_segments_and_start_new_ones() {
+    let (_d, env) = scratch();
+    let col = column(&env);
+    for uid in 1..=1000u32 {
+        let mut w = env.write_txn().unwrap();
+        let modseq = 1_764_000_000_000_000 + u64::from(uid);
+        col.put_many(&mut w, 1, &[(uid, st(0, 0, modseq))]).unwrap();
+        w.commit().unwrap();
+    }
+    let r = env.read_txn().unwrap();
+    let segments = col.db.len(&r).unwrap();
+    // 128 entries a segment (6 bytes each at most here)
+    assert_eq!(segments, 8, "1,000 UIDs in {segments} segments");
+    let mut total = 0;
+    for item in col.db.iter(&r).unwrap() {
+        total += item.unwrap().1.len();
+    }
+    // a modseq's distance from the segment's lowest, not the modseq itself
+    assert!(total < 1000 * 6, "{total} bytes for 1,000 entries");
+    drop(r);
+    // a flag change is found where it was put, and stops a walk that breaks there
+    let mut w = env.write_txn().unwrap();
+    col.put_many(
+        &mut w,
+        1,
+        &[(500, st(flag_seen(), 3, 9_000_000_000_000_000))],
+    )
+    .unwrap();
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    assert_eq!(
+        col.get(&r, 1, 500).unwrap(),
+        Some(st(flag_seen(), 3, 9_000_000_000_000_000))
+    );
+    let mut seen = None;
+    col.for_each(&r, 1, 1..=u32::MAX, |u, s| {
+        if s.flags != 0 {
+            seen = Some(u);
+            return Ok(ControlFlow::Break(()));
+        }
+        Ok(ControlFlow::Continue(()))
+    })
+    .unwrap();
+    assert_eq!(seen, Some(500));
+}
+
+fn flag_seen() -> u8 {
+    crate::flag::SEEN
+}
+
+#[test]
+fn a_damaged_value_is_an_error_not_a_wrong_answer() {
+    let (_d, env) = scratch();
+    let col = column(&env);
+    let mut w = env.write_txn().unwrap();
+    col.put_many(&mut w, 1, &[(1, st(1, 0, 5)), (2, st(0, 0, 6))])
+        .unwrap();
+    let key = raw_msg_key(1, 1);
+    let good = col.db.get(&w, &key[..]).unwrap().unwrap().to_vec();
+    // cut inside the second entry; then a second entry at distance 0 (not ascending)
+    let mut repeated = good.clone();
+    repeated[good.len() - 4] = 0;
+    for bad in [good[..good.len() - 1].to_vec(), repeated] {
+        col.db.put(&mut w, &key[..], &bad).unwrap();
+        w.commit().unwrap();
+        let r = env.read_txn().unwrap();
+        let res = col.for_each(&r, 1, 1..=10, |_, _| Ok(ControlFlow::Continue(())));
+        assert!(matches!(res, Err(IndexError::Corrupt(_))), "{res:?}");
+        drop(r);
+        w = env.write_txn().unwrap();
+    }
+}
