@@ -213,7 +213,7 @@ fn recount(heads: &[(Uid, MessageState)], first_recent_uid: Uid) -> Counts {
 }
 
 /// The UIDs whose entry in the flags column is not what their record gives (missing,
-/// different, or there without a record). Both lists in UID order.
+/// different, or there without a record), ascending.
 fn column_drift<'a>(
     heads: &'a [(Uid, MessageState)],
     column: &'a [(Uid, FlagState)],
