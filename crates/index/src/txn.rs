@@ -167,6 +167,16 @@ impl<'t> Reader<'t> {
         )
     }
 
+    /// The flags column's entries of every message of `mailbox`, in UID order.
+    pub fn flags(&self, mailbox: MailboxId) -> Result<Vec<(Uid, FlagState)>, IndexError> {
+        let mut out = Vec::new();
+        self.for_each_flags(mailbox, Uid::MIN..=Uid::MAX, |uid, f| {
+            out.push((uid, f));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(out)
+    }
+
     /// One message's flags, keywords and modseq, from the `flags` column.
     pub fn flags_of(&self, mailbox: MailboxId, uid: Uid) -> Result<Option<FlagState>, IndexError> {
         self.dbs

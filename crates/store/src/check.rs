@@ -270,14 +270,7 @@ impl UserStore {
             out.push(Difference::MailboxNotIndexed(name.to_string()));
             return Ok(());
         };
-        let (heads, column) = self.index.read(|r| {
-            let mut column = Vec::new();
-            r.for_each_flags(id, Uid::MIN..=Uid::MAX, |uid, f| {
-                column.push((uid, f));
-                Ok(std::ops::ControlFlow::Continue(()))
-            })?;
-            Ok((r.states(id)?, column))
-        })?;
+        let (heads, column) = self.index.read(|r| Ok((r.states(id)?, r.flags(id)?)))?;
         let mb = name.to_string();
         out.extend(
             column_drift(&heads, &column).map(|uid| Difference::FlagColumn {

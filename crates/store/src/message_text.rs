@@ -194,13 +194,11 @@ pub(crate) fn visit_fts(
             Ok(ControlFlow::Continue(()))
         })
     } else {
-        let mut i = 0;
+        let mut at = crate::read::positions(uids);
         r.fts_of(column, id, uids, |uid, v| {
-            // both ascending: i catches up with uid
-            while uids.get(i).is_some_and(|&u| u < uid) {
-                i += 1;
+            if let Some(i) = at(uid) {
+                f(i, v);
             }
-            f(i, v);
             Ok(ControlFlow::Continue(()))
         })
     }

@@ -198,6 +198,18 @@ pub(crate) fn walk_whole_range(first: Uid, last: Uid, n: usize) -> bool {
     u64::from(last.get() - first.get()) <= 4 * n as u64 + 64
 }
 
+/// The position in `uids` (ascending) of each UID a walk in UID order meets, or `None`
+/// for a UID not asked: one position moving forward, no search per message.
+pub(crate) fn positions(uids: &[Uid]) -> impl FnMut(Uid) -> Option<usize> + '_ {
+    let mut i = 0;
+    move |uid| {
+        while uids.get(i).is_some_and(|&u| u < uid) {
+            i += 1;
+        }
+        (uids.get(i) == Some(&uid)).then_some(i)
+    }
+}
+
 /// A message file opened for reading.
 #[derive(Debug)]
 pub struct MessageFile {
@@ -430,13 +442,9 @@ impl UserStore {
         let id = mailbox.id;
         Ok(self.index.read(|r| {
             if walk_whole_range(first, last, uids.len()) {
-                // both in UID order: the asked UIDs are met by one moving position
-                let mut i = 0;
+                let mut at = positions(uids);
                 r.for_each_flags(id, first..=last, |uid, st| {
-                    while uids.get(i).is_some_and(|&u| u < uid) {
-                        i += 1;
-                    }
-                    if uids.get(i) == Some(&uid) {
+                    if let Some(i) = at(uid) {
                         f(i, st);
                     }
                     Ok(ControlFlow::Continue(()))
@@ -469,13 +477,9 @@ impl UserStore {
         let id = mailbox.id;
         Ok(self.index.read(|r| {
             if walk_whole_range(first, last, uids.len()) {
-                // both in UID order: the asked UIDs are met by one moving position
-                let mut i = 0;
+                let mut at = positions(uids);
                 r.for_each_search(id, first..=last, |uid, raw| {
-                    while uids.get(i).is_some_and(|&u| u < uid) {
-                        i += 1;
-                    }
-                    if uids.get(i) == Some(&uid) {
+                    if let Some(i) = at(uid) {
                         f(i, raw);
                     }
                     Ok(ControlFlow::Continue(()))
