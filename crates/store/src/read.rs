@@ -198,6 +198,14 @@ pub(crate) fn walk_whole_range(first: Uid, last: Uid, n: usize) -> bool {
     u64::from(last.get() - first.get()) <= 4 * n as u64 + 64
 }
 
+/// [`walk_whole_range`] for the flags column, whose entries (about 6 bytes, up to 128 to a
+/// value) a walk decodes for a few nanoseconds each, where a lookup of one finds its
+/// value and decodes the entries before it: walked unless the UIDs are very sparse (a
+/// `SEARCH SUBJECT`'s 1,873 hits of 30,265 looked up one by one were 3% of it).
+fn walk_flag_range(first: Uid, last: Uid, n: usize) -> bool {
+    u64::from(last.get() - first.get()) <= 128 * n as u64 + 1024
+}
+
 /// The position in `uids` (ascending) of each UID a walk in UID order meets, or `None`
 /// for a UID not asked: one position moving forward, no search per message.
 pub(crate) fn positions(uids: &[Uid]) -> impl FnMut(Uid) -> Option<usize> + '_ {
@@ -441,7 +449,7 @@ impl UserStore {
         };
         let id = mailbox.id;
         Ok(self.index.read(|r| {
-            if walk_whole_range(first, last, uids.len()) {
+            if walk_flag_range(first, last, uids.len()) {
                 let mut at = positions(uids);
                 r.for_each_flags(id, first..=last, |uid, st| {
                     if let Some(i) = at(uid) {

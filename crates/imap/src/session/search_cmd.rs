@@ -241,6 +241,32 @@ impl Session {
                         // flags, keywords and modseq decide: the flags column has them
                         s.visit_flags(&m, uids, |i, f| visit(i, with_flags(f)))?;
                     }
+                } else if need.search {
+                    // the search fields first, decided as read (FROM, SUBJECT...): a
+                    // Pending only for what a later stage must decide (30,000 of them were
+                    // a seventh of a `SEARCH SUBJECT`); a UID gone meanwhile is dropped
+                    s.visit_search_fields(&m, uids, |i, raw| {
+                        let (seq, uid) = batch[i];
+                        let c = Candidate {
+                            seq,
+                            uid,
+                            state: None,
+                            search: SearchView::parse(raw),
+                            hot: None,
+                            headers: None,
+                            recent: is_recent(uid),
+                        };
+                        match search::decide(&k, &c, &ctx, None) {
+                            // the modseq is read with the other hits' below
+                            Some(true) => out.push((seq, uid, ModSeq(0))),
+                            Some(false) => {}
+                            None => {
+                                let mut p = pending(seq, uid, MessageState::default());
+                                p.search = Some(raw.to_vec());
+                                undecided.push(p);
+                            }
+                        }
+                    })?;
                 } else {
                     // what needs no data (ALL, UID and sequence sets) is decided before a
                     // Pending is made: 30,000 of them were a third of a `SEARCH ALL`
@@ -262,13 +288,19 @@ impl Session {
                         }
                     }
                 }
+                // the stage read above, as each message was decided
+                let first = if need.state {
+                    Stage::State
+                } else {
+                    Stage::Search
+                };
                 let mut loaded: Vec<Stage> = Vec::new();
-                if need.state {
-                    loaded.push(Stage::State);
+                if need.has(first) {
+                    loaded.push(first);
                 }
                 let mut next = Stage::ALL
                     .iter()
-                    .filter(|&&st| st != Stage::State && need.has(st));
+                    .filter(|&&st| st != Stage::State && st != first && need.has(st));
                 loop {
                     undecided.retain(|p| {
                         let c = p.candidate(&loaded);
