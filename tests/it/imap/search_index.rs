@@ -563,3 +563,46 @@ fn flag_searches_follow_stores_expunges_and_another_tools_rename() {
         vec![41, 42, 43, 44, 45]
     );
 }
+
+/// More messages than SEARCH takes through its later stages at a time (512, in one hand-off
+/// to the blocking pool): HEADER of a field neither stored, hot nor learned yet sends every
+/// message not decided by its flags through the header blocks, in chunks; the answers equal
+/// the scan's, for that search and for random ones.
+#[test]
+fn searches_of_more_messages_than_a_chunk_equal_the_scan() {
+    let s = Server::start();
+    let mut c = s.login("alice");
+    for (flags, raw) in corpus(21, 1200) {
+        append(&mut c, flags, &raw);
+    }
+    c.ok("SELECT INBOX");
+    let msgs = scan_messages(&s);
+    let heavy = [
+        Key::Header("X-Mailer".into(), "outlook".into()),
+        Key::Not(Box::new(Key::Header("Received".into(), "mx".into()))),
+        Key::Or(
+            Box::new(Key::Flag("FLAGGED")),
+            Box::new(Key::Header("X-Mailer".into(), String::new())),
+        ),
+    ];
+    for key in heavy {
+        let want: Vec<u32> = msgs.iter().filter(|m| key.scan(m)).map(|m| m.uid).collect();
+        assert!(
+            !want.is_empty() && want.len() < msgs.len(),
+            "{}",
+            key.imap()
+        );
+        assert_eq!(
+            uids(&mut c, &format!("UID SEARCH {}", key.imap())),
+            want,
+            "{}",
+            key.imap()
+        );
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2101);
+    let nonempty = random_searches_equal_the_scan(&mut c, &msgs, &mut rng, 40);
+    assert!(
+        nonempty > 10,
+        "only {nonempty} of 40 searches were selective"
+    );
+}

@@ -14,15 +14,17 @@ use super::condstore::uses_modseq;
 use super::{blocking, CmdError, Done, Session, State};
 use crate::search::{self, Candidate, Context, Stage};
 
-/// Messages evaluated per read transaction.
+/// Undecided messages taken through the stages that keep data per message (hot header
+/// fields, header blocks) or compare stored texts, at a time: what bounds a search's
+/// memory.
 const BATCH: usize = 512;
-/// The same when every key is decided by the message's state (flags, sizes, dates, UIDs)
-/// and its search fields (FROM, SUBJECT, HEADER of a stored or learned field...): each
-/// message is decided as they are read and nothing of it is kept, so a larger batch
-/// costs no memory, while each batch is a hand-off to the blocking pool and back (at
-/// 512, the thread switches took a third of `UNSEEN FLAGGED`'s time on 30,000 messages;
-/// at 8,192, a tenth once the flags column answered it). A batch is one read
-/// transaction of a few milliseconds.
+/// Messages per hand-off to the blocking pool. The first stage (the states or the search
+/// fields) decides each message as it is read and keeps nothing of it but for the
+/// messages a later stage must decide, which those stages take [`BATCH`] at a time; so a
+/// large batch costs no memory, while each one is a hand-off to the blocking pool and
+/// back: at 512 the thread switches took a third of `UNSEEN FLAGGED`'s time on 30,000
+/// messages, and a quarter of `FLAGGED HEADER X-Mailer "outlook"`'s with the flags
+/// column; at 8,192, a tenth of `UNSEEN FLAGGED`'s.
 const READ_IN_PLACE_BATCH: usize = 32_768;
 
 /// A state holding only what the flags column gives (the keys that read no more are
@@ -168,13 +170,8 @@ impl Session {
         let mut hits: Vec<Hit> = Vec::new();
         // whether some message's HEADER key had to read its header blocks
         let mut read_blocks = false;
-        let batch_len = if need.hot || need.headers || need.body {
-            BATCH
-        } else {
-            READ_IN_PLACE_BATCH
-        };
-        for start in (0..targets.len()).step_by(batch_len) {
-            let range = start..targets.len().min(start + batch_len);
+        for start in (0..targets.len()).step_by(READ_IN_PLACE_BATCH) {
+            let range = start..targets.len().min(start + READ_IN_PLACE_BATCH);
             let (targets, all_uids) = (Arc::clone(&targets), Arc::clone(&all_uids));
             let wa = words.clone();
             let (s, k, kw, sv, rc, m) = (
@@ -294,119 +291,136 @@ impl Session {
                 } else {
                     Stage::Search
                 };
-                let mut loaded: Vec<Stage> = Vec::new();
+                let mut first_loaded: Vec<Stage> = Vec::new();
                 if need.has(first) {
-                    loaded.push(first);
+                    first_loaded.push(first);
                 }
-                let mut next = Stage::ALL
-                    .iter()
-                    .filter(|&&st| st != Stage::State && st != first && need.has(st));
+                let later: Vec<Stage> = Stage::ALL
+                    .into_iter()
+                    .filter(|&st| st != Stage::State && st != first && need.has(st))
+                    .collect();
+                // the later stages keep data per message (hot fields, header blocks) or
+                // compare texts: they run on at most BATCH undecided messages at a time
+                let chunk = if need.hot || need.headers || need.body {
+                    BATCH
+                } else {
+                    usize::MAX
+                };
+                let mut rest = undecided.into_iter();
                 loop {
-                    undecided.retain(|p| {
-                        let c = p.candidate(&loaded);
-                        let answer = search::decide(&k, &c, &ctx, None);
-                        if answer == Some(true) {
-                            out.push((p.seq, p.uid, p.state.modseq));
-                        }
-                        answer.is_none()
-                    });
-                    let Some(&stage) = next.next() else { break };
+                    let mut undecided: Vec<Pending> = rest.by_ref().take(chunk).collect();
                     if undecided.is_empty() {
                         break;
                     }
-                    if stage == Stage::Body {
-                        // the last stage: every message is decided here, as its stored
-                        // text is read (decompressed one at a time, never kept; the texts
-                        // not indexed yet were indexed before the batches). First the
-                        // candidate signatures drop the messages whose text certainly lacks
-                        // a string the keys require.
-                        let needles = search::required_texts(&k);
-                        let before = undecided.len();
-                        if !needles.is_empty() {
+                    let mut loaded = first_loaded.clone();
+                    let mut next = later.iter();
+                    loop {
+                        undecided.retain(|p| {
+                            let c = p.candidate(&loaded);
+                            let answer = search::decide(&k, &c, &ctx, None);
+                            if answer == Some(true) {
+                                out.push((p.seq, p.uid, p.state.modseq));
+                            }
+                            answer.is_none()
+                        });
+                        let Some(&stage) = next.next() else { break };
+                        if undecided.is_empty() {
+                            break;
+                        }
+                        if stage == Stage::Body {
+                            // the last stage: every message is decided here, as its stored
+                            // text is read (decompressed one at a time, never kept; the texts
+                            // not indexed yet were indexed before the batches). First the
+                            // candidate signatures drop the messages whose text certainly lacks
+                            // a string the keys require.
+                            let needles = search::required_texts(&k);
+                            let before = undecided.len();
+                            if !needles.is_empty() {
+                                let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
+                                // a TEXT needle the words found in no text part of a
+                                // message is asked of its header text alone
+                                let rows: Vec<Option<usize>> = needles
+                                    .iter()
+                                    .map(|n| ctx.words.and_then(|w| w.needle_index(n)))
+                                    .collect();
+                                let lacking = |n: usize, i: usize| {
+                                    let row = rows.get(n).copied().flatten();
+                                    match (ctx.words, row, uids.get(i)) {
+                                        (Some(w), Some(k), Some(&uid)) => w.lacking(k, uid),
+                                        _ => false,
+                                    }
+                                };
+                                let pass = s.text_candidates(&m, &uids, &needles, lacking)?;
+                                let mut pass = pass.into_iter();
+                                undecided.retain(|_| pass.next().unwrap_or(true));
+                            }
+                            tracing::debug!(
+                                batch = batch.len(),
+                                undecided = before,
+                                compared = undecided.len(),
+                                "SEARCH texts compared after the words and signatures"
+                            );
                             let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
-                            // a TEXT needle the words found in no text part of a
-                            // message is asked of its header text alone
-                            let rows: Vec<Option<usize>> = needles
-                                .iter()
-                                .map(|n| ctx.words.and_then(|w| w.needle_index(n)))
-                                .collect();
-                            let lacking = |n: usize, i: usize| {
-                                let row = rows.get(n).copied().flatten();
-                                match (ctx.words, row, uids.get(i)) {
-                                    (Some(w), Some(k), Some(&uid)) => w.lacking(k, uid),
-                                    _ => false,
+                            let mut visited = vec![false; uids.len()];
+                            let mut decide = |p: &Pending, t: Option<text::SearchText>| {
+                                let c = p.candidate(&loaded);
+                                let mut t = t;
+                                let mut body = || t.take();
+                                if search::decide(&k, &c, &ctx, Some(&mut body)) == Some(true) {
+                                    out.push((p.seq, p.uid, p.state.modseq));
                                 }
                             };
-                            let pass = s.text_candidates(&m, &uids, &needles, lacking)?;
-                            let mut pass = pass.into_iter();
-                            undecided.retain(|_| pass.next().unwrap_or(true));
+                            // a message whose text parts the words settled: its header text
+                            let headers_only = |uid| ctx.words.is_some_and(|w| w.headers_only(uid));
+                            let with_headers = search::has_text_key(&k);
+                            s.visit_search_texts(&m, &uids, with_headers, headers_only, |i, t| {
+                                if let Some(p) = undecided.get(i) {
+                                    visited[i] = true;
+                                    decide(p, Some(t));
+                                }
+                            })?;
+                            // not visited: expunged meanwhile, or no stored text and a file
+                            // another tool renamed or removed since: no text matches
+                            for (p, _) in undecided.iter().zip(&visited).filter(|(_, v)| !**v) {
+                                decide(p, None);
+                            }
+                            break;
                         }
-                        tracing::debug!(
-                            batch = batch.len(),
-                            undecided = before,
-                            compared = undecided.len(),
-                            "SEARCH texts compared after the words and signatures"
-                        );
-                        let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
-                        let mut visited = vec![false; uids.len()];
-                        let mut decide = |p: &Pending, t: Option<text::SearchText>| {
-                            let c = p.candidate(&loaded);
-                            let mut t = t;
-                            let mut body = || t.take();
-                            if search::decide(&k, &c, &ctx, Some(&mut body)) == Some(true) {
-                                out.push((p.seq, p.uid, p.state.modseq));
-                            }
-                        };
-                        // a message whose text parts the words settled: its header text
-                        let headers_only = |uid| ctx.words.is_some_and(|w| w.headers_only(uid));
-                        let with_headers = search::has_text_key(&k);
-                        s.visit_search_texts(&m, &uids, with_headers, headers_only, |i, t| {
-                            if let Some(p) = undecided.get(i) {
-                                visited[i] = true;
-                                decide(p, Some(t));
-                            }
-                        })?;
-                        // not visited: expunged meanwhile, or no stored text and a file
-                        // another tool renamed or removed since: no text matches
-                        for (p, _) in undecided.iter().zip(&visited).filter(|(_, v)| !**v) {
-                            decide(p, None);
+                        if stage == Stage::Search {
+                            // read in place and decided as read; only the messages a later
+                            // stage must decide keep a copy of their fields
+                            let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
+                            let mut answers: Vec<Option<Option<bool>>> = vec![None; uids.len()];
+                            s.visit_search_fields(&m, &uids, |i, raw| {
+                                let Some(p) = undecided.get_mut(i) else {
+                                    return;
+                                };
+                                let c = Candidate {
+                                    search: SearchView::parse(raw),
+                                    ..p.candidate(&loaded)
+                                };
+                                let answer = search::decide(&k, &c, &ctx, None);
+                                if answer.is_none() {
+                                    p.search = Some(raw.to_vec());
+                                }
+                                answers[i] = Some(answer);
+                            })?;
+                            let mut answers = answers.into_iter();
+                            undecided.retain(|p| match answers.next().flatten() {
+                                Some(Some(true)) => {
+                                    out.push((p.seq, p.uid, p.state.modseq));
+                                    false
+                                }
+                                Some(None) => true,
+                                // false, or gone from the index meanwhile
+                                _ => false,
+                            });
+                        } else {
+                            read_blocks |= stage == Stage::Headers;
+                            load_stage(&s, &m, stage, &mut undecided)?;
                         }
-                        break;
+                        loaded.push(stage);
                     }
-                    if stage == Stage::Search {
-                        // read in place and decided as read; only the messages a later
-                        // stage must decide keep a copy of their fields
-                        let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
-                        let mut answers: Vec<Option<Option<bool>>> = vec![None; uids.len()];
-                        s.visit_search_fields(&m, &uids, |i, raw| {
-                            let Some(p) = undecided.get_mut(i) else {
-                                return;
-                            };
-                            let c = Candidate {
-                                search: SearchView::parse(raw),
-                                ..p.candidate(&loaded)
-                            };
-                            let answer = search::decide(&k, &c, &ctx, None);
-                            if answer.is_none() {
-                                p.search = Some(raw.to_vec());
-                            }
-                            answers[i] = Some(answer);
-                        })?;
-                        let mut answers = answers.into_iter();
-                        undecided.retain(|p| match answers.next().flatten() {
-                            Some(Some(true)) => {
-                                out.push((p.seq, p.uid, p.state.modseq));
-                                false
-                            }
-                            Some(None) => true,
-                            // false, or gone from the index meanwhile
-                            _ => false,
-                        });
-                    } else {
-                        read_blocks |= stage == Stage::Headers;
-                        load_stage(&s, &m, stage, &mut undecided)?;
-                    }
-                    loaded.push(stage);
                 }
                 out.sort_unstable();
                 if !need.state && !out.is_empty() {
