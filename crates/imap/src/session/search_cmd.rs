@@ -306,121 +306,19 @@ impl Session {
                 } else {
                     usize::MAX
                 };
+                let run = Later {
+                    store: &s,
+                    mailbox: &m,
+                    keys: &k,
+                    ctx: &ctx,
+                };
                 let mut rest = undecided.into_iter();
                 loop {
-                    let mut undecided: Vec<Pending> = rest.by_ref().take(chunk).collect();
-                    if undecided.is_empty() {
+                    let chunk: Vec<Pending> = rest.by_ref().take(chunk).collect();
+                    if chunk.is_empty() {
                         break;
                     }
-                    let mut loaded = first_loaded.clone();
-                    let mut next = later.iter();
-                    loop {
-                        undecided.retain(|p| {
-                            let c = p.candidate(&loaded);
-                            let answer = search::decide(&k, &c, &ctx, None);
-                            if answer == Some(true) {
-                                out.push((p.seq, p.uid, p.state.modseq));
-                            }
-                            answer.is_none()
-                        });
-                        let Some(&stage) = next.next() else { break };
-                        if undecided.is_empty() {
-                            break;
-                        }
-                        if stage == Stage::Body {
-                            // the last stage: every message is decided here, as its stored
-                            // text is read (decompressed one at a time, never kept; the texts
-                            // not indexed yet were indexed before the batches). First the
-                            // candidate signatures drop the messages whose text certainly lacks
-                            // a string the keys require.
-                            let needles = search::required_texts(&k);
-                            let before = undecided.len();
-                            if !needles.is_empty() {
-                                let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
-                                // a TEXT needle the words found in no text part of a
-                                // message is asked of its header text alone
-                                let rows: Vec<Option<usize>> = needles
-                                    .iter()
-                                    .map(|n| ctx.words.and_then(|w| w.needle_index(n)))
-                                    .collect();
-                                let lacking = |n: usize, i: usize| {
-                                    let row = rows.get(n).copied().flatten();
-                                    match (ctx.words, row, uids.get(i)) {
-                                        (Some(w), Some(k), Some(&uid)) => w.lacking(k, uid),
-                                        _ => false,
-                                    }
-                                };
-                                let pass = s.text_candidates(&m, &uids, &needles, lacking)?;
-                                let mut pass = pass.into_iter();
-                                undecided.retain(|_| pass.next().unwrap_or(true));
-                            }
-                            tracing::debug!(
-                                batch = batch.len(),
-                                undecided = before,
-                                compared = undecided.len(),
-                                "SEARCH texts compared after the words and signatures"
-                            );
-                            let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
-                            let mut visited = vec![false; uids.len()];
-                            let mut decide = |p: &Pending, t: Option<text::SearchText>| {
-                                let c = p.candidate(&loaded);
-                                let mut t = t;
-                                let mut body = || t.take();
-                                if search::decide(&k, &c, &ctx, Some(&mut body)) == Some(true) {
-                                    out.push((p.seq, p.uid, p.state.modseq));
-                                }
-                            };
-                            // a message whose text parts the words settled: its header text
-                            let headers_only = |uid| ctx.words.is_some_and(|w| w.headers_only(uid));
-                            let with_headers = search::has_text_key(&k);
-                            s.visit_search_texts(&m, &uids, with_headers, headers_only, |i, t| {
-                                if let Some(p) = undecided.get(i) {
-                                    visited[i] = true;
-                                    decide(p, Some(t));
-                                }
-                            })?;
-                            // not visited: expunged meanwhile, or no stored text and a file
-                            // another tool renamed or removed since: no text matches
-                            for (p, _) in undecided.iter().zip(&visited).filter(|(_, v)| !**v) {
-                                decide(p, None);
-                            }
-                            break;
-                        }
-                        if stage == Stage::Search {
-                            // read in place and decided as read; only the messages a later
-                            // stage must decide keep a copy of their fields
-                            let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
-                            let mut answers: Vec<Option<Option<bool>>> = vec![None; uids.len()];
-                            s.visit_search_fields(&m, &uids, |i, raw| {
-                                let Some(p) = undecided.get_mut(i) else {
-                                    return;
-                                };
-                                let c = Candidate {
-                                    search: SearchView::parse(raw),
-                                    ..p.candidate(&loaded)
-                                };
-                                let answer = search::decide(&k, &c, &ctx, None);
-                                if answer.is_none() {
-                                    p.search = Some(raw.to_vec());
-                                }
-                                answers[i] = Some(answer);
-                            })?;
-                            let mut answers = answers.into_iter();
-                            undecided.retain(|p| match answers.next().flatten() {
-                                Some(Some(true)) => {
-                                    out.push((p.seq, p.uid, p.state.modseq));
-                                    false
-                                }
-                                Some(None) => true,
-                                // false, or gone from the index meanwhile
-                                _ => false,
-                            });
-                        } else {
-                            read_blocks |= stage == Stage::Headers;
-                            load_stage(&s, &m, stage, &mut undecided)?;
-                        }
-                        loaded.push(stage);
-                    }
+                    read_blocks |= run.stages(chunk, first_loaded.clone(), &later, &mut out)?;
                 }
                 out.sort_unstable();
                 if !need.state && !out.is_empty() {
@@ -454,6 +352,161 @@ impl Session {
             });
         }
         Ok(hits)
+    }
+}
+
+/// What the stages after the first share for one batch: the store, the mailbox, the
+/// keys and the evaluation context.
+struct Later<'a> {
+    store: &'a UserStore,
+    mailbox: &'a maildex_store::Mailbox,
+    keys: &'a [SearchKey],
+    ctx: &'a Context<'a>,
+}
+
+impl Later<'_> {
+    /// Takes `undecided` (with the data of the `loaded` stages) through the `later`
+    /// stages in order, each loaded only for the messages the ones before left undecided,
+    /// and pushes the matches to `out`. Returns whether header blocks were read.
+    fn stages(
+        &self,
+        mut undecided: Vec<Pending>,
+        mut loaded: Vec<Stage>,
+        later: &[Stage],
+        out: &mut Vec<Hit>,
+    ) -> Result<bool, CmdError> {
+        let (k, ctx) = (self.keys, self.ctx);
+        let mut read_blocks = false;
+        let mut next = later.iter();
+        loop {
+            undecided.retain(|p| {
+                let c = p.candidate(&loaded);
+                let answer = search::decide(k, &c, ctx, None);
+                if answer == Some(true) {
+                    out.push((p.seq, p.uid, p.state.modseq));
+                }
+                answer.is_none()
+            });
+            let Some(&stage) = next.next() else { break };
+            if undecided.is_empty() {
+                break;
+            }
+            match stage {
+                Stage::Body => {
+                    self.body(undecided, &loaded, out)?;
+                    break;
+                }
+                Stage::Search => self.search_fields(&mut undecided, &loaded, out)?,
+                _ => {
+                    read_blocks |= stage == Stage::Headers;
+                    load_stage(self.store, self.mailbox, stage, &mut undecided)?;
+                }
+            }
+            loaded.push(stage);
+        }
+        Ok(read_blocks)
+    }
+
+    /// The search fields, read in place and decided as read; only the messages a later
+    /// stage must decide keep a copy of theirs.
+    fn search_fields(
+        &self,
+        undecided: &mut Vec<Pending>,
+        loaded: &[Stage],
+        out: &mut Vec<Hit>,
+    ) -> Result<(), CmdError> {
+        let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
+        let mut answers: Vec<Option<Option<bool>>> = vec![None; uids.len()];
+        self.store
+            .visit_search_fields(self.mailbox, &uids, |i, raw| {
+                let Some(p) = undecided.get_mut(i) else {
+                    return;
+                };
+                let c = Candidate {
+                    search: SearchView::parse(raw),
+                    ..p.candidate(loaded)
+                };
+                let answer = search::decide(self.keys, &c, self.ctx, None);
+                if answer.is_none() {
+                    p.search = Some(raw.to_vec());
+                }
+                answers[i] = Some(answer);
+            })?;
+        let mut answers = answers.into_iter();
+        undecided.retain(|p| match answers.next().flatten() {
+            Some(Some(true)) => {
+                out.push((p.seq, p.uid, p.state.modseq));
+                false
+            }
+            Some(None) => true,
+            // false, or gone from the index meanwhile
+            _ => false,
+        });
+        Ok(())
+    }
+
+    /// The last stage: every message is decided here, as its stored text is read
+    /// (decompressed one at a time, never kept; the texts not indexed yet were indexed
+    /// before the batches). First the candidate signatures drop the messages whose text
+    /// certainly lacks a string the keys require.
+    fn body(
+        &self,
+        mut undecided: Vec<Pending>,
+        loaded: &[Stage],
+        out: &mut Vec<Hit>,
+    ) -> Result<(), CmdError> {
+        let (k, ctx, s, m) = (self.keys, self.ctx, self.store, self.mailbox);
+        let needles = search::required_texts(k);
+        let before = undecided.len();
+        if !needles.is_empty() {
+            let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
+            // a TEXT needle the words found in no text part of a message is asked of its
+            // header text alone
+            let rows: Vec<Option<usize>> = needles
+                .iter()
+                .map(|n| ctx.words.and_then(|w| w.needle_index(n)))
+                .collect();
+            let lacking = |n: usize, i: usize| {
+                let row = rows.get(n).copied().flatten();
+                match (ctx.words, row, uids.get(i)) {
+                    (Some(w), Some(k), Some(&uid)) => w.lacking(k, uid),
+                    _ => false,
+                }
+            };
+            let pass = s.text_candidates(m, &uids, &needles, lacking)?;
+            let mut pass = pass.into_iter();
+            undecided.retain(|_| pass.next().unwrap_or(true));
+        }
+        tracing::debug!(
+            undecided = before,
+            compared = undecided.len(),
+            "SEARCH texts compared after the words and signatures"
+        );
+        let uids: Vec<Uid> = undecided.iter().map(|p| p.uid).collect();
+        let mut visited = vec![false; uids.len()];
+        let mut decide = |p: &Pending, t: Option<text::SearchText>| {
+            let c = p.candidate(loaded);
+            let mut t = t;
+            let mut body = || t.take();
+            if search::decide(k, &c, ctx, Some(&mut body)) == Some(true) {
+                out.push((p.seq, p.uid, p.state.modseq));
+            }
+        };
+        // a message whose text parts the words settled: its header text
+        let headers_only = |uid| ctx.words.is_some_and(|w| w.headers_only(uid));
+        let with_headers = search::has_text_key(k);
+        s.visit_search_texts(m, &uids, with_headers, headers_only, |i, t| {
+            if let Some(p) = undecided.get(i) {
+                visited[i] = true;
+                decide(p, Some(t));
+            }
+        })?;
+        // not visited: expunged meanwhile, or no stored text and a file another tool
+        // renamed or removed since: no text matches
+        for (p, _) in undecided.iter().zip(&visited).filter(|(_, v)| !**v) {
+            decide(p, None);
+        }
+        Ok(())
     }
 }
 
