@@ -78,6 +78,22 @@ pub struct Candidate<'a> {
     pub recent: bool,
 }
 
+impl Candidate<'_> {
+    /// A message with no stage's data loaded: what decides the keys that need none (ALL,
+    /// UID and sequence sets, RECENT).
+    pub fn bare(seq: u32, uid: Uid, recent: bool) -> Candidate<'static> {
+        Candidate {
+            seq,
+            uid,
+            state: None,
+            search: None,
+            hot: None,
+            headers: None,
+            recent,
+        }
+    }
+}
+
 /// The mailbox as SEARCH sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {

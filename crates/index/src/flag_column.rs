@@ -78,7 +78,7 @@ struct Open {
     /// Whether it is stored under `first` (and must be replaced or deleted).
     stored: bool,
     entries: Vec<(u32, FlagState)>,
-    /// The encoded size, about (what [`closed`] compares).
+    /// The encoded size, about (what [`Open::closed`] compares).
     size: usize,
     /// The key UID of the mailbox's next segment: UIDs from there on belong to it.
     next: Option<u32>,

@@ -218,13 +218,8 @@ impl Session {
                     let mut visit = |i: usize, state: MessageState| {
                         let (seq, uid) = batch[i];
                         let c = Candidate {
-                            seq,
-                            uid,
                             state: Some(&state),
-                            search: None,
-                            hot: None,
-                            headers: None,
-                            recent: is_recent(uid),
+                            ..Candidate::bare(seq, uid, is_recent(uid))
                         };
                         match search::decide(&k, &c, &ctx, None) {
                             Some(true) => out.push((seq, uid, state.modseq)),
@@ -245,13 +240,8 @@ impl Session {
                     s.visit_search_fields(&m, uids, |i, raw| {
                         let (seq, uid) = batch[i];
                         let c = Candidate {
-                            seq,
-                            uid,
-                            state: None,
                             search: SearchView::parse(raw),
-                            hot: None,
-                            headers: None,
-                            recent: is_recent(uid),
+                            ..Candidate::bare(seq, uid, is_recent(uid))
                         };
                         match search::decide(&k, &c, &ctx, None) {
                             // the modseq is read with the other hits' below
@@ -268,15 +258,7 @@ impl Session {
                     // what needs no data (ALL, UID and sequence sets) is decided before a
                     // Pending is made: 30,000 of them were a third of a `SEARCH ALL`
                     for &(seq, uid) in batch {
-                        let c = Candidate {
-                            seq,
-                            uid,
-                            state: None,
-                            search: None,
-                            hot: None,
-                            headers: None,
-                            recent: is_recent(uid),
-                        };
+                        let c = Candidate::bare(seq, uid, is_recent(uid));
                         match search::decide(&k, &c, &ctx, None) {
                             // the modseq is read with the other hits' below
                             Some(true) => out.push((seq, uid, ModSeq(0))),
