@@ -14,17 +14,16 @@ use super::condstore::uses_modseq;
 use super::{blocking, CmdError, Done, Session, State};
 use crate::search::{self, Candidate, Context, Stage};
 
-/// Undecided messages taken through the stages that keep data per message (hot header
-/// fields, header blocks) or compare stored texts, at a time: what bounds a search's
-/// memory.
+/// Messages taken through the stages at a time when a later stage keeps data per message
+/// (hot header fields, header blocks) or compares stored texts: what bounds a search's
+/// memory (a Pending, and a copy of its search record, for each undecided message).
 const BATCH: usize = 512;
-/// Messages per hand-off to the blocking pool. The first stage (the states or the search
-/// fields) decides each message as it is read and keeps nothing of it but for the
-/// messages a later stage must decide, which those stages take [`BATCH`] at a time; so a
-/// large batch costs no memory, while each one is a hand-off to the blocking pool and
-/// back: at 512 the thread switches took a third of `UNSEEN FLAGGED`'s time on 30,000
-/// messages, and a quarter of `FLAGGED HEADER X-Mailer "outlook"`'s with the flags
-/// column; at 8,192, a tenth of `UNSEEN FLAGGED`'s.
+/// Messages per hand-off to the blocking pool, each a hand-off there and back: at 512
+/// the thread switches took a third of `UNSEEN FLAGGED`'s time on 30,000 messages, and a
+/// quarter of `FLAGGED HEADER X-Mailer "outlook"`'s with the flags column; at 8,192, a
+/// tenth of `UNSEEN FLAGGED`'s. When every stage decides each message as it is read and
+/// keeps nothing of it, a batch is taken whole (it costs no memory); otherwise [`BATCH`]
+/// at a time within it.
 const READ_IN_PLACE_BATCH: usize = 32_768;
 
 /// A state holding only what the flags column gives (the keys that read no more are
@@ -197,77 +196,8 @@ impl Session {
                     words: wa.as_deref(),
                 };
                 let is_recent = |uid: Uid| rc.iter().any(|x| x.contains(&uid));
-                let (batch, uids) = (&targets[range.clone()], &all_uids[range]);
-                // the states only when a key reads them; otherwise only for the hits
-                // (their modseq), at the end
-                let mut undecided: Vec<Pending> = Vec::with_capacity(batch.len());
                 let mut out = Vec::new();
-                let pending = |seq, uid, state| Pending {
-                    seq,
-                    uid,
-                    recent: is_recent(uid),
-                    state,
-                    cached: None,
-                    headers: None,
-                    search: None,
-                };
-                if need.state {
-                    // decided as read: only the messages a later stage must decide are kept
-                    // (a Pending only for those: building one per message was a fifth of
-                    // an `UNSEEN FLAGGED` of 30,000 messages)
-                    let mut visit = |i: usize, state: MessageState| {
-                        let (seq, uid) = batch[i];
-                        let c = Candidate {
-                            state: Some(&state),
-                            ..Candidate::bare(seq, uid, is_recent(uid))
-                        };
-                        match search::decide(&k, &c, &ctx, None) {
-                            Some(true) => out.push((seq, uid, state.modseq)),
-                            Some(false) => {}
-                            None => undecided.push(pending(seq, uid, state)),
-                        }
-                    };
-                    if need.state_beyond_flags {
-                        s.visit_states(&m, uids, visit)?;
-                    } else {
-                        // flags, keywords and modseq decide: the flags column has them
-                        s.visit_flags(&m, uids, |i, f| visit(i, with_flags(f)))?;
-                    }
-                } else if need.search {
-                    // the search fields first, decided as read (FROM, SUBJECT...): a
-                    // Pending only for what a later stage must decide (30,000 of them were
-                    // a seventh of a `SEARCH SUBJECT`); a UID gone meanwhile is dropped
-                    s.visit_search_fields(&m, uids, |i, raw| {
-                        let (seq, uid) = batch[i];
-                        let c = Candidate {
-                            search: SearchView::parse(raw),
-                            ..Candidate::bare(seq, uid, is_recent(uid))
-                        };
-                        match search::decide(&k, &c, &ctx, None) {
-                            // the modseq is read with the other hits' below
-                            Some(true) => out.push((seq, uid, ModSeq(0))),
-                            Some(false) => {}
-                            None => {
-                                let mut p = pending(seq, uid, MessageState::default());
-                                p.search = Some(raw.to_vec());
-                                undecided.push(p);
-                            }
-                        }
-                    })?;
-                } else {
-                    // what needs no data (ALL, UID and sequence sets) is decided before a
-                    // Pending is made: 30,000 of them were a third of a `SEARCH ALL`
-                    for &(seq, uid) in batch {
-                        let c = Candidate::bare(seq, uid, is_recent(uid));
-                        match search::decide(&k, &c, &ctx, None) {
-                            // the modseq is read with the other hits' below
-                            Some(true) => out.push((seq, uid, ModSeq(0))),
-                            Some(false) => {}
-                            None => undecided.push(pending(seq, uid, MessageState::default())),
-                        }
-                    }
-                }
-                // the stage read above, as each message was decided
+                // the stage read first, deciding each message as it is read (below)
                 let first = if need.state {
                     Stage::State
                 } else {
@@ -281,26 +211,93 @@ impl Session {
                     .into_iter()
                     .filter(|&st| st != Stage::State && st != first && need.has(st))
                     .collect();
-                // the later stages keep data per message (hot fields, header blocks) or
-                // compare texts: they run on at most BATCH undecided messages at a time
-                let chunk = if need.hot || need.headers || need.body {
-                    BATCH
-                } else {
-                    usize::MAX
-                };
                 let run = Later {
                     store: &s,
                     mailbox: &m,
                     keys: &k,
                     ctx: &ctx,
                 };
-                let mut rest = undecided.into_iter();
-                loop {
-                    let chunk: Vec<Pending> = rest.by_ref().take(chunk).collect();
-                    if chunk.is_empty() {
-                        break;
+                // when a later stage keeps data per message (hot fields, header blocks) or
+                // compares texts, both stages take BATCH messages at a time: what a search
+                // holds stays bounded (a Pending and a copy of its search record for every
+                // undecided message), with one hand-off to the blocking pool for them all
+                let step = if need.hot || need.headers || need.body {
+                    BATCH
+                } else {
+                    READ_IN_PLACE_BATCH
+                };
+                let (all, all_uids) = (&targets[range.clone()], &all_uids[range]);
+                for (batch, uids) in all.chunks(step).zip(all_uids.chunks(step)) {
+                    // the states only when a key reads them; otherwise only for the hits
+                    // (their modseq), at the end
+                    let mut undecided: Vec<Pending> = Vec::with_capacity(batch.len());
+                    let pending = |seq, uid, state| Pending {
+                        seq,
+                        uid,
+                        recent: is_recent(uid),
+                        state,
+                        cached: None,
+                        headers: None,
+                        search: None,
+                    };
+                    if need.state {
+                        // decided as read: only the messages a later stage must decide are
+                        // kept (a Pending only for those: building one per message was a
+                        // fifth of an `UNSEEN FLAGGED` of 30,000 messages)
+                        let mut visit = |i: usize, state: MessageState| {
+                            let (seq, uid) = batch[i];
+                            let c = Candidate {
+                                state: Some(&state),
+                                ..Candidate::bare(seq, uid, is_recent(uid))
+                            };
+                            match search::decide(&k, &c, &ctx, None) {
+                                Some(true) => out.push((seq, uid, state.modseq)),
+                                Some(false) => {}
+                                None => undecided.push(pending(seq, uid, state)),
+                            }
+                        };
+                        if need.state_beyond_flags {
+                            s.visit_states(&m, uids, visit)?;
+                        } else {
+                            // flags, keywords and modseq decide: the flags column has them
+                            s.visit_flags(&m, uids, |i, f| visit(i, with_flags(f)))?;
+                        }
+                    } else if need.search {
+                        // the search fields first, decided as read (FROM, SUBJECT...): a
+                        // Pending only for what a later stage must decide (30,000 of them
+                        // were a seventh of a `SEARCH SUBJECT`); a UID gone meanwhile is
+                        // dropped
+                        s.visit_search_fields(&m, uids, |i, raw| {
+                            let (seq, uid) = batch[i];
+                            let c = Candidate {
+                                search: SearchView::parse(raw),
+                                ..Candidate::bare(seq, uid, is_recent(uid))
+                            };
+                            match search::decide(&k, &c, &ctx, None) {
+                                // the modseq is read with the other hits' below
+                                Some(true) => out.push((seq, uid, ModSeq(0))),
+                                Some(false) => {}
+                                None => {
+                                    let mut p = pending(seq, uid, MessageState::default());
+                                    p.search = Some(raw.to_vec());
+                                    undecided.push(p);
+                                }
+                            }
+                        })?;
+                    } else {
+                        // what needs no data (ALL, UID and sequence sets) is decided before
+                        // a Pending is made: 30,000 of them were a third of a `SEARCH ALL`
+                        for &(seq, uid) in batch {
+                            let c = Candidate::bare(seq, uid, is_recent(uid));
+                            match search::decide(&k, &c, &ctx, None) {
+                                // the modseq is read with the other hits' below
+                                Some(true) => out.push((seq, uid, ModSeq(0))),
+                                Some(false) => {}
+                                None => undecided.push(pending(seq, uid, MessageState::default())),
+                            }
+                        }
                     }
-                    read_blocks |= run.stages(chunk, first_loaded.clone(), &later, &mut out)?;
+                    read_blocks |= run.stages(undecided, first_loaded.clone(), &later, &mut out)?;
                 }
                 out.sort_unstable();
                 if !need.state && !out.is_empty() {
