@@ -161,8 +161,9 @@ impl FlagColumn<'_> {
         Ok(None)
     }
 
-    /// Stores (adds or replaces) the entries of `mailbox`, which must be in ascending UID
-    /// order: each segment they touch is decoded and written once.
+    /// Stores (adds or replaces) the entries of `mailbox`, in ascending UID order: each
+    /// segment they touch is decoded and written once. Of a UID given twice in a row, the
+    /// later entry stays.
     pub fn put_many(
         &self,
         txn: &mut RwTxn,

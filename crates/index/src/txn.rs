@@ -865,17 +865,10 @@ impl<'t, 'e> Writer<'t, 'e> {
             cache_items.push((uid.get(), cached));
             header_items.push((uid.get(), header_blocks));
         }
-        // a batch comes in UID order (a rebuild's, a sync's, a COPY's); the column needs it
-        if !flag_items.is_sorted_by_key(|e| e.0) {
-            flag_items.sort_by_key(|e| e.0);
-            flag_items.dedup_by(|later, earlier| {
-                let same = later.0 == earlier.0;
-                if same {
-                    *earlier = *later;
-                }
-                same
-            });
-        }
+        // in UID order, so each segment is written once (a rebuild's, a sync's and a COPY's
+        // batches come so already); a stable sort keeps a UID given twice in the order
+        // given, and `put_many` keeps the later of the two, as `messages` does
+        flag_items.sort_by_key(|e| e.0);
         self.dbs
             .flag_column()
             .put_many(self.txn, mailbox.get(), &flag_items)?;

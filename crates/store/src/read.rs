@@ -416,8 +416,9 @@ impl UserStore {
         let id = mailbox.id;
         Ok(self.index.read(|r| {
             if walk_whole_range(first, last, uids.len()) {
+                let mut at = positions(uids);
                 r.for_each_state_nameless(id, first..=last, |uid, state| {
-                    if let Ok(i) = uids.binary_search(&uid) {
+                    if let Some(i) = at(uid) {
                         f(i, state);
                     }
                     Ok(ControlFlow::Continue(()))

@@ -240,6 +240,16 @@ impl Session {
                         headers: None,
                         search: None,
                     };
+                    // a match goes out (its modseq 0 until the hits' are read below, when
+                    // no state was); true when a later stage must decide the message
+                    let mut undecided_after = |c: &Candidate, modseq: ModSeq| {
+                        match search::decide(&k, c, &ctx, None) {
+                            Some(true) => out.push((c.seq, c.uid, modseq)),
+                            Some(false) => {}
+                            None => return true,
+                        }
+                        false
+                    };
                     if need.state {
                         // decided as read: only the messages a later stage must decide are
                         // kept (a Pending only for those: building one per message was a
@@ -250,10 +260,8 @@ impl Session {
                                 state: Some(&state),
                                 ..Candidate::bare(seq, uid, is_recent(uid))
                             };
-                            match search::decide(&k, &c, &ctx, None) {
-                                Some(true) => out.push((seq, uid, state.modseq)),
-                                Some(false) => {}
-                                None => undecided.push(pending(seq, uid, state)),
+                            if undecided_after(&c, state.modseq) {
+                                undecided.push(pending(seq, uid, state));
                             }
                         };
                         if need.state_beyond_flags {
@@ -273,15 +281,10 @@ impl Session {
                                 search: SearchView::parse(raw),
                                 ..Candidate::bare(seq, uid, is_recent(uid))
                             };
-                            match search::decide(&k, &c, &ctx, None) {
-                                // the modseq is read with the other hits' below
-                                Some(true) => out.push((seq, uid, ModSeq(0))),
-                                Some(false) => {}
-                                None => {
-                                    let mut p = pending(seq, uid, MessageState::default());
-                                    p.search = Some(raw.to_vec());
-                                    undecided.push(p);
-                                }
+                            if undecided_after(&c, ModSeq(0)) {
+                                let mut p = pending(seq, uid, MessageState::default());
+                                p.search = Some(raw.to_vec());
+                                undecided.push(p);
                             }
                         })?;
                     } else {
@@ -289,11 +292,8 @@ impl Session {
                         // a Pending is made: 30,000 of them were a third of a `SEARCH ALL`
                         for &(seq, uid) in batch {
                             let c = Candidate::bare(seq, uid, is_recent(uid));
-                            match search::decide(&k, &c, &ctx, None) {
-                                // the modseq is read with the other hits' below
-                                Some(true) => out.push((seq, uid, ModSeq(0))),
-                                Some(false) => {}
-                                None => undecided.push(pending(seq, uid, MessageState::default())),
+                            if undecided_after(&c, ModSeq(0)) {
+                                undecided.push(pending(seq, uid, MessageState::default()));
                             }
                         }
                     }
