@@ -1,5 +1,5 @@
 //! The cached listing, sort and search data of messages, as columns: segments for the
-//! listing data and the sort keys, one plain record per message for the search fields.
+//! listing data and the sort keys, a packed column for the search fields.
 //!
 //! Why columns: a full segment is zstd-compressed, and decompressing it was the largest cost
 //! of a listing (a third of `FETCH 1:* ENVELOPE` on 10,000 messages) when one segment held
@@ -14,10 +14,10 @@ use std::ops::{ControlFlow, RangeInclusive};
 use heed::{RoTxn, RwTxn, WithoutTls};
 use serde::Deserialize;
 
-use crate::plain::Plain;
 #[cfg(doc)]
 use crate::schema::Structure;
 use crate::schema::{self, Cached, CachedFields, PartRecord, SearchFields, SortKeys};
+use crate::search_column::SearchColumn;
 use crate::segment::Segments;
 use crate::IndexError;
 
@@ -28,7 +28,7 @@ pub(crate) struct Columns<'e> {
     pub envelope: Segments<'e>,
     pub structure: Segments<'e>,
     pub sort: Segments<'e>,
-    pub search: Plain<'e>,
+    pub search: SearchColumn<'e>,
     /// `fts-text` ([`crate::TextRecord`], postcard, in segments as the listing columns),
     /// not a listing column but written and removed with them.
     pub text: Segments<'e>,

@@ -72,7 +72,7 @@ pub struct Dbs<'e> {
     pub cache_structure: Database<'e, Bytes, Bytes>,
     /// `cache-sort`: segments of [`schema::SortKeys`].
     pub cache_sort: Database<'e, Bytes, Bytes>,
-    /// `cache-search`: segments of [`schema::SearchFields`].
+    /// `cache-search`: [`schema::SearchFields`], packed.
     pub cache_search: Database<'e, Bytes, Bytes>,
     /// `fts-text`: (mailbox, uid) -> stored [`crate::TextRecord`].
     pub fts_text: Database<'e, Bytes, Bytes>,
@@ -114,9 +114,7 @@ impl<'e> Dbs<'e> {
                 name: schema::DB_CACHE_SORT,
                 packing: Packing::Raw,
             },
-            search: crate::plain::Plain {
-                db: self.cache_search,
-            },
+            search: crate::search_column::SearchColumn::new(self.cache_search),
             text: Segments {
                 db: self.fts_text,
                 name: schema::DB_FTS_TEXT,
@@ -130,7 +128,7 @@ impl<'e> Dbs<'e> {
         }
     }
     pub(crate) fn flag_column(&self) -> crate::flag_column::FlagColumn<'e> {
-        crate::flag_column::FlagColumn { db: self.flags }
+        crate::flag_column::FlagColumn::new(self.flags)
     }
     pub(crate) fn words(&self) -> crate::words::Words<'e> {
         crate::words::Words { db: self.fts_words }
@@ -373,8 +371,7 @@ impl Index {
         let found = self.read(|r| r.schema_version())?;
         match found {
             Some(v) if v == SCHEMA_VERSION => Ok(()),
-            // version 11 lacks only the flags column, which its states give
-            Some(11) => self.write(|w| w.add_flag_column()),
+            Some(v) if v < SCHEMA_VERSION && self.write(move |w| w.migrate(v))? => Ok(()),
             Some(v) => Err(IndexError::SchemaMismatch {
                 path: self.path.clone(),
                 found: v,

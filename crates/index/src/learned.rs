@@ -93,7 +93,7 @@ impl Writer<'_, '_> {
             return Ok(0);
         };
         let names = self.reader().require_mailbox(mailbox)?.learned_headers;
-        let mut n = 0;
+        let mut filled = Vec::new();
         for (uid, root) in root_headers {
             let mut search: SearchFields = {
                 let reader = self.reader();
@@ -104,14 +104,16 @@ impl Writer<'_, '_> {
                 schema::decode(raw, &what)?
             };
             if add_missing(&mut search, root, &names, f) {
-                let item = vec![(uid.get(), schema::encode(&search)?)];
-                self.dbs
-                    .cache()
-                    .search
-                    .put_many(self.txn, mailbox.get(), item)?;
-                n += 1;
+                filled.push((uid.get(), schema::encode(&search)?));
             }
         }
+        // one write per packed value they share, in UID order
+        filled.sort_by_key(|e| e.0);
+        let n = filled.len();
+        self.dbs
+            .cache()
+            .search
+            .put_many(self.txn, mailbox.get(), filled)?;
         Ok(n)
     }
 }

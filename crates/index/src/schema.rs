@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{IndexError, MailboxId, ModSeq, Uid};
 
 /// Version of the layout below, stored under [`META_SCHEMA`] in the `meta` database.
-pub const SCHEMA_VERSION: u32 = 12;
+pub const SCHEMA_VERSION: u32 = 13;
 
 /// `meta`: string keys to small values (schema version, id counters).
 pub const DB_META: &str = "meta";

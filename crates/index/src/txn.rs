@@ -616,30 +616,12 @@ impl<'t, 'e> Writer<'t, 'e> {
             .map_err(lmdb)
     }
 
-    /// Fills the `flags` column from the states of every mailbox and stores the schema
-    /// version: the one step from version 11, whose envs lack only that column (a rebuild
-    /// from the Maildir would also write every full text again).
-    pub(crate) fn add_flag_column(&mut self) -> Result<(), IndexError> {
-        let col = self.dbs.flag_column();
-        for (id, _) in self.reader().mailboxes()? {
-            col.clear(self.txn, id.get())?;
-            let mut items = Vec::new();
-            self.reader()
-                .for_each_state_nameless(id, Uid::MIN..=Uid::MAX, |uid, st| {
-                    items.push((uid.get(), FlagState::of(&st)));
-                    Ok(ControlFlow::Continue(()))
-                })?;
-            col.put_many(self.txn, id.get(), &items)?;
-        }
-        self.init_schema()
-    }
-
     /// Writes the flags-column entry of message `uid` again from its record, or removes it
     /// when the message has none (`index check --repair`).
     pub fn rewrite_flag_entry(&mut self, mailbox: MailboxId, uid: Uid) -> Result<(), IndexError> {
         let col = self.dbs.flag_column();
         match self.reader().state(mailbox, uid)? {
-            Some(st) => col.put_many(self.txn, mailbox.get(), &[(uid.get(), FlagState::of(&st))]),
+            Some(st) => col.put_many(self.txn, mailbox.get(), [(uid.get(), FlagState::of(&st))]),
             None => col.remove(self.txn, mailbox.get(), uid.get()).map(drop),
         }
     }
@@ -871,7 +853,7 @@ impl<'t, 'e> Writer<'t, 'e> {
         flag_items.sort_by_key(|e| e.0);
         self.dbs
             .flag_column()
-            .put_many(self.txn, mailbox.get(), &flag_items)?;
+            .put_many(self.txn, mailbox.get(), flag_items)?;
         let cache_refs = cache_items.iter().map(|(u, c)| (*u, &**c)).collect();
         self.dbs
             .cache()
@@ -915,7 +897,7 @@ impl<'t, 'e> Writer<'t, 'e> {
             self.dbs.flag_column().put_many(
                 self.txn,
                 mailbox.get(),
-                &[(uid.get(), FlagState::of(&state))],
+                [(uid.get(), FlagState::of(&state))],
             )?;
         }
         self.put_mailbox(mailbox, &mrec)?;

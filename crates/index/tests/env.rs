@@ -1,6 +1,7 @@
 //! The env: counters kept exact, group commit under concurrency, map growth, registry,
 //! schema version and compaction.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use maildex_index::{
@@ -469,60 +470,115 @@ fn the_flags_column_follows_batches_flag_changes_expunges_and_clearing() {
     assert_column_follows_states(&index, b);
 }
 
-#[test]
-fn an_env_of_version_11_gains_the_flags_column_from_its_states() {
-    let dir = tempfile::tempdir().unwrap();
-    let index = Index::open(dir.path(), &opts()).unwrap();
-    let (a, b) = index
-        .write(|w| {
-            let a = w.create_mailbox("INBOX", 1)?;
-            let b = w.create_mailbox("Sent", 2)?;
-            for u in 1..=300 {
-                w.insert_message(a, Uid(u), msg((u % 3) as u8, 1, 0), Vec::new())?;
-            }
-            w.insert_message(b, Uid(7), msg(flag::SEEN, 1, 0), Vec::new())?;
-            w.update_message(a, Uid(5), flag::FLAGGED, 3, "f:2,F", false)?;
-            Ok((a, b))
+/// (uid, search record) pairs of one mailbox.
+type Records = Vec<(u32, Vec<u8>)>;
+
+/// Every (uid, search record) of `mailbox`, as the reader gives them.
+fn search_records(index: &Index, mailbox: MailboxId) -> Records {
+    index
+        .read(|r| {
+            let mut out = Vec::new();
+            r.for_each_search(mailbox, Uid::MIN..=Uid::MAX, |uid, d| {
+                out.push((uid.get(), d.to_vec()));
+                Ok(ControlFlow::Continue(()))
+            })?;
+            Ok(out)
         })
-        .unwrap();
-    drop(index);
-    {
-        // what version 11 left: no flags column, its version in `meta`
-        let env = unsafe {
-            heed::EnvOpenOptions::new()
-                .max_dbs(24)
-                .open(dir.path())
-                .unwrap()
-        };
-        let wtxn = env.write_txn().unwrap();
-        let (meta, flags): (
-            heed::Database<heed::types::Str, heed::types::Bytes>,
-            heed::Database<heed::types::Bytes, heed::types::Bytes>,
-        ) = env
-            .create_databases_and_commit(wtxn, |dbo, wtxn| {
-                Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit((
-                    dbo.create_database(wtxn, Some("meta"))?,
-                    dbo.create_database(wtxn, Some("flags"))?,
-                )))
-            })
-            .unwrap()
-            .unwrap_commit();
-        let mut wtxn = env.write_txn().unwrap();
+        .unwrap()
+}
+
+/// Makes the env in `dir` look as schema `version` (11 or 12) left it: one
+/// `cache-search` record per LMDB value under its message key, no flags column for 11.
+fn downgrade(dir: &std::path::Path, version: u32, records: &[(MailboxId, Records)]) {
+    let env = unsafe { heed::EnvOpenOptions::new().max_dbs(24).open(dir).unwrap() };
+    let wtxn = env.write_txn().unwrap();
+    let (meta, flags, search): (
+        heed::Database<heed::types::Str, heed::types::Bytes>,
+        heed::Database<heed::types::Bytes, heed::types::Bytes>,
+        heed::Database<heed::types::Bytes, heed::types::Bytes>,
+    ) = env
+        .create_databases_and_commit(wtxn, |dbo, wtxn| {
+            Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit((
+                dbo.create_database(wtxn, Some("meta"))?,
+                dbo.create_database(wtxn, Some("flags"))?,
+                dbo.create_database(wtxn, Some("cache-search"))?,
+            )))
+        })
+        .unwrap()
+        .unwrap_commit();
+    let mut wtxn = env.write_txn().unwrap();
+    if version == 11 {
         flags.clear(&mut wtxn).unwrap();
-        meta.put(&mut wtxn, "schema-version", &11u32.to_be_bytes())
-            .unwrap();
-        wtxn.commit().unwrap();
-        env.prepare_for_closing().wait();
     }
-    let index = Index::open(dir.path(), &opts()).unwrap();
-    assert_eq!(
-        index.read(|r| r.schema_version()).unwrap(),
-        Some(maildex_index::schema::SCHEMA_VERSION)
-    );
-    assert_column_follows_states(&index, a);
-    assert_column_follows_states(&index, b);
-    let five = index.read(|r| r.flags_of(a, Uid(5))).unwrap().unwrap();
-    assert_eq!((five.flags, five.keywords), (flag::FLAGGED, 3));
+    search.clear(&mut wtxn).unwrap();
+    for (mailbox, recs) in records {
+        for (uid, rec) in recs {
+            let key = maildex_index::schema::msg_key(*mailbox, Uid(*uid));
+            search.put(&mut wtxn, &key[..], rec).unwrap();
+        }
+    }
+    meta.put(&mut wtxn, "schema-version", &version.to_be_bytes())
+        .unwrap();
+    wtxn.commit().unwrap();
+    env.prepare_for_closing().wait();
+}
+
+#[test]
+fn envs_of_versions_11_and_12_are_brought_up_to_date_in_place() {
+    for version in [11, 12] {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path(), &opts()).unwrap();
+        let (a, b) = index
+            .write(|w| {
+                let a = w.create_mailbox("INBOX", 1)?;
+                let b = w.create_mailbox("Sent", 2)?;
+                for u in 1..=300 {
+                    let mut m = msg((u % 3) as u8, 1, 0);
+                    // records of every size, some larger than a packed value
+                    let len = if u % 50 == 0 {
+                        4500
+                    } else {
+                        (u as usize * 37) % 600
+                    };
+                    m.cached.search.subject = vec!["s".repeat(len)];
+                    w.insert_message(a, Uid(u), m, Vec::new())?;
+                }
+                w.insert_message(b, Uid(7), msg(flag::SEEN, 1, 0), Vec::new())?;
+                w.update_message(a, Uid(5), flag::FLAGGED, 3, "f:2,F", false)?;
+                Ok((a, b))
+            })
+            .unwrap();
+        let before = [
+            (a, search_records(&index, a)),
+            (b, search_records(&index, b)),
+        ];
+        assert_eq!(before[0].1.len(), 300);
+        drop(index);
+        downgrade(dir.path(), version, &before);
+        let index = Index::open(dir.path(), &opts()).unwrap();
+        assert_eq!(
+            index.read(|r| r.schema_version()).unwrap(),
+            Some(maildex_index::schema::SCHEMA_VERSION)
+        );
+        assert_column_follows_states(&index, a);
+        assert_column_follows_states(&index, b);
+        let five = index.read(|r| r.flags_of(a, Uid(5))).unwrap().unwrap();
+        assert_eq!((five.flags, five.keywords), (flag::FLAGGED, 3));
+        for (mailbox, recs) in &before {
+            assert_eq!(&search_records(&index, *mailbox), recs, "version {version}");
+        }
+        let one = index.read(|r| Ok(r.search_fields(a, Uid(123))?.map(<[u8]>::to_vec)));
+        assert_eq!(one.unwrap().as_deref(), Some(&before[0].1[122].1[..]));
+        // packed: far fewer LMDB values than messages
+        let values = index
+            .read(|r| r.page_stats())
+            .unwrap()
+            .into_iter()
+            .find(|s| s.name == "cache-search")
+            .unwrap()
+            .entries;
+        assert!(values < 150, "{values} values for 301 records");
+    }
 }
 
 #[test]

@@ -1,35 +1,18 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use heed::types::Bytes;
 use proptest::prelude::*;
 
-use super::*;
+use heed::WithoutTls;
 
-fn scratch() -> (tempfile::TempDir, heed::Env<WithoutTls>) {
-    let dir = tempfile::tempdir().unwrap();
-    // SAFETY: a fresh folder of this test's own, opened once
-    let env = unsafe {
-        heed::EnvOpenOptions::new()
-            .read_txn_without_tls()
-            .max_dbs(1)
-            .map_size(64 << 20)
-            .open(dir.path())
-    }
-    .unwrap();
-    (dir, env)
-}
+use super::*;
+use crate::packed::testing::scratch;
+use crate::packed::Codec;
+use crate::schema::raw_msg_key;
+use crate::IndexError;
 
 fn column(env: &heed::Env<WithoutTls>) -> FlagColumn<'_> {
-    let db = env
-        .create_databases_and_commit(env.write_txn().unwrap(), |dbo, w| {
-            Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit(
-                dbo.create_database::<Bytes, Bytes>(w, Some("flags"))?,
-            ))
-        })
-        .unwrap()
-        .unwrap_commit();
-    FlagColumn { db }
+    crate::packed::testing::column(env)
 }
 
 fn st(flags: u8, keywords: u32, modseq: u64) -> FlagState {
@@ -83,8 +66,8 @@ proptest! {
         let mut model: BTreeMap<u32, FlagState> = BTreeMap::new();
         // mailbox 7's neighbours hold one entry each
         let mut w = env.write_txn().unwrap();
-        col.put_many(&mut w, 6, &[(u32::MAX, st(1, 1, 1))]).unwrap();
-        col.put_many(&mut w, 8, &[(1, st(2, 2, 2))]).unwrap();
+        col.put_many(&mut w, 6, [(u32::MAX, st(1, 1, 1))]).unwrap();
+        col.put_many(&mut w, 8, [(1, st(2, 2, 2))]).unwrap();
         w.commit().unwrap();
         for op in ops {
             let mut w = env.write_txn().unwrap();
@@ -93,7 +76,7 @@ proptest! {
                     es.sort_by_key(|e| e.0);
                     es.dedup_by_key(|e| e.0);
                     let es: Vec<_> = es.into_iter().map(|(u, f, k, m)| (u, st(f, k, m))).collect();
-                    col.put_many(&mut w, 7, &es).unwrap();
+                    col.put_many(&mut w, 7, es.clone()).unwrap();
                     model.extend(es);
                 }
                 Op::Remove(uid) => {
@@ -122,7 +105,7 @@ proptest! {
         prop_assert_eq!(all(&env, &col, 8), vec![(1, st(2, 2, 2))]);
         for item in col.db.iter(&r).unwrap() {
             let (_, v) = item.unwrap();
-            prop_assert!(v.len() <= 2 * SEG_BYTES + 64, "a value of {} bytes", v.len());
+            prop_assert!(v.len() <= 2 * FlagCodec::SEG_BYTES + 64, "a value of {} bytes", v.len());
         }
     }
 }
@@ -134,7 +117,7 @@ fn deliveries_one_at_a_time_fill_segments_and_start_new_ones() {
     for uid in 1..=1000u32 {
         let mut w = env.write_txn().unwrap();
         let modseq = 1_764_000_000_000_000 + u64::from(uid);
-        col.put_many(&mut w, 1, &[(uid, st(0, 0, modseq))]).unwrap();
+        col.put_many(&mut w, 1, [(uid, st(0, 0, modseq))]).unwrap();
         w.commit().unwrap();
     }
     let r = env.read_txn().unwrap();
@@ -153,7 +136,7 @@ fn deliveries_one_at_a_time_fill_segments_and_start_new_ones() {
     col.put_many(
         &mut w,
         1,
-        &[(500, st(flag_seen(), 3, 9_000_000_000_000_000))],
+        [(500, st(flag_seen(), 3, 9_000_000_000_000_000))],
     )
     .unwrap();
     w.commit().unwrap();
@@ -183,7 +166,7 @@ fn a_damaged_value_is_an_error_not_a_wrong_answer() {
     let (_d, env) = scratch();
     let col = column(&env);
     let mut w = env.write_txn().unwrap();
-    col.put_many(&mut w, 1, &[(1, st(1, 0, 5)), (2, st(0, 0, 6))])
+    col.put_many(&mut w, 1, [(1, st(1, 0, 5)), (2, st(0, 0, 6))])
         .unwrap();
     let key = raw_msg_key(1, 1);
     let good = col.db.get(&w, &key[..]).unwrap().unwrap().to_vec();
