@@ -241,11 +241,9 @@ impl Stage {
 /// Which [`Stage`]s a search needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Needs {
-    /// [`Stage::State`].
+    /// [`Stage::State`]: what the store's flags column gives (flags, keywords, modseq,
+    /// RFC822.SIZE, INTERNALDATE).
     pub state: bool,
-    /// Of the state, more than the flags, keywords and modseq (which the store's flags
-    /// column gives alone): sizes or dates.
-    pub state_beyond_flags: bool,
     /// [`Stage::Search`].
     pub search: bool,
     /// [`Stage::Hot`].
@@ -259,7 +257,6 @@ pub struct Needs {
 impl Needs {
     fn add(&mut self, other: Needs) {
         self.state |= other.state;
-        self.state_beyond_flags |= other.state_beyond_flags;
         self.search |= other.search;
         self.hot |= other.hot;
         self.headers |= other.headers;
@@ -324,14 +321,10 @@ pub fn prepare(keys: &mut [SearchKey]) {
     }
 }
 
-/// True when `key` (not NOT/OR/AND) is decided by [`Candidate::state`].
+/// True when `key` (not NOT/OR/AND) is decided by [`Candidate::state`]: by its flags,
+/// keywords, modseq, RFC822.SIZE or INTERNALDATE, which the store's flags column holds
+/// ([`maildex_store::records::FlagState`]).
 fn on_state(key: &SearchKey) -> bool {
-    on_flags(key) || on_sizes_or_dates(key)
-}
-
-/// True when `key` reads no more of [`Candidate::state`] than its flags, keywords and
-/// modseq ([`maildex_store::records::FlagState`]).
-fn on_flags(key: &SearchKey) -> bool {
     use SearchKey as K;
     matches!(
         key,
@@ -349,15 +342,7 @@ fn on_flags(key: &SearchKey) -> bool {
             | K::Keyword(_)
             | K::Unkeyword(_)
             | K::ModSeq(_)
-    )
-}
-
-/// True when `key` reads the sizes or dates of [`Candidate::state`].
-fn on_sizes_or_dates(key: &SearchKey) -> bool {
-    use SearchKey as K;
-    matches!(
-        key,
-        K::Larger(_)
+            | K::Larger(_)
             | K::Smaller(_)
             | K::Before(_)
             | K::On(_)
@@ -494,10 +479,7 @@ fn key_needs(key: &SearchKey) -> Needs {
             }
         }
         K::Body(_) | K::Text(_) => n.body = true,
-        k if on_state(k) => {
-            n.state = true;
-            n.state_beyond_flags = on_sizes_or_dates(k);
-        }
+        k if on_state(k) => n.state = true,
         K::Not(k) => n = key_needs(k),
         K::Or(a, b) => {
             n = key_needs(a);

@@ -15,21 +15,20 @@ impl Writer<'_, '_> {
     /// Brings an env of schema version `from` to the current one and stores the version.
     /// False when `from` has no migration in place.
     pub(crate) fn migrate(&mut self, from: u32) -> Result<bool, IndexError> {
-        match from {
-            // version 11 lacked the flags column, which its states give
-            11 => self.add_flag_column()?,
-            // version 12 stored a search record per LMDB value
-            12 => {}
-            _ => return Ok(false),
+        if !matches!(from, 11 | 12) {
+            return Ok(false);
         }
+        // version 11 lacked the flags column, version 12's lacked the sizes and dates
+        self.fill_flag_column()?;
+        // both stored a search record per LMDB value
         self.pack_search_column()?;
         self.init_schema()?;
         Ok(true)
     }
 
-    /// Fills the `flags` column from the states of every mailbox: the step from version 11, whose envs lack only that column (a rebuild
+    /// Fills the `flags` column from the states of every mailbox (a rebuild
     /// from the Maildir would also write every full text again).
-    pub(crate) fn add_flag_column(&mut self) -> Result<(), IndexError> {
+    pub(crate) fn fill_flag_column(&mut self) -> Result<(), IndexError> {
         let col = self.dbs.flag_column();
         for (id, _) in self.reader().mailboxes()? {
             col.clear(self.txn, id.get())?;

@@ -488,7 +488,8 @@ fn search_records(index: &Index, mailbox: MailboxId) -> Records {
 }
 
 /// Makes the env in `dir` look as schema `version` (11 or 12) left it: one
-/// `cache-search` record per LMDB value under its message key, no flags column for 11.
+/// `cache-search` record per LMDB value under its message key, no flags column for 11,
+/// one in version 12's layout for 12.
 fn downgrade(dir: &std::path::Path, version: u32, records: &[(MailboxId, Records)]) {
     let env = unsafe { heed::EnvOpenOptions::new().max_dbs(24).open(dir).unwrap() };
     let wtxn = env.write_txn().unwrap();
@@ -507,8 +508,14 @@ fn downgrade(dir: &std::path::Path, version: u32, records: &[(MailboxId, Records
         .unwrap()
         .unwrap_commit();
     let mut wtxn = env.write_txn().unwrap();
-    if version == 11 {
-        flags.clear(&mut wtxn).unwrap();
+    flags.clear(&mut wtxn).unwrap();
+    if version == 12 {
+        // version 12's flags column: base modseq, then UID step, flags, keywords, modseq
+        // distance (no size, no date), which version 13 cannot read
+        for (mailbox, _) in records {
+            let key = maildex_index::schema::msg_key(*mailbox, Uid(1));
+            flags.put(&mut wtxn, &key[..], &[1, 0, 0, 0, 0]).unwrap();
+        }
     }
     search.clear(&mut wtxn).unwrap();
     for (mailbox, recs) in records {
@@ -533,7 +540,9 @@ fn envs_of_versions_11_and_12_are_brought_up_to_date_in_place() {
                 let a = w.create_mailbox("INBOX", 1)?;
                 let b = w.create_mailbox("Sent", 2)?;
                 for u in 1..=300 {
-                    let mut m = msg((u % 3) as u8, 1, 0);
+                    let mut m = msg((u % 3) as u8, u64::from(u) * 997, 0);
+                    // dates out of order, one before 1970
+                    m.state.internal_date = 1_700_000_000 - i64::from(u % 7) * 90_000_000;
                     // records of every size, some larger than a packed value
                     let len = if u % 50 == 0 {
                         4500

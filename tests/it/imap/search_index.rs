@@ -606,3 +606,93 @@ fn searches_of_more_messages_than_a_chunk_equal_the_scan() {
         "only {nonempty} of 40 searches were selective"
     );
 }
+
+/// LARGER, SMALLER, BEFORE, ON, SINCE, OLDER and YOUNGER answer from the index's flags
+/// column (which holds each message's RFC822.SIZE and INTERNALDATE since schema 13):
+/// messages appended with dates across the years (the epoch, a day's last second) and
+/// sizes of every order give what their dates and sizes say, before and after
+/// flag changes (which rewrite their entries) and an expunge.
+#[test]
+fn size_and_date_searches_answer_from_the_flags_column_through_changes() {
+    let s = Server::start();
+    let mut c = s.login("alice");
+    // (day, month, year, time of day, body bytes)
+    let msgs: Vec<(u32, usize, i64, &str, usize)> = vec![
+        (1, 1, 1970, "00:00:00", 10),
+        (31, 12, 1999, "23:59:59", 2_000),
+        (1, 1, 2000, "00:00:00", 50),
+        (15, 6, 2021, "08:30:00", 70_000),
+        (15, 6, 2021, "20:30:00", 400),
+        (29, 2, 2024, "11:11:11", 9_000),
+        (1, 3, 2024, "00:00:01", 123_456),
+    ];
+    let mut sizes = Vec::new();
+    let mut days = Vec::new();
+    for (i, &(d, m, y, time, body)) in msgs.iter().enumerate() {
+        let raw = format!(
+            "From: a@example.org\r\nSubject: m{i}\r\n\r\n{}\r\n",
+            "x".repeat(body)
+        );
+        let date = format!("{d:02}-{}-{y} {time} +0000", MONTHS[m - 1]);
+        let cmd = format!("APPEND INBOX () \"{date}\" {{{}}}\r\n{raw}", raw.len());
+        let r = c.cmd_bytes(cmd.as_bytes());
+        assert_eq!(r.status(), "OK", "{}", r.all());
+        sizes.push(raw.len() as u64);
+        days.push(civil(y as u32, m as u8, d));
+    }
+    c.ok("SELECT INBOX");
+    let check = |c: &mut Client, gone: &[u32]| {
+        let live = |f: &dyn Fn(usize) -> bool| -> Vec<u32> {
+            (0..msgs.len())
+                .filter(|&i| !gone.contains(&(i as u32 + 1)) && f(i))
+                .map(|i| i as u32 + 1)
+                .collect()
+        };
+        for n in [0u64, 60, 2_100, 9_100, 200_000] {
+            assert_eq!(
+                uids(c, &format!("UID SEARCH LARGER {n}")),
+                live(&|i| sizes[i] > n)
+            );
+            assert_eq!(
+                uids(c, &format!("UID SEARCH SMALLER {n}")),
+                live(&|i| sizes[i] < n)
+            );
+        }
+        for (y, m, d) in [
+            (1969, 12, 31),
+            (1970, 1, 1),
+            (1999, 12, 31),
+            (2000, 1, 1),
+            (2021, 6, 15),
+            (2024, 3, 1),
+        ] {
+            let day = civil(y, m, d);
+            let date = format!("{d}-{}-{y}", MONTHS[usize::from(m - 1)]);
+            assert_eq!(
+                uids(c, &format!("UID SEARCH BEFORE {date}")),
+                live(&|i| days[i] < day)
+            );
+            assert_eq!(
+                uids(c, &format!("UID SEARCH ON {date}")),
+                live(&|i| days[i] == day)
+            );
+            assert_eq!(
+                uids(c, &format!("UID SEARCH SINCE {date}")),
+                live(&|i| days[i] >= day)
+            );
+        }
+        // every message is older than a day, none younger
+        assert_eq!(uids(c, "UID SEARCH OLDER 86400"), live(&|_| true));
+        assert_eq!(uids(c, "UID SEARCH YOUNGER 86400"), Vec::<u32>::new());
+        assert_eq!(
+            uids(c, "UID SEARCH SEEN SINCE 1-Jan-2000 SMALLER 10000"),
+            live(&|i| i % 2 == 0 && days[i] >= civil(2000, 1, 1) && sizes[i] < 10_000)
+        );
+    };
+    c.ok("UID STORE 1,3,5,7 +FLAGS (\\Seen)");
+    check(&mut c, &[]);
+    c.ok("UID STORE 3 +FLAGS.SILENT (\\Deleted)");
+    c.ok("EXPUNGE");
+    c.ok("UID STORE 1:* -FLAGS (\\Flagged)");
+    check(&mut c, &[3]);
+}

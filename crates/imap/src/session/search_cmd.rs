@@ -26,13 +26,14 @@ const BATCH: usize = 512;
 /// at a time within it.
 const READ_IN_PLACE_BATCH: usize = 32_768;
 
-/// A state holding only what the flags column gives (the keys that read no more are
-/// decided on it).
+/// A state holding what the flags column gives: all that the state keys read.
 fn with_flags(f: FlagState) -> MessageState {
     MessageState {
         flags: f.flags,
         keywords: f.keywords,
         modseq: f.modseq,
+        vsize: f.vsize,
+        internal_date: f.internal_date,
         ..MessageState::default()
     }
 }
@@ -264,12 +265,8 @@ impl Session {
                                 undecided.push(pending(seq, uid, state));
                             }
                         };
-                        if need.state_beyond_flags {
-                            s.visit_states(&m, uids, visit)?;
-                        } else {
-                            // flags, keywords and modseq decide: the flags column has them
-                            s.visit_flags(&m, uids, |i, f| visit(i, with_flags(f)))?;
-                        }
+                        // what the state keys read, the flags column has
+                        s.visit_flags(&m, uids, |i, f| visit(i, with_flags(f)))?;
                     } else if need.search {
                         // the search fields first, decided as read (FROM, SUBJECT...): a
                         // Pending only for what a later stage must decide (30,000 of them

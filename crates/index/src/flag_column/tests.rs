@@ -15,11 +15,15 @@ fn column(env: &heed::Env<WithoutTls>) -> FlagColumn<'_> {
     crate::packed::testing::column(env)
 }
 
+/// A state whose size and date follow from its modseq: of any size, dates before and
+/// after 1970, out of UID order.
 fn st(flags: u8, keywords: u32, modseq: u64) -> FlagState {
     FlagState {
         flags,
         keywords,
         modseq: ModSeq(modseq),
+        vsize: modseq % 3_000_000,
+        internal_date: (modseq % 4_000_000_000) as i64 - 1_000_000_000,
     }
 }
 
@@ -122,14 +126,15 @@ fn deliveries_one_at_a_time_fill_segments_and_start_new_ones() {
     }
     let r = env.read_txn().unwrap();
     let segments = col.db.len(&r).unwrap();
-    // 128 entries a segment (6 bytes each at most here)
+    // 128 entries a segment (8 bytes each at most here)
     assert_eq!(segments, 8, "1,000 UIDs in {segments} segments");
     let mut total = 0;
     for item in col.db.iter(&r).unwrap() {
         total += item.unwrap().1.len();
     }
-    // a modseq's distance from the segment's lowest, not the modseq itself
-    assert!(total < 1000 * 6, "{total} bytes for 1,000 entries");
+    // a modseq's and a date's distance from the segment's lowest, not the modseq (8
+    // bytes) and the date (5) themselves
+    assert!(total < 1000 * 9, "{total} bytes for 1,000 entries");
     drop(r);
     // a flag change is found where it was put, and stops a walk that breaks there
     let mut w = env.write_txn().unwrap();
@@ -170,9 +175,10 @@ fn a_damaged_value_is_an_error_not_a_wrong_answer() {
         .unwrap();
     let key = raw_msg_key(1, 1);
     let good = col.db.get(&w, &key[..]).unwrap().unwrap().to_vec();
-    // cut inside the second entry; then a second entry at distance 0 (not ascending)
+    // cut inside the second entry; then a second entry at distance 0 (not ascending):
+    // its step, flags, keywords, modseq, size and date take a byte each here
     let mut repeated = good.clone();
-    repeated[good.len() - 4] = 0;
+    repeated[good.len() - 6] = 0;
     for bad in [good[..good.len() - 1].to_vec(), repeated] {
         col.db.put(&mut w, &key[..], &bad).unwrap();
         w.commit().unwrap();
