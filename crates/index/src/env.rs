@@ -61,7 +61,7 @@ pub struct Dbs<'e> {
     pub mailboxes: Database<'e, U32<BigEndian>, Bytes>,
     /// `messages`: (mailbox, uid) -> [`schema::MessageState`].
     pub messages: Database<'e, Bytes, Bytes>,
-    /// `flags`: segments of each message's flags, keywords and modseq
+    /// `flags`: segments of each message's flags, keywords, modseq, size and date
     /// ([`crate::flag_column`]).
     pub flags: Database<'e, Bytes, Bytes>,
     /// `cache-hot`: segments of hot header fields.
@@ -371,7 +371,7 @@ impl Index {
         let found = self.read(|r| r.schema_version())?;
         match found {
             Some(v) if v == SCHEMA_VERSION => Ok(()),
-            Some(v) if v < SCHEMA_VERSION && self.write(move |w| w.migrate(v))? => Ok(()),
+            Some(v) if v < SCHEMA_VERSION && self.write_retrying(move |w| w.migrate(v))? => Ok(()),
             Some(v) => Err(IndexError::SchemaMismatch {
                 path: self.path.clone(),
                 found: v,

@@ -1,6 +1,6 @@
 //! Packed columns: small per-message entries, many messages to an LMDB value, stored
 //! uncompressed so that they are read in place and any entry can be rewritten. Two
-//! columns use it: `flags` (each message's flags, keywords and modseq, see
+//! columns use it: `flags` (each message's flags, keywords, modseq, size and date, see
 //! [`crate::flag_column`]) and `cache-search` (each message's [`crate::SearchFields`]
 //! postcard, see [`crate::search_column`]).
 //!
@@ -142,11 +142,17 @@ impl<'e, C: Codec> Packed<'e, C> {
         let lo = raw_msg_key(mailbox, start);
         let hi = raw_msg_key(mailbox, hi_uid);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        // UIDs rise across segments too: a damaged value that breaks that is an error
+        let mut last = None;
         for item in self.db.range(txn, &range).map_err(IndexError::from_heed)? {
             let (key, value) = item.map_err(IndexError::from_heed)?;
             let first = key_uid::<C>(key, mailbox)?;
             for entry in Entries::<C>::new(value, first, mailbox)? {
                 let (uid, r) = entry?;
+                if last.is_some_and(|l| uid <= l) {
+                    return Err(corrupt::<C>(mailbox, uid));
+                }
+                last = Some(uid);
                 if uid > hi_uid {
                     return Ok(());
                 }
@@ -259,7 +265,8 @@ impl<'e, C: Codec> Packed<'e, C> {
         {
             Some((k, v)) => match raw_split_msg_key(k) {
                 Some((m, first)) if m == mailbox => Ok(Some((first, v))),
-                _ => Ok(None),
+                Some(_) => Ok(None),
+                None => Err(bad_key::<C>(k, mailbox)),
             },
             None => Ok(None),
         }
@@ -344,12 +351,16 @@ pub(crate) fn varint_len(n: u32) -> usize {
 fn key_uid<C: Codec>(key: &[u8], mailbox: u32) -> Result<u32, IndexError> {
     match raw_split_msg_key(key) {
         Some((m, first)) if m == mailbox => Ok(first),
-        _ => Err(IndexError::Corrupt(format!(
-            "{}: key of {} bytes in mailbox {mailbox}'s range",
-            C::NAME,
-            key.len()
-        ))),
+        _ => Err(bad_key::<C>(key, mailbox)),
     }
+}
+
+fn bad_key<C: Codec>(key: &[u8], mailbox: u32) -> IndexError {
+    IndexError::Corrupt(format!(
+        "{}: key of {} bytes in mailbox {mailbox}'s range",
+        C::NAME,
+        key.len()
+    ))
 }
 
 /// A segment's value: entries (not empty) in ascending UID order, all at or above `first`.

@@ -18,9 +18,10 @@ pub const DB_MAILBOX_NAMES: &str = "mailbox-names";
 pub const DB_MAILBOXES: &str = "mailboxes";
 /// `messages`: [`msg_key`] to a postcard [`MessageState`] (what changes: flags, name, modseq).
 pub const DB_MESSAGES: &str = "messages";
-/// `flags`: segments of each message's flags, keywords and modseq, repeated from its
-/// [`MessageState`] in the same transaction ([`crate::flag_column`]): what SEARCH of flags
-/// and SELECT's first unseen message walk.
+/// `flags`: segments of each message's flags, keywords, modseq, RFC822.SIZE and
+/// INTERNALDATE, repeated from its [`MessageState`] in the same transaction
+/// ([`crate::flag_column`]): what SEARCH's keys on the state and SELECT's first unseen
+/// message walk.
 pub const DB_FLAGS: &str = "flags";
 /// `cache-hot`: segments (see [`crate::segment`]) of [`Cached::hot_headers`], raw. The
 /// three `cache-*` databases are the columns of [`Cached`]: what a listing fetches,

@@ -149,7 +149,7 @@ impl<'t> Reader<'t> {
         self.walk_states::<MessageState>(mailbox, uids, f)
     }
 
-    /// Calls `f` with the flags, keywords and modseq of each message of `mailbox` whose UID
+    /// Calls `f` with the flags, keywords, modseq, size and date of each message of `mailbox` whose UID
     /// lies in `uids`, in UID order, from the `flags` column: a few hundred small values
     /// for a mailbox of 30,000 messages, where [`Reader::for_each_state`] reads one record
     /// per message.
@@ -177,7 +177,7 @@ impl<'t> Reader<'t> {
         Ok(out)
     }
 
-    /// One message's flags, keywords and modseq, from the `flags` column.
+    /// One message's flags, keywords, modseq, size and date, from the `flags` column.
     pub fn flags_of(&self, mailbox: MailboxId, uid: Uid) -> Result<Option<FlagState>, IndexError> {
         self.dbs
             .flag_column()

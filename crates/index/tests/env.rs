@@ -557,9 +557,11 @@ fn envs_of_versions_11_and_12_are_brought_up_to_date_in_place() {
                 Ok((a, b))
             })
             .unwrap();
+        // and records of a mailbox id no longer listed: packed too
         let before = [
             (a, search_records(&index, a)),
             (b, search_records(&index, b)),
+            (MailboxId(99), vec![(4, b"x".to_vec()), (5, b"y".to_vec())]),
         ];
         assert_eq!(before[0].1.len(), 300);
         drop(index);

@@ -314,7 +314,7 @@ fn segment_keys(batches: &[Vec<u32>]) -> Vec<(&'static str, usize)> {
         .read(|r| r.page_stats())
         .unwrap()
         .into_iter()
-        // cache-search holds one record per message, not segments
+        // cache-search is a packed column, not segments
         .filter(|s| {
             (s.name.starts_with("cache-") || s.name == "headers") && s.name != "cache-search"
         })
