@@ -1,4 +1,3 @@
-use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use proptest::prelude::*;
@@ -6,7 +5,7 @@ use proptest::prelude::*;
 use heed::WithoutTls;
 
 use super::*;
-use crate::packed::testing::scratch;
+use crate::packed::testing::{reads_back_what_was_stored, scratch, Op};
 use crate::packed::Codec;
 use crate::schema::raw_msg_key;
 use crate::IndexError;
@@ -27,28 +26,10 @@ fn st(flags: u8, keywords: u32, modseq: u64) -> FlagState {
     }
 }
 
-fn all(env: &heed::Env<WithoutTls>, col: &FlagColumn, mailbox: u32) -> Vec<(u32, FlagState)> {
-    let r = env.read_txn().unwrap();
-    let mut out = Vec::new();
-    col.for_each(&r, mailbox, 1..=u32::MAX, |u, s| {
-        out.push((u, s));
-        Ok(ControlFlow::Continue(()))
-    })
-    .unwrap();
-    out
-}
-
-#[derive(Debug, Clone)]
-enum Op {
-    /// Stores these (UID, flags, keywords, modseq), sorted and deduplicated first.
-    Put(Vec<(u32, u8, u32, u64)>),
-    Remove(u32),
-    Clear,
-}
-
-fn op() -> impl Strategy<Value = Op> {
+fn op() -> impl Strategy<Value = Op<FlagState>> {
     // UIDs from a small range so that puts land in, between and after segments
-    let entry = (1u32..3000, any::<u8>(), any::<u32>(), 1u64..1 << 60);
+    let entry = (1u32..3000, any::<u8>(), any::<u32>(), 1u64..1 << 60)
+        .prop_map(|(u, f, k, m)| (u, st(f, k, m)));
     prop_oneof![
         6 => prop::collection::vec(entry, 1..400).prop_map(Op::Put),
         3 => (1u32..3000).prop_map(Op::Remove),
@@ -59,58 +40,18 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// Whatever the order of puts, removals and clearings, the column reads back what a
-    /// map given the same operations holds, over the whole mailbox and over any range, a
-    /// neighbouring mailbox is never touched, and no value outgrows a leaf page's half.
+    /// The model test ([`reads_back_what_was_stored`]); no value outgrows a leaf page's
+    /// half.
     #[test]
     fn the_column_reads_back_what_was_stored(ops in prop::collection::vec(op(), 1..40),
                                               lo in 1u32..3000, len in 0u32..3000) {
-        let (_d, env) = scratch();
-        let col = column(&env);
-        let mut model: BTreeMap<u32, FlagState> = BTreeMap::new();
-        // mailbox 7's neighbours hold one entry each
-        let mut w = env.write_txn().unwrap();
-        col.put_many(&mut w, 6, [(u32::MAX, st(1, 1, 1))]).unwrap();
-        col.put_many(&mut w, 8, [(1, st(2, 2, 2))]).unwrap();
-        w.commit().unwrap();
-        for op in ops {
-            let mut w = env.write_txn().unwrap();
-            match op {
-                Op::Put(mut es) => {
-                    es.sort_by_key(|e| e.0);
-                    es.dedup_by_key(|e| e.0);
-                    let es: Vec<_> = es.into_iter().map(|(u, f, k, m)| (u, st(f, k, m))).collect();
-                    col.put_many(&mut w, 7, es.clone()).unwrap();
-                    model.extend(es);
-                }
-                Op::Remove(uid) => {
-                    let was = col.remove(&mut w, 7, uid).unwrap();
-                    prop_assert_eq!(was, model.remove(&uid).is_some());
-                }
-                Op::Clear => {
-                    col.clear(&mut w, 7).unwrap();
-                    model.clear();
-                }
-            }
-            w.commit().unwrap();
-        }
-        let want: Vec<_> = model.iter().map(|(&u, &s)| (u, s)).collect();
-        prop_assert_eq!(all(&env, &col, 7), want);
-        let hi = lo.saturating_add(len);
-        let r = env.read_txn().unwrap();
-        let mut got = Vec::new();
-        col.for_each(&r, 7, lo..=hi, |u, s| { got.push((u, s)); Ok(ControlFlow::Continue(())) }).unwrap();
-        let want: Vec<_> = model.range(lo..=hi).map(|(&u, &s)| (u, s)).collect();
-        prop_assert_eq!(got, want);
-        for uid in [lo, hi, 1, 2999] {
-            prop_assert_eq!(col.get(&r, 7, uid).unwrap(), model.get(&uid).copied());
-        }
-        prop_assert_eq!(all(&env, &col, 6), vec![(u32::MAX, st(1, 1, 1))]);
-        prop_assert_eq!(all(&env, &col, 8), vec![(1, st(2, 2, 2))]);
-        for item in col.db.iter(&r).unwrap() {
-            let (_, v) = item.unwrap();
-            prop_assert!(v.len() <= 2 * FlagCodec::SEG_BYTES + 64, "a value of {} bytes", v.len());
-        }
+        reads_back_what_was_stored::<FlagCodec>(
+            ops,
+            (lo, len),
+            &[1, 2999],
+            [(u32::MAX, st(1, 1, 1)), (1, st(2, 2, 2))],
+            |v| v.len() <= 2 * FlagCodec::SEG_BYTES + 64,
+        )?;
     }
 }
 

@@ -1,24 +1,11 @@
-use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use heed::WithoutTls;
 use proptest::prelude::*;
 
 use super::*;
-use crate::packed::testing::{column, scratch};
+use crate::packed::testing::{all, column, reads_back_what_was_stored, scratch, Op};
 use crate::schema::raw_msg_key;
 use crate::IndexError;
-
-fn all(env: &heed::Env<WithoutTls>, col: &SearchColumn, mailbox: u32) -> Vec<(u32, Vec<u8>)> {
-    let r = env.read_txn().unwrap();
-    let mut out = Vec::new();
-    col.for_each(&r, mailbox, 1..=u32::MAX, |u, d| {
-        out.push((u, d.to_vec()));
-        Ok(ControlFlow::Continue(()))
-    })
-    .unwrap();
-    out
-}
 
 /// A record of `len` bytes that names its UID.
 fn rec(uid: u32, len: usize) -> Vec<u8> {
@@ -35,18 +22,10 @@ fn one_record(v: &[u8]) -> bool {
     at + len == v.len()
 }
 
-#[derive(Debug, Clone)]
-enum Op {
-    /// Stores records of these (UID, length), sorted and deduplicated first.
-    Put(Vec<(u32, usize)>),
-    Remove(u32),
-    Clear,
-}
-
-fn op() -> impl Strategy<Value = Op> {
+fn op() -> impl Strategy<Value = Op<Vec<u8>>> {
     // lengths mostly of a search record's size, some far larger than a value
     let len = prop_oneof![8 => 0usize..600, 1 => 600usize..9000];
-    let entry = (1u32..2000, len);
+    let entry = (1u32..2000, len).prop_map(|(u, l)| (u, rec(u, l)));
     prop_oneof![
         6 => prop::collection::vec(entry, 1..200).prop_map(Op::Put),
         3 => (1u32..2000).prop_map(Op::Remove),
@@ -57,59 +36,18 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// Whatever the order of puts, removals and clearings, the column reads back what a
-    /// map given the same operations holds, over the whole mailbox, over any range and
-    /// one record at a time; a neighbouring mailbox is never touched, and no value of
-    /// two or more records outgrows one overflow page.
+    /// The model test ([`reads_back_what_was_stored`]); no value of two or more records
+    /// outgrows one overflow page.
     #[test]
     fn the_column_reads_back_what_was_stored(ops in prop::collection::vec(op(), 1..30),
                                               lo in 1u32..2000, len in 0u32..2000) {
-        let (_d, env) = scratch();
-        let col: SearchColumn = column(&env);
-        let mut model: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
-        let mut w = env.write_txn().unwrap();
-        col.put_many(&mut w, 6, [(u32::MAX, rec(1, 10))]).unwrap();
-        col.put_many(&mut w, 8, [(1, rec(2, 5000))]).unwrap();
-        w.commit().unwrap();
-        for op in ops {
-            let mut w = env.write_txn().unwrap();
-            match op {
-                Op::Put(mut es) => {
-                    es.sort_by_key(|e| e.0);
-                    es.dedup_by_key(|e| e.0);
-                    let es: Vec<_> = es.into_iter().map(|(u, l)| (u, rec(u, l))).collect();
-                    col.put_many(&mut w, 7, es.clone()).unwrap();
-                    model.extend(es);
-                }
-                Op::Remove(uid) => {
-                    let was = col.remove(&mut w, 7, uid).unwrap();
-                    prop_assert_eq!(was, model.remove(&uid).is_some());
-                }
-                Op::Clear => {
-                    col.clear(&mut w, 7).unwrap();
-                    model.clear();
-                }
-            }
-            w.commit().unwrap();
-        }
-        let want: Vec<_> = model.iter().map(|(&u, d)| (u, d.clone())).collect();
-        prop_assert_eq!(all(&env, &col, 7), want);
-        let hi = lo.saturating_add(len);
-        let r = env.read_txn().unwrap();
-        let mut got = Vec::new();
-        col.for_each(&r, 7, lo..=hi, |u, d| { got.push((u, d.to_vec())); Ok(ControlFlow::Continue(())) }).unwrap();
-        let want: Vec<_> = model.range(lo..=hi).map(|(&u, d)| (u, d.clone())).collect();
-        prop_assert_eq!(got, want);
-        for uid in [lo, hi, 1, 1999] {
-            prop_assert_eq!(col.get(&r, 7, uid).unwrap(), model.get(&uid).map(|d| &d[..]));
-        }
-        prop_assert_eq!(all(&env, &col, 6), vec![(u32::MAX, rec(1, 10))]);
-        prop_assert_eq!(all(&env, &col, 8), vec![(1, rec(2, 5000))]);
-        for item in col.db.iter(&r).unwrap() {
-            let (_, v) = item.unwrap();
-            prop_assert!(v.len() <= RecordCodec::MAX_VALUE || one_record(v),
-                "a value of {} bytes", v.len());
-        }
+        reads_back_what_was_stored::<RecordCodec>(
+            ops,
+            (lo, len),
+            &[1, 1999],
+            [(u32::MAX, rec(1, 10)), (1, rec(2, 5000))],
+            |v| v.len() <= RecordCodec::MAX_VALUE || one_record(v),
+        )?;
     }
 }
 
