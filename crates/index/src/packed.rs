@@ -305,7 +305,8 @@ impl<'e, C: Codec> Packed<'e, C> {
     }
 
     /// Writes a changed segment back: deleted when empty, split when inserts below its
-    /// end made it larger than [`Codec::MAX_VALUE`] or twice [`Codec::SEG_ENTRIES`].
+    /// end (or entries that grew) made it larger than [`Codec::MAX_VALUE`] or twice
+    /// [`Codec::SEG_ENTRIES`].
     fn flush(&self, txn: &mut RwTxn, mailbox: u32, o: Open<C::Item>) -> Result<(), IndexError> {
         if o.entries.is_empty() {
             if o.stored {
@@ -318,8 +319,12 @@ impl<'e, C: Codec> Packed<'e, C> {
         self.write(txn, mailbox, o.first, &o.entries)
     }
 
-    /// Stores `entries` (not empty, all at or above `first`) under `first`, in halves
-    /// (the second keyed by its lowest UID) while they are too large for one value.
+    /// Stores `entries` (not empty, all at or above `first`) under `first`; when they are
+    /// too large for one value, as runs that each fill a segment as far as an append
+    /// would ([`Codec::SEG_ENTRIES`], [`Codec::SEG_BYTES`]), each after the first keyed by
+    /// its lowest UID. Halves would leave a column whose records all grew (a learned
+    /// header field fills every search record) with values half full, each taking a
+    /// whole overflow page.
     fn write(
         &self,
         txn: &mut RwTxn,
@@ -335,11 +340,44 @@ impl<'e, C: Codec> Packed<'e, C> {
                 .put(txn, &raw_msg_key(mailbox, first)[..], &value)
                 .map_err(IndexError::from_heed);
         }
-        let (a, b) = entries.split_at(entries.len() / 2);
-        self.write(txn, mailbox, first, a)?;
-        let second = b.first().map_or(first, |e| e.0);
-        self.write(txn, mailbox, second, b)
+        let runs = runs::<C>(entries, first);
+        if runs.len() < 2 {
+            // the estimate put them all in one run: halves, which always end
+            let (a, b) = entries.split_at(entries.len() / 2);
+            self.write(txn, mailbox, first, a)?;
+            let second = b.first().map_or(first, |e| e.0);
+            return self.write(txn, mailbox, second, b);
+        }
+        for (i, run) in runs.into_iter().enumerate() {
+            let key = if i == 0 {
+                first
+            } else {
+                run.first().map_or(first, |e| e.0)
+            };
+            self.write(txn, mailbox, key, run)?;
+        }
+        Ok(())
     }
+}
+
+/// `entries` cut where an append would start a new segment (by the codec's size
+/// estimate); each run but the first starts a value keyed by its own first UID.
+fn runs<C: Codec>(entries: &[(u32, C::Item)], first: u32) -> Vec<&[(u32, C::Item)]> {
+    let mut out = Vec::new();
+    let (mut start, mut size, mut prev) = (0, 0, first);
+    for (i, (uid, item)) in entries.iter().enumerate() {
+        let mut len = varint_len(uid - prev) + C::payload_len(item, &entries[start..i]);
+        if i > start && (i - start >= C::SEG_ENTRIES || size + len > C::SEG_BYTES) {
+            out.push(&entries[start..i]);
+            start = i;
+            size = 0;
+            len = varint_len(0) + C::payload_len(item, &[]);
+        }
+        size += len;
+        prev = *uid;
+    }
+    out.push(&entries[start..]);
+    out
 }
 
 /// The bytes of `n` as a varint.

@@ -101,3 +101,32 @@ fn a_damaged_value_is_an_error_not_a_wrong_answer() {
     assert!(matches!(res, Err(IndexError::Corrupt(_))), "{res:?}");
     assert!(matches!(col.get(&r, 1, 2), Err(IndexError::Corrupt(_))));
 }
+
+/// Records that all grow (a learned header field fills every record of a mailbox) are
+/// written back as values filled as far as appends fill them, not as halves of about
+/// 2 KiB that would each take a whole overflow page.
+#[test]
+fn records_that_all_grow_keep_the_pages_full() {
+    let (_d, env) = scratch();
+    let col: SearchColumn = column(&env);
+    for uid in 1..=1000u32 {
+        let mut w = env.write_txn().unwrap();
+        col.put_many(&mut w, 1, [(uid, rec(uid, 250))]).unwrap();
+        w.commit().unwrap();
+    }
+    let mut w = env.write_txn().unwrap();
+    col.put_many(&mut w, 1, (1..=1000u32).map(|u| (u, rec(u, 300))))
+        .unwrap();
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    let st = col.db.stat(&r).unwrap();
+    let pages = st.leaf_pages + st.overflow_pages;
+    let bytes: usize = col.db.iter(&r).unwrap().map(|i| i.unwrap().1.len()).sum();
+    // halves would fill about 56%
+    assert!(
+        bytes * 100 / (pages * 4096) >= 75,
+        "{bytes} bytes of values on {pages} pages"
+    );
+    drop(r);
+    assert!(all(&env, &col, 1).iter().all(|(u, d)| *d == rec(*u, 300)));
+}
