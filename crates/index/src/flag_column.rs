@@ -24,7 +24,7 @@
 //! modseq's distance from the lowest, varint; RFC822.SIZE, varint; the INTERNALDATE's
 //! distance from the lowest, varint.
 
-use crate::packed::{Codec, Packed};
+use crate::packed::{varint_len, Codec, Packed};
 use crate::schema::{put_varint, varint as take_varint};
 use crate::ModSeq;
 
@@ -126,11 +126,10 @@ impl Codec for FlagCodec {
         let first = entries.first().map(|e| e.1);
         let base = first.map_or(0, |f| f.modseq.0);
         let date = first.map_or(st.internal_date, |f| f.internal_date);
-        let len = |n: u64| (64 - n.max(1).leading_zeros() as usize).div_ceil(7);
-        1 + len(u64::from(st.keywords))
-            + len(st.modseq.0.abs_diff(base))
-            + len(st.vsize)
-            + len(st.internal_date.abs_diff(date))
+        1 + varint_len(u64::from(st.keywords))
+            + varint_len(st.modseq.0.abs_diff(base))
+            + varint_len(st.vsize)
+            + varint_len(st.internal_date.abs_diff(date))
     }
 
     fn to_item(st: FlagState) -> FlagState {

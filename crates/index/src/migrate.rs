@@ -58,6 +58,11 @@ impl Writer<'_, '_> {
     /// mailbox's records in memory at a time.
     pub(crate) fn pack_search_column(&mut self) -> Result<(), IndexError> {
         let col = self.dbs.cache().search;
+        let split = |key: &[u8]| {
+            raw_split_msg_key(key).ok_or_else(|| {
+                IndexError::Corrupt(format!("cache-search: a key of {} bytes", key.len()))
+            })
+        };
         let mut from = 0u32;
         loop {
             let start = raw_msg_key(from, 0);
@@ -68,9 +73,7 @@ impl Writer<'_, '_> {
             let Some((key, _)) = found else {
                 return Ok(());
             };
-            let (m, _) = raw_split_msg_key(key).ok_or_else(|| {
-                IndexError::Corrupt(format!("cache-search: a key of {} bytes", key.len()))
-            })?;
+            let (m, _) = split(key)?;
             let (lo, hi) = (raw_msg_key(m, 0), raw_msg_key(m, u32::MAX));
             let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
             let mut items = Vec::new();
@@ -80,9 +83,7 @@ impl Writer<'_, '_> {
                 .map_err(IndexError::from_heed)?
             {
                 let (k, v) = item.map_err(IndexError::from_heed)?;
-                let (_, uid) = raw_split_msg_key(k).ok_or_else(|| {
-                    IndexError::Corrupt(format!("cache-search: a key of {} bytes", k.len()))
-                })?;
+                let (_, uid) = split(k)?;
                 items.push((uid, v.to_vec()));
             }
             col.clear(self.txn, m)?;

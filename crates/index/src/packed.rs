@@ -102,7 +102,7 @@ impl<I> Open<I> {
             }
             Err(i) => {
                 let prev = i.checked_sub(1).map_or(self.first, |p| self.entries[p].0);
-                let len = varint_len(uid - prev) + C::payload_len(&item, &self.entries);
+                let len = varint_len(u64::from(uid - prev)) + C::payload_len(&item, &self.entries);
                 if i == self.entries.len()
                     && !self.entries.is_empty()
                     && (self.entries.len() >= C::SEG_ENTRIES || self.size + len > C::SEG_BYTES)
@@ -366,7 +366,7 @@ fn runs<C: Codec>(entries: &[(u32, C::Item)], first: u32) -> Vec<&[(u32, C::Item
     let mut out = Vec::new();
     let (mut start, mut size, mut prev) = (0, 0, first);
     for (i, (uid, item)) in entries.iter().enumerate() {
-        let mut len = varint_len(uid - prev) + C::payload_len(item, &entries[start..i]);
+        let mut len = varint_len(u64::from(uid - prev)) + C::payload_len(item, &entries[start..i]);
         if i > start && (i - start >= C::SEG_ENTRIES || size + len > C::SEG_BYTES) {
             out.push(&entries[start..i]);
             start = i;
@@ -381,8 +381,8 @@ fn runs<C: Codec>(entries: &[(u32, C::Item)], first: u32) -> Vec<&[(u32, C::Item
 }
 
 /// The bytes of `n` as a varint.
-pub(crate) fn varint_len(n: u32) -> usize {
-    (32 - n.max(1).leading_zeros() as usize).div_ceil(7)
+pub(crate) fn varint_len(n: u64) -> usize {
+    (64 - n.max(1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// The UID of a segment key of `mailbox`.

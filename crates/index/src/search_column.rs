@@ -45,7 +45,7 @@ impl Codec for RecordCodec {
     }
 
     fn payload_len(item: &Vec<u8>, _: &[(u32, Vec<u8>)]) -> usize {
-        varint_len(u32::try_from(item.len()).unwrap_or(u32::MAX)) + item.len()
+        varint_len(item.len() as u64) + item.len()
     }
 
     fn to_item(r: &[u8]) -> Vec<u8> {
