@@ -619,9 +619,13 @@ fn main() -> Result<()> {
     }
 }
 
-/// A work folder under /tmp (short: Dovecot's sockets live under it), removed when dropped.
+/// A work folder under /tmp (short: Dovecot's sockets live under it), or under
+/// `MAILDEX_BENCH_DIR` (another filesystem: a journaled ext4 mounted for the run, say),
+/// removed when dropped.
 fn scratch(prefix: &str) -> Result<tempfile::TempDir> {
-    Ok(tempfile::Builder::new().prefix(prefix).tempdir_in("/tmp")?)
+    let under =
+        std::env::var_os("MAILDEX_BENCH_DIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    Ok(tempfile::Builder::new().prefix(prefix).tempdir_in(under)?)
 }
 
 /// Writes a results document to `path` when one was asked for (`--json`).

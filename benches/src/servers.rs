@@ -274,11 +274,18 @@ impl MaildexServer {
             Ok(v) => bail!("MAILDEX_BENCH_FULL_TEXT={v}: true or false"),
             Err(_) => String::new(),
         };
+        // `[storage] fsync` from MAILDEX_BENCH_FSYNC (`true`/`false`; default true): what
+        // the syncs cost, measured by leaving them out
+        let fsync = match std::env::var("MAILDEX_BENCH_FSYNC") {
+            Ok(v) if v == "true" || v == "false" => v,
+            Ok(v) => bail!("MAILDEX_BENCH_FSYNC={v}: true or false"),
+            Err(_) => "true".to_owned(),
+        };
         std::fs::write(
             &conf,
             format!(
                 "[imap]\nlisten = [\"{imap}\"]\nlisten_tls = []\n\n[lmtp]\nlisten = [\"{lmtp}\"]\n\n\
-                 [storage]\nmail_location = \"{m}/%d/%n/Maildir\"\nindex_root = \"{d}/index/%d/%n\"\nfsync = true\n{full_text}\n\
+                 [storage]\nmail_location = \"{m}/%d/%n/Maildir\"\nindex_root = \"{d}/index/%d/%n\"\nfsync = {fsync}\n{full_text}\n\
                  [log]\nlevel = \"warn\"\n\n{auth}",
                 m = mail.display(),
                 d = dir.display(),

@@ -269,8 +269,9 @@ pub struct MessageState {
     pub vsize: u64,
 }
 
-/// A stored [`MessageState`] decoded without its file name: what SEARCH reads of every
-/// message of a mailbox, with nothing allocated. Fields in [`MessageState`]'s order.
+/// A stored [`MessageState`] decoded without its file name, with nothing allocated: what
+/// the migration to schema 13 reads of every message to refill the flags column
+/// (`migrate.rs`). Fields in [`MessageState`]'s order.
 #[derive(Deserialize)]
 pub(crate) struct NamelessState<'a> {
     #[serde(borrow)]

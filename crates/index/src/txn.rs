@@ -185,7 +185,8 @@ impl<'t> Reader<'t> {
     }
 
     /// [`Reader::for_each_state`] with the file name left empty: nothing is allocated per
-    /// message (SEARCH reads the states of a whole mailbox and needs no names).
+    /// message (the migration to schema 13 refills the flags column from the states of a
+    /// whole mailbox and needs no names; SEARCH reads the flags column instead).
     pub fn for_each_state_nameless(
         &self,
         mailbox: MailboxId,
