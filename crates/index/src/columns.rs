@@ -157,9 +157,6 @@ impl Columns<'_> {
         self.envelope.put_many(txn, mailbox, env)?;
         self.structure.put_many(txn, mailbox, st)?;
         self.sort.put_many(txn, mailbox, sort)?;
-        // a packed column writes each value its entries share once when they come in UID
-        // order (a stable sort keeps the later of a UID given twice last)
-        search.sort_by_key(|e: &(u32, Vec<u8>)| e.0);
         self.search.put_many(txn, mailbox, search)?;
         self.text.put_many(txn, mailbox, text)?;
         self.sig.put_many(txn, mailbox, sig)

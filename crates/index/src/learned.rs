@@ -107,8 +107,6 @@ impl Writer<'_, '_> {
                 filled.push((uid.get(), schema::encode(&search)?));
             }
         }
-        // one write per packed value they share, in UID order
-        filled.sort_by_key(|e| e.0);
         let n = filled.len();
         self.dbs
             .cache()

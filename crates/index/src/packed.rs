@@ -183,15 +183,17 @@ impl<'e, C: Codec> Packed<'e, C> {
         Ok(None)
     }
 
-    /// Stores (adds or replaces) entries of `mailbox`, given in ascending UID order: each
-    /// segment they touch is decoded and written once. Of a UID given twice in a row, the
-    /// later entry stays.
+    /// Stores (adds or replaces) entries of `mailbox`, in any order: they are put in UID
+    /// order, so each segment they touch is decoded and written once. Of a UID given
+    /// twice, the later entry stays (the sort is stable).
     pub fn put_many(
         &self,
         txn: &mut RwTxn,
         mailbox: u32,
         entries: impl IntoIterator<Item = (u32, C::Item)>,
     ) -> Result<(), IndexError> {
+        let mut entries: Vec<(u32, C::Item)> = entries.into_iter().collect();
+        entries.sort_by_key(|e| e.0);
         let mut open: Option<Open<C::Item>> = None;
         for (uid, item) in entries {
             let fits = open

@@ -848,10 +848,7 @@ impl<'t, 'e> Writer<'t, 'e> {
             cache_items.push((uid.get(), cached));
             header_items.push((uid.get(), header_blocks));
         }
-        // in UID order, so each segment is written once (a rebuild's, a sync's and a COPY's
-        // batches come so already); a stable sort keeps a UID given twice in the order
-        // given, and `put_many` keeps the later of the two, as `messages` does
-        flag_items.sort_by_key(|e| e.0);
+        // `put_many` keeps the later of a UID given twice, as `messages` does
         self.dbs
             .flag_column()
             .put_many(self.txn, mailbox.get(), flag_items)?;
