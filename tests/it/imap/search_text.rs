@@ -348,6 +348,75 @@ fn text_records(s: &Server) -> usize {
         .unwrap()
 }
 
+/// A text search of more messages than one batch (512) takes its batches on several
+/// threads of the blocking pool: every match comes back once, those at the batches' edges
+/// included, as SEARCH, its complement, ESEARCH, and with the highest modseq of
+/// CONDSTORE's MODSEQ.
+#[test]
+fn a_text_search_over_many_batches_answers_every_match_once() {
+    let s = Server::start();
+    s.deliver("alice", &simple("message 1", "first"));
+    let cur = s.maildir("alice").join("cur");
+    // nine batches (UIDs 1-512, 513-1024, ..., 4097-4100), so that each thread takes some
+    let n = 4100u32;
+    let edges = [511, 512, 513, 1024, 1025, 2048, 2049, 4096, 4097, 4100];
+    let holds = |i: u32| i % 7 == 0 || edges.contains(&i);
+    for i in 2..=n {
+        // the others hold both words (the word lists leave them to the texts)
+        let body = if holds(i) {
+            format!("see you next week, {i}\n")
+        } else {
+            format!("next to nothing this week, {i}\n")
+        };
+        let name = format!("1700000000.M{i:05}P1.test:2,S");
+        std::fs::write(cur.join(name), simple(&format!("message {i}"), &body)).unwrap();
+    }
+    let mut c = s.login("alice");
+    c.ok("SELECT INBOX");
+    // after the first delivery, UIDs follow the file names: message i is UID i, sequence i
+    let want: Vec<u32> = (1..=n).filter(|&i| holds(i)).collect();
+    let as_sent = |c: &mut Client, cmd: &str| -> Vec<u32> {
+        let r = c.ok(cmd);
+        r.lines("* SEARCH")
+            .iter()
+            .flat_map(|l| {
+                l.trim_start_matches("* SEARCH")
+                    .split_whitespace()
+                    .filter_map(|t| t.parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .collect()
+    };
+    assert_eq!(as_sent(&mut c, "SEARCH BODY \"next week\""), want);
+    assert_eq!(as_sent(&mut c, "UID SEARCH TEXT \"next week\""), want);
+    let rest: Vec<u32> = (1..=n).filter(|&i| !holds(i)).collect();
+    assert_eq!(as_sent(&mut c, "SEARCH NOT BODY \"next week\""), rest);
+    let r = c.ok("SEARCH RETURN (MIN MAX COUNT) BODY \"next week\"");
+    let esearch = r.lines("* ESEARCH").join(" ");
+    for item in [
+        "MIN 7".to_owned(),
+        "MAX 4100".into(),
+        format!("COUNT {}", want.len()),
+    ] {
+        assert!(esearch.contains(&item), "{item}: {esearch}");
+    }
+    // CONDSTORE: the highest modseq among the matches (RFC 7162 §3.1.5), here that of
+    // the last STORE, on message 2048
+    c.ok("STORE 2048 +FLAGS (\\Flagged)");
+    let r = c.ok("FETCH 2048 (MODSEQ)");
+    let fetched = r.all();
+    let modseq: u64 = fetched
+        .split("MODSEQ (")
+        .nth(1)
+        .and_then(|t| t.split(')').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no MODSEQ in {fetched}"));
+    let r = c.ok("SEARCH MODSEQ 1 BODY \"next week\"");
+    let line = r.lines("* SEARCH").join(" ");
+    assert!(line.ends_with(&format!("(MODSEQ {modseq})")), "{line}");
+    assert_eq!(as_sent(&mut c, "SEARCH MODSEQ 1 BODY \"next week\""), want);
+}
+
 /// `[storage] full_text = false`: no text is stored, and BODY/TEXT give the same answers
 /// from the message files (a truncated file then matches nothing: they were read).
 #[test]

@@ -15,6 +15,7 @@ mod mailbox;
 mod messages;
 mod quota;
 mod render;
+mod search_batches;
 mod search_cmd;
 mod selected;
 mod sort_cmd;
