@@ -45,6 +45,37 @@ fn with_flags(f: FlagState) -> MessageState {
 /// two thirds of its time in zstd (`perf record`), one core's work while the other waited.
 const MAX_WORKERS: usize = 4;
 
+/// Helper threads the searches of this process hold now, beyond each search's own thread.
+static HELPERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Helper threads one search holds, given back when the last of its tasks drops them.
+/// All searches together hold at most one fewer than there are cores: a search spreads
+/// over the cores no other search is using, and on a server busy with searches each runs
+/// on one thread, as before, rather than all of them contending for the same cores.
+struct Helpers {
+    pool: &'static AtomicUsize,
+    held: usize,
+}
+
+impl Helpers {
+    /// Up to `want` helpers from `pool`, of which at most `limit` may be held at once.
+    fn take(pool: &'static AtomicUsize, want: usize, limit: usize) -> Helpers {
+        let mut held = 0;
+        // the closure may run again if another search took or gave some meanwhile
+        let _ = pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            held = want.min(limit.saturating_sub(used));
+            Some(used + held)
+        });
+        Helpers { pool, held }
+    }
+}
+
+impl Drop for Helpers {
+    fn drop(&mut self) {
+        self.pool.fetch_sub(self.held, Ordering::AcqRel);
+    }
+}
+
 /// Everything the batches of one search share, handed to the blocking pool once.
 pub(super) struct Run {
     pub store: Arc<UserStore>,
@@ -82,20 +113,21 @@ impl Run {
     ///
     /// Batches of [`BATCH`] are taken by up to [`MAX_WORKERS`] tasks of the blocking pool
     /// (its threads, whose decompression buffers and contexts live on from one search to
-    /// the next), each taking the next batch not taken yet, so that one batch full of long
-    /// texts does not leave the other threads idle; a batch's memory bound holds per
-    /// thread. Otherwise one task per [`READ_IN_PLACE_BATCH`], one after another.
+    /// the next), one more than the [`Helpers`] this search got, each taking the next
+    /// batch not taken yet, so that one batch full of long texts does not leave the other
+    /// threads idle; a batch's memory bound holds per thread. Otherwise one task per
+    /// [`READ_IN_PLACE_BATCH`], one after another.
     pub async fn all(run: &Arc<Run>) -> Result<(Vec<Hit>, bool), CmdError> {
         let (n, step) = (run.targets.len(), run.step());
         let batches = n.div_ceil(step);
-        let workers = if step == BATCH {
-            std::thread::available_parallelism()
-                .map_or(1, usize::from)
-                .min(MAX_WORKERS)
-                .min(batches)
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let want = if step == BATCH {
+            cores.min(MAX_WORKERS).min(batches).saturating_sub(1)
         } else {
-            1
+            0
         };
+        let helpers = Arc::new(Helpers::take(&HELPERS, want, cores.saturating_sub(1)));
+        let workers = 1 + helpers.held;
         let mut hits = Vec::new();
         let mut read_blocks = false;
         if workers > 1 {
@@ -104,7 +136,10 @@ impl Run {
             let tasks: Vec<_> = (0..workers)
                 .map(|_| {
                     let (run, next) = (Arc::clone(run), Arc::clone(&next));
+                    // held until the last task ends, even if this search is dropped first
+                    let helpers = Arc::clone(&helpers);
                     tokio::task::spawn_blocking(move || {
+                        let _helpers = helpers;
                         let taken = std::iter::from_fn(|| {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             (i < batches).then(|| i * step..n.min((i + 1) * step))
@@ -500,4 +535,26 @@ fn load_stage(
         true
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn searches_together_hold_at_most_the_limit_of_helpers() {
+        static POOL: AtomicUsize = AtomicUsize::new(0);
+        let a = Helpers::take(&POOL, 3, 3);
+        assert_eq!(a.held, 3);
+        // none left: the next search runs on its own thread
+        assert_eq!(Helpers::take(&POOL, 1, 3).held, 0);
+        drop(a);
+        let b = Helpers::take(&POOL, 2, 3);
+        let c = Helpers::take(&POOL, 2, 3);
+        assert_eq!((b.held, c.held), (2, 1));
+        drop((b, c));
+        assert_eq!(POOL.load(Ordering::Acquire), 0);
+        // one core: never a helper
+        assert_eq!(Helpers::take(&POOL, 1, 0).held, 0);
+    }
 }
