@@ -48,6 +48,13 @@ const MAX_WORKERS: usize = 4;
 /// Helper threads the searches of this process hold now, beyond each search's own thread.
 static HELPERS: AtomicUsize = AtomicUsize::new(0);
 
+/// The cores this process may run on, asked once (std asks the scheduler's affinity and
+/// the cgroup's quota, reading files, at each call).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// Helper threads one search holds, given back when the last of its tasks drops them.
 /// All searches together hold at most one fewer than there are cores: a search spreads
 /// over the cores no other search is using, and on a server busy with searches each runs
@@ -120,7 +127,7 @@ impl Run {
     pub async fn all(run: &Arc<Run>) -> Result<(Vec<Hit>, bool), CmdError> {
         let (n, step) = (run.targets.len(), run.step());
         let batches = n.div_ceil(step);
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let cores = cores();
         let want = if step == BATCH {
             cores.min(MAX_WORKERS).min(batches).saturating_sub(1)
         } else {
