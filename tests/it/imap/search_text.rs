@@ -375,22 +375,10 @@ fn a_text_search_over_many_batches_answers_every_match_once() {
     c.ok("SELECT INBOX");
     // after the first delivery, UIDs follow the file names: message i is UID i, sequence i
     let want: Vec<u32> = (1..=n).filter(|&i| holds(i)).collect();
-    let as_sent = |c: &mut Client, cmd: &str| -> Vec<u32> {
-        let r = c.ok(cmd);
-        r.lines("* SEARCH")
-            .iter()
-            .flat_map(|l| {
-                l.trim_start_matches("* SEARCH")
-                    .split_whitespace()
-                    .filter_map(|t| t.parse().ok())
-                    .collect::<Vec<u32>>()
-            })
-            .collect()
-    };
-    assert_eq!(as_sent(&mut c, "SEARCH BODY \"next week\""), want);
-    assert_eq!(as_sent(&mut c, "UID SEARCH TEXT \"next week\""), want);
+    assert_eq!(uids(&mut c, "SEARCH BODY \"next week\""), want);
+    assert_eq!(uids(&mut c, "UID SEARCH TEXT \"next week\""), want);
     let rest: Vec<u32> = (1..=n).filter(|&i| !holds(i)).collect();
-    assert_eq!(as_sent(&mut c, "SEARCH NOT BODY \"next week\""), rest);
+    assert_eq!(uids(&mut c, "SEARCH NOT BODY \"next week\""), rest);
     let r = c.ok("SEARCH RETURN (MIN MAX COUNT) BODY \"next week\"");
     let esearch = r.lines("* ESEARCH").join(" ");
     for item in [
@@ -414,7 +402,7 @@ fn a_text_search_over_many_batches_answers_every_match_once() {
     let r = c.ok("SEARCH MODSEQ 1 BODY \"next week\"");
     let line = r.lines("* SEARCH").join(" ");
     assert!(line.ends_with(&format!("(MODSEQ {modseq})")), "{line}");
-    assert_eq!(as_sent(&mut c, "SEARCH MODSEQ 1 BODY \"next week\""), want);
+    assert_eq!(uids(&mut c, "SEARCH MODSEQ 1 BODY \"next week\""), want);
 }
 
 /// `[storage] full_text = false`: no text is stored, and BODY/TEXT give the same answers
