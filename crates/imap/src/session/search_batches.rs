@@ -20,12 +20,11 @@ use crate::search::{self, Candidate, Context, Stage};
 /// (hot header fields, header blocks) or compares stored texts: what bounds a search's
 /// memory (a Pending, and a copy of its search record, for each undecided message).
 const BATCH: usize = 512;
-/// Messages per hand-off to the blocking pool, each a hand-off there and back: at 512
-/// the thread switches took a third of `UNSEEN FLAGGED`'s time on 30,000 messages, and a
-/// quarter of `FLAGGED HEADER X-Mailer "outlook"`'s with the flags column; at 8,192, a
-/// tenth of `UNSEEN FLAGGED`'s. When every stage decides each message as it is read and
-/// keeps nothing of it, a batch is taken whole (it costs no memory); otherwise [`BATCH`]
-/// at a time within it.
+/// Messages per batch when every stage decides each message as it is read and keeps
+/// nothing of it (a batch then costs no memory). Each task of the blocking pool takes all
+/// its batches in one hand-off: when each batch of 512 was a hand-off there and back, the
+/// thread switches took a third of `UNSEEN FLAGGED`'s time on 30,000 messages, and a
+/// quarter of `FLAGGED HEADER X-Mailer "outlook"`'s with the flags column.
 const READ_IN_PLACE_BATCH: usize = 32_768;
 
 /// A state holding what the flags column gives: all that the state keys read.
@@ -118,12 +117,14 @@ impl Run {
 
     /// The matches in sequence order, and whether some HEADER key read header blocks.
     ///
-    /// Batches of [`BATCH`] are taken by up to [`MAX_WORKERS`] tasks of the blocking pool
-    /// (its threads, whose decompression buffers and contexts live on from one search to
-    /// the next), one more than the [`Helpers`] this search got, each taking the next
-    /// batch not taken yet, so that one batch full of long texts does not leave the other
-    /// threads idle; a batch's memory bound holds per thread. Otherwise one task per
-    /// [`READ_IN_PLACE_BATCH`], one after another.
+    /// The batches ([`Run::step`] messages each) are taken by tasks of the blocking pool,
+    /// one hand-off each: one task, and when batches are [`BATCH`] (a stage decompresses
+    /// texts or header blocks) one more for each of the [`Helpers`] this search got, up to
+    /// [`MAX_WORKERS`] in all. The pool's threads keep their decompression buffers and
+    /// contexts from one search to the next (scoped threads, as `maildex_store::parallel`
+    /// has them, would start without). Each task takes the next batch not taken yet, so
+    /// that one batch full of long texts does not leave the other threads idle; a batch's
+    /// memory bound holds per thread.
     pub async fn all(run: &Arc<Run>) -> Result<(Vec<Hit>, bool), CmdError> {
         let (n, step) = (run.targets.len(), run.step());
         let batches = n.div_ceil(step);
@@ -134,57 +135,46 @@ impl Run {
             0
         };
         let helpers = Arc::new(Helpers::take(&HELPERS, want, cores.saturating_sub(1)));
-        let workers = 1 + helpers.held;
+        let next = Arc::new(AtomicUsize::new(0));
+        // spawned at once (an async `blocking` would start each only when awaited)
+        let tasks: Vec<_> = (0..=helpers.held)
+            .map(|_| {
+                let (run, next) = (Arc::clone(run), Arc::clone(&next));
+                // held until the last task ends, even if this search is dropped first
+                let helpers = Arc::clone(&helpers);
+                tokio::task::spawn_blocking(move || {
+                    let _helpers = helpers;
+                    let taken = std::iter::from_fn(|| {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        (i < batches).then(|| i * step..n.min((i + 1) * step))
+                    });
+                    let r = run.batches(taken);
+                    if r.is_err() {
+                        // the others take no further batch
+                        next.store(batches, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
         let mut hits = Vec::new();
         let mut read_blocks = false;
-        if workers > 1 {
-            let next = Arc::new(AtomicUsize::new(0));
-            // spawned at once (an async `blocking` would start each only when awaited)
-            let tasks: Vec<_> = (0..workers)
-                .map(|_| {
-                    let (run, next) = (Arc::clone(run), Arc::clone(&next));
-                    // held until the last task ends, even if this search is dropped first
-                    let helpers = Arc::clone(&helpers);
-                    tokio::task::spawn_blocking(move || {
-                        let _helpers = helpers;
-                        let taken = std::iter::from_fn(|| {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            (i < batches).then(|| i * step..n.min((i + 1) * step))
-                        });
-                        let r = run.batches(taken);
-                        if r.is_err() {
-                            // the others take no further batch
-                            next.store(batches, Ordering::Relaxed);
-                        }
-                        r
-                    })
-                })
-                .collect();
-            for t in tasks {
-                let found = t
-                    .await
-                    .map_err(|e| CmdError::Server(format!("blocking task failed: {e}")))??;
-                hits.extend(found.0);
-                read_blocks |= found.1;
-            }
-            hits.sort_unstable();
-        } else {
-            for start in (0..n).step_by(READ_IN_PLACE_BATCH) {
-                let run = Arc::clone(run);
-                let range = start..n.min(start + READ_IN_PLACE_BATCH);
-                let found = super::blocking(move || run.batches(std::iter::once(range))).await??;
-                hits.extend(found.0);
-                read_blocks |= found.1;
-            }
+        for t in tasks {
+            let found = t
+                .await
+                .map_err(|e| CmdError::Server(format!("blocking task failed: {e}")))??;
+            hits.extend(found.0);
+            read_blocks |= found.1;
         }
+        hits.sort_unstable();
         Ok((hits, read_blocks))
     }
 
-    /// The matches among the messages of `ranges` (indexes into `targets`), sorted, each
-    /// range taken [`Run::step`] messages at a time; and whether header blocks were read.
+    /// The matches among the batches `taken` (ranges of indexes into `targets`), sorted,
+    /// and whether header blocks were read.
     fn batches(
         &self,
-        ranges: impl Iterator<Item = Range<usize>>,
+        taken: impl Iterator<Item = Range<usize>>,
     ) -> Result<(Vec<Hit>, bool), CmdError> {
         let (s, k, m, need) = (&*self.store, &self.keys, &self.mailbox, self.need);
         let mut read_blocks = false;
@@ -222,77 +212,74 @@ impl Run {
             keys: k,
             ctx: &ctx,
         };
-        let step = self.step();
-        for range in ranges {
-            let (all, all_uids) = (&self.targets[range.clone()], &self.uids[range]);
-            for (batch, uids) in all.chunks(step).zip(all_uids.chunks(step)) {
-                // the states only when a key reads them; otherwise only for the hits
-                // (their modseq), at the end
-                let mut undecided: Vec<Pending> = Vec::with_capacity(batch.len());
-                let pending = |seq, uid, state| Pending {
-                    seq,
-                    uid,
-                    recent: is_recent(uid),
-                    state,
-                    cached: None,
-                    headers: None,
-                    search: None,
-                };
-                // a match goes out (its modseq 0 until the hits' are read below, when
-                // no state was); true when a later stage must decide the message
-                let mut undecided_after = |c: &Candidate, modseq: ModSeq| {
-                    match search::decide(k, c, &ctx, None) {
-                        Some(true) => out.push((c.seq, c.uid, modseq)),
-                        Some(false) => {}
-                        None => return true,
-                    }
-                    false
-                };
-                if need.state {
-                    // decided as read: only the messages a later stage must decide are
-                    // kept (a Pending only for those: building one per message was a
-                    // fifth of an `UNSEEN FLAGGED` of 30,000 messages)
-                    let mut visit = |i: usize, state: MessageState| {
-                        let (seq, uid) = batch[i];
-                        let c = Candidate {
-                            state: Some(&state),
-                            ..Candidate::bare(seq, uid, is_recent(uid))
-                        };
-                        if undecided_after(&c, state.modseq) {
-                            undecided.push(pending(seq, uid, state));
-                        }
+        for range in taken {
+            let (batch, uids) = (&self.targets[range.clone()], &self.uids[range]);
+            // the states only when a key reads them; otherwise only for the hits
+            // (their modseq), at the end
+            let mut undecided: Vec<Pending> = Vec::with_capacity(batch.len());
+            let pending = |seq, uid, state| Pending {
+                seq,
+                uid,
+                recent: is_recent(uid),
+                state,
+                cached: None,
+                headers: None,
+                search: None,
+            };
+            // a match goes out (its modseq 0 until the hits' are read below, when
+            // no state was); true when a later stage must decide the message
+            let mut undecided_after = |c: &Candidate, modseq: ModSeq| {
+                match search::decide(k, c, &ctx, None) {
+                    Some(true) => out.push((c.seq, c.uid, modseq)),
+                    Some(false) => {}
+                    None => return true,
+                }
+                false
+            };
+            if need.state {
+                // decided as read: only the messages a later stage must decide are
+                // kept (a Pending only for those: building one per message was a
+                // fifth of an `UNSEEN FLAGGED` of 30,000 messages)
+                let mut visit = |i: usize, state: MessageState| {
+                    let (seq, uid) = batch[i];
+                    let c = Candidate {
+                        state: Some(&state),
+                        ..Candidate::bare(seq, uid, is_recent(uid))
                     };
-                    // what the state keys read, the flags column has
-                    s.visit_flags(m, uids, |i, f| visit(i, with_flags(f)))?;
-                } else if need.search {
-                    // the search fields first, decided as read (FROM, SUBJECT...): a
-                    // Pending only for what a later stage must decide (30,000 of them
-                    // were a seventh of a `SEARCH SUBJECT`); a UID gone meanwhile is
-                    // dropped
-                    s.visit_search_fields(m, uids, |i, raw| {
-                        let (seq, uid) = batch[i];
-                        let c = Candidate {
-                            search: SearchView::parse(raw),
-                            ..Candidate::bare(seq, uid, is_recent(uid))
-                        };
-                        if undecided_after(&c, ModSeq(0)) {
-                            let mut p = pending(seq, uid, MessageState::default());
-                            p.search = Some(raw.to_vec());
-                            undecided.push(p);
-                        }
-                    })?;
-                } else {
-                    // what needs no data (ALL, UID and sequence sets) is decided before
-                    // a Pending is made: 30,000 of them were a third of a `SEARCH ALL`
-                    for &(seq, uid) in batch {
-                        let c = Candidate::bare(seq, uid, is_recent(uid));
-                        if undecided_after(&c, ModSeq(0)) {
-                            undecided.push(pending(seq, uid, MessageState::default()));
-                        }
+                    if undecided_after(&c, state.modseq) {
+                        undecided.push(pending(seq, uid, state));
+                    }
+                };
+                // what the state keys read, the flags column has
+                s.visit_flags(m, uids, |i, f| visit(i, with_flags(f)))?;
+            } else if need.search {
+                // the search fields first, decided as read (FROM, SUBJECT...): a
+                // Pending only for what a later stage must decide (30,000 of them
+                // were a seventh of a `SEARCH SUBJECT`); a UID gone meanwhile is
+                // dropped
+                s.visit_search_fields(m, uids, |i, raw| {
+                    let (seq, uid) = batch[i];
+                    let c = Candidate {
+                        search: SearchView::parse(raw),
+                        ..Candidate::bare(seq, uid, is_recent(uid))
+                    };
+                    if undecided_after(&c, ModSeq(0)) {
+                        let mut p = pending(seq, uid, MessageState::default());
+                        p.search = Some(raw.to_vec());
+                        undecided.push(p);
+                    }
+                })?;
+            } else {
+                // what needs no data (ALL, UID and sequence sets) is decided before
+                // a Pending is made: 30,000 of them were a third of a `SEARCH ALL`
+                for &(seq, uid) in batch {
+                    let c = Candidate::bare(seq, uid, is_recent(uid));
+                    if undecided_after(&c, ModSeq(0)) {
+                        undecided.push(pending(seq, uid, MessageState::default()));
                     }
                 }
-                read_blocks |= run.stages(undecided, first_loaded.clone(), &later, &mut out)?;
             }
+            read_blocks |= run.stages(undecided, first_loaded.clone(), &later, &mut out)?;
         }
         out.sort_unstable();
         if !need.state && !out.is_empty() {
