@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::schema::{raw_msg_key, raw_split_msg_key};
 use crate::IndexError;
 
+mod fill;
+use fill::{fill_pages, room, FILL_EIGHTHS, FILL_MAX_VALUE, MAX_SEG};
+
 /// Messages per segment before it is compressed and a new one is started.
 pub const SEG: usize = 16;
 /// zstd level for full segments of listing data (compressed once, read many times).
@@ -629,23 +632,82 @@ impl Segments<'_> {
             self.db.delete(txn, &key[..]).map_err(lmdb)?;
         }
         entries.extend(items.into_iter().map(|(uid, d)| (uid, d.into())));
+        if let Some(rest) = self.grow_last_full(txn, mailbox, &mut entries)? {
+            return self.write_in_segments(txn, mailbox, &entries[rest..]);
+        }
         self.write_in_segments(txn, mailbox, &entries)
     }
 
+    /// Moves the first of `entries` (sorted, above every UID stored, the raw tail already
+    /// taken out) into the last full segment of `mailbox` while its pages have room, as
+    /// [`fill_pages`] grows a segment: messages delivered one at a time then fill their
+    /// pages as a rebuild's do. Returns how many entries went in, `None` for none (the
+    /// segment is left as it was).
+    fn grow_last_full(
+        &self,
+        txn: &mut RwTxn,
+        mailbox: u32,
+        entries: &mut [(u32, Vec<u8>)],
+    ) -> Result<Option<usize>, IndexError> {
+        let Some(&(first_new, _)) = entries.first() else {
+            return Ok(None);
+        };
+        let key = raw_msg_key(mailbox, first_new.saturating_sub(1));
+        let Some((k, v)) = self
+            .db
+            .get_lower_than_or_equal_to(txn, &key[..])
+            .map_err(lmdb)?
+        else {
+            return Ok(None);
+        };
+        let first = match raw_split_msg_key(k) {
+            Some((m, first)) if m == mailbox => first,
+            _ => return Ok(None),
+        };
+        let cheap = v.first() == Some(&RAW) || v.len() <= FILL_MAX_VALUE;
+        if !cheap || v.len() * 8 >= room(v.len()) * FILL_EIGHTHS {
+            return Ok(None);
+        }
+        let mut all = decode(v, &format_args!("{} {mailbox}/{first}", self.name))?.0;
+        let held = all.len();
+        if !(SEG..MAX_SEG).contains(&held) {
+            return Ok(None);
+        }
+        all.extend(entries.iter_mut().map(|(u, d)| (*u, std::mem::take(d))));
+        let (n, value) = fill_pages(&all, held, self.packing, self.name)?;
+        // what did not go in is handed back
+        for (slot, (_, d)) in entries.iter_mut().zip(all.drain(held..)) {
+            slot.1 = d;
+        }
+        if n == held {
+            return Ok(None);
+        }
+        let key = raw_msg_key(mailbox, first);
+        // deleted first, as in `flush`
+        self.db.delete(txn, &key[..]).map_err(lmdb)?;
+        self.db.put(txn, &key[..], &value).map_err(lmdb)?;
+        Ok(Some(n - held))
+    }
+
     /// Writes `entries` (sorted, above every UID stored, no raw segments before them to
-    /// merge with) as segments of [`SEG`], then what is left over as one raw segment per
-    /// entry.
+    /// merge with) as full segments of [`SEG`] or more that fill their pages
+    /// ([`fill_pages`]), then what is left over (fewer than [`SEG`]) as one raw segment
+    /// per entry.
     fn write_in_segments<D: AsRef<[u8]>>(
         &self,
         txn: &mut RwTxn,
         mailbox: u32,
         entries: &[(u32, D)],
     ) -> Result<(), IndexError> {
-        let mut chunks = entries.chunks_exact(SEG);
-        for chunk in chunks.by_ref() {
-            self.write(txn, mailbox, chunk[0].0, chunk)?;
+        let mut rest = entries;
+        while rest.len() >= SEG {
+            let (n, value) = fill_pages(rest, SEG, self.packing, self.name)?;
+            self.db
+                .put(txn, &raw_msg_key(mailbox, rest[0].0)[..], &value)
+                .map_err(lmdb)?;
+            rest = &rest[n..];
         }
-        for one in chunks.remainder().chunks(1) {
+        for one in rest.chunks(1) {
             self.write(txn, mailbox, one[0].0, one)?;
         }
         Ok(())
@@ -838,216 +900,4 @@ impl Open {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn small_segments_stay_raw_and_full_ones_are_compressed() {
-        let small = Entries((1..4).map(|u| (u, vec![b'a'; 100])).collect());
-        let full = Entries(
-            (1..=SEG as u32)
-                .map(|u| (u, b"Received: from x by y\n".repeat(20)))
-                .collect(),
-        );
-        let (s, f) = (
-            encode(&small.0, Packing::Zstd(LISTING_LEVEL)).unwrap(),
-            encode(&full.0, Packing::Zstd(LISTING_LEVEL)).unwrap(),
-        );
-        assert_eq!(s[0], RAW);
-        assert_eq!(f[0], ZSTD);
-        assert!(f.len() < 16 * 440 / 4, "{} bytes", f.len());
-        assert_eq!(decode(&s, &"t").unwrap(), small);
-        assert_eq!(decode(&f, &"t").unwrap(), full);
-        // a filling segment over RAW_MAX is compressed, its count readable up front
-        let big = Entries(
-            (1..=200)
-                .map(|u| (u, b"the same line of text\n".repeat(10)))
-                .collect(),
-        );
-        let mut big15 = big.clone();
-        big15.0.truncate(SEG - 1);
-        big15.0.iter_mut().for_each(|e| e.1 = e.1.repeat(20));
-        let b = encode(&big15.0, Packing::Zstd(LISTING_LEVEL)).unwrap();
-        assert_eq!(b[0], FILLING_ZSTD);
-        assert_eq!(read_varint(&b[1..]), Some(SEG - 1));
-        assert!(b.len() < RAW_MAX / 4, "{} bytes", b.len());
-        assert_eq!(decode(&b, &"t").unwrap(), big15);
-        assert_eq!(
-            encode(&big.0, Packing::Zstd(LISTING_LEVEL)).unwrap()[0],
-            ZSTD
-        );
-    }
-
-    /// Frames made one after another on one thread (its compression context reused) each
-    /// hold their own input after the kind and length; a frame written by another zstd
-    /// context and level reads the same.
-    #[test]
-    fn frames_from_a_reused_context_read_back() {
-        let inputs: [Vec<u8>; 3] = [
-            b"Subject: hello\r\n".repeat(200),
-            Vec::new(),
-            (0..5000u32).flat_map(|i| i.to_le_bytes()).collect(),
-        ];
-        // the listing's and the text's levels in turn, each level's context reused
-        for level in [LISTING_LEVEL, TEXT_LEVEL, LISTING_LEVEL] {
-            for (i, plain) in inputs.iter().enumerate() {
-                let framed = zstd_frame(ZSTD, plain, level).unwrap();
-                assert_eq!(framed[0], ZSTD);
-                assert_eq!(&framed[1..5], &(plain.len() as u32).to_be_bytes());
-                assert_eq!(&zstd_unframe(&framed[1..], &i).unwrap(), plain);
-            }
-        }
-        COMPRESSORS.with(|c| assert_eq!(c.borrow().len(), 2, "one context per level"));
-        let mut other = vec![ZSTD];
-        other.extend_from_slice(&(inputs[0].len() as u32).to_be_bytes());
-        other.extend_from_slice(&zstd::bulk::compress(&inputs[0], 19).unwrap());
-        assert_eq!(zstd_unframe(&other[1..], &"level 19").unwrap(), inputs[0]);
-    }
-
-    #[test]
-    fn entries_keep_the_derived_wire_format() {
-        // indexes written before Entries was serialized by hand must still read
-        #[derive(Serialize, Deserialize, Debug, PartialEq)]
-        struct Derived(Vec<(u32, Vec<u8>)>);
-        let items: Vec<(u32, Vec<u8>)> =
-            vec![(1, vec![]), (7, vec![0, 255, 3]), (300, vec![9; 200])];
-        let old = crate::schema::encode(&Derived(items.clone())).unwrap();
-        assert_eq!(crate::schema::encode(&Entries(items.clone())).unwrap(), old);
-        assert_eq!(
-            crate::schema::decode::<Entries>(&old, &"t").unwrap(),
-            Entries(items)
-        );
-    }
-
-    #[test]
-    fn a_column_of_raw_full_segments_appends_past_them_and_reads_in_place() {
-        let dir = tempfile::tempdir().unwrap();
-        let env = unsafe {
-            heed::EnvOpenOptions::new()
-                .read_txn_without_tls()
-                .max_dbs(2)
-                .map_size(8 << 20)
-                .open(dir.path())
-        }
-        .unwrap();
-        // `z` compresses full segments, `r` does not
-        let (z, r) = env
-            .create_databases_and_commit(env.write_txn().unwrap(), |dbo, w| {
-                Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit((
-                    dbo.create_database::<Bytes, Bytes>(w, Some("z"))?,
-                    dbo.create_database::<Bytes, Bytes>(w, Some("r"))?,
-                )))
-            })
-            .unwrap()
-            .unwrap_commit();
-        let z = Segments {
-            db: z,
-            name: "z",
-            packing: Packing::Zstd(LISTING_LEVEL),
-        };
-        let r = Segments {
-            db: r,
-            name: "r",
-            packing: Packing::Raw,
-        };
-        let data = |uid: u32| format!("subject of message {uid}").into_bytes();
-        // delivered one at a time: two full segments, then eight of one message each
-        for uid in 1..=40 {
-            let mut w = env.write_txn().unwrap();
-            for col in [&z, &r] {
-                col.put_many(&mut w, 1, vec![(uid, data(uid))]).unwrap();
-            }
-            w.commit().unwrap();
-        }
-        let t = env.read_txn().unwrap();
-        let kinds = |col: &Segments| -> Vec<(u8, usize)> {
-            col.db
-                .iter(&t)
-                .unwrap()
-                .map(|i| {
-                    let (_, v) = i.unwrap();
-                    (v[0], decode(v, &"t").unwrap().0.len())
-                })
-                .collect()
-        };
-        let mut want = vec![(ZSTD, SEG), (ZSTD, SEG)];
-        want.extend([(RAW, 1); 8]);
-        assert_eq!(kinds(&z), want);
-        want[..2].fill((RAW, SEG));
-        assert_eq!(kinds(&r), want);
-        // the tail a delivery merges holds the eight, not the full raw segments before
-        assert_eq!(r.raw_tail(&t, 1).unwrap().len(), 8);
-        // in place or decoded, compressed or not: the same entries, from the segment
-        // holding the first UID asked for on
-        for col in [&z, &r] {
-            let mut seen = Vec::new();
-            col.for_each_ref(&t, 1, 5..=37, |uid, d| {
-                seen.push((uid, d.to_vec()));
-                Ok(ControlFlow::Continue(()))
-            })
-            .unwrap();
-            assert_eq!(seen, (5..=37).map(|u| (u, data(u))).collect::<Vec<_>>());
-            // a sparse set, with UIDs never stored (0, 41, 50) among them
-            let asked: Vec<crate::Uid> = [0, 1, 2, 15, 16, 17, 33, 40, 41, 50]
-                .into_iter()
-                .map(crate::Uid)
-                .collect();
-            let mut seen = Vec::new();
-            col.for_uids(&t, 1, &asked, |uid, d| {
-                seen.push((uid, d.to_vec()));
-                Ok(ControlFlow::Continue(()))
-            })
-            .unwrap();
-            let want: Vec<_> = [1, 2, 15, 16, 17, 33, 40]
-                .into_iter()
-                .map(|u| (u, data(u)))
-                .collect();
-            assert_eq!(seen, want);
-        }
-        drop(t);
-        // a message gone from the middle of a full segment: asked for, not found, and the
-        // UIDs after it in that segment and the next still are
-        let mut w = env.write_txn().unwrap();
-        for col in [&z, &r] {
-            assert!(col.remove(&mut w, 1, 20).unwrap());
-        }
-        w.commit().unwrap();
-        let t = env.read_txn().unwrap();
-        let asked: Vec<crate::Uid> = [19, 20, 21, 32, 33].into_iter().map(crate::Uid).collect();
-        for col in [&z, &r] {
-            let mut seen = Vec::new();
-            col.for_uids(&t, 1, &asked, |uid, d| {
-                seen.push((uid, d.to_vec()));
-                Ok(ControlFlow::Continue(()))
-            })
-            .unwrap();
-            let want: Vec<_> = [19, 21, 32, 33].into_iter().map(|u| (u, data(u))).collect();
-            assert_eq!(seen, want, "{}", col.name);
-        }
-    }
-
-    #[test]
-    fn entries_read_in_place_stop_at_corrupt_bytes() {
-        let e = Entries(vec![(3, b"abc".to_vec()), (300, vec![])]);
-        let plain = crate::schema::encode(&e).unwrap();
-        let all: Vec<_> = EntryIter::new(&plain).collect();
-        assert_eq!(all, vec![Some((3, &b"abc"[..])), Some((300, &b""[..]))]);
-        let cut: Vec<_> = EntryIter::new(&plain[..plain.len() - 2]).collect();
-        assert_eq!(cut, vec![Some((3, &b"abc"[..])), None]);
-        assert_eq!(EntryIter::new(&[0x80]).collect::<Vec<_>>(), vec![None]);
-        // a UID over 32 bits
-        assert_eq!(
-            EntryIter::new(&[1, 0xff, 0xff, 0xff, 0xff, 0x7f, 0]).next(),
-            Some(None)
-        );
-    }
-
-    #[test]
-    fn corrupt_segments_are_errors() {
-        assert!(decode(&[], &"t").is_err());
-        assert!(decode(&[7, 1, 2], &"t").is_err());
-        assert!(decode(&[ZSTD, 0, 0, 0, 9, 1, 2], &"t").is_err());
-        assert!(decode(&[FILLING_ZSTD, 3, 0, 0, 0, 9, 1, 2], &"t").is_err());
-        assert!(decode(&[FILLING_ZSTD, 0x80], &"t").is_err());
-    }
-}
+mod tests;

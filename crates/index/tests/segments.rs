@@ -270,8 +270,10 @@ fn small_index() -> (tempfile::TempDir, std::sync::Arc<Index>, MailboxId) {
 
 #[test]
 fn a_full_segment_is_stored_compact() {
-    // 160 messages with 4 kB of similar headers each: ten compressed segments, far smaller
-    // than the raw data, even though they were written one message at a time
+    // 160 messages with 4 kB of similar headers each: compressed segments of sixteen or
+    // more (the next sixteen join a segment while its page has room: here three
+    // segments, of 64, 64 and 32), far smaller than the raw data, even though they were
+    // written one message at a time
     let (_dir, index, id) = small_index();
     let mut raw = 0;
     for uid in 1..=160u32 {
@@ -287,7 +289,7 @@ fn a_full_segment_is_stored_compact() {
     }
     let stats = index.read(|r| r.page_stats()).unwrap();
     let h = stats.into_iter().find(|s| s.name == "headers").unwrap();
-    assert_eq!(h.entries, 10);
+    assert_eq!(h.entries, 3);
     let stored = (h.leaf_pages + h.overflow_pages) * 4096;
     assert!(
         stored * 4 < raw,
@@ -343,8 +345,12 @@ fn messages_above_the_last_uid_get_a_segment_each_until_sixteen_are_merged() {
     // 20: one compressed segment and four raw ones
     let twenty: Vec<Vec<u32>> = (1..=20).map(|u| vec![u]).collect();
     assert_eq!(segment_keys(&twenty), each(5));
-    // a batch of 40 (a first sync): two compressed segments, 8 raw ones
-    assert_eq!(segment_keys(&[(1..=40).collect()]), each(10));
+    // a batch of 40 (a first sync): one compressed segment, since all of them fit in
+    // its page
+    assert_eq!(segment_keys(&[(1..=40).collect()]), each(1));
+    // 40 one at a time: the second sixteen join the first segment, 8 raw ones
+    let forty: Vec<Vec<u32>> = (1..=40).map(|u| vec![u]).collect();
+    assert_eq!(segment_keys(&forty), each(9));
 }
 
 #[test]
