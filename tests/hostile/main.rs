@@ -9,4 +9,5 @@ mod support;
 
 mod clients;
 mod floods;
+mod searches;
 mod sessions;
