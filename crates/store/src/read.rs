@@ -663,8 +663,9 @@ pub(crate) fn load_batch(
         return Ok(Vec::new());
     };
     let mut out: Vec<Option<Loaded>> = (0..uids.len()).map(|_| None).collect();
-    // A segment holds up to 16 messages: walking the range decodes each segment once,
-    // looking UIDs up decodes one per UID, so the walk is cheaper down to one UID in 16.
+    // A segment holds 16 messages or more (up to 64 where they fill its pages): walking
+    // the range decodes each segment once, looking UIDs up decodes one per UID, so the
+    // walk is cheaper down to at least one UID in 16.
     let dense = u64::from(last.get() - first.get()) <= 16 * uids.len() as u64 + 64;
     if !dense {
         for (slot, &uid) in out.iter_mut().zip(uids) {
