@@ -390,6 +390,22 @@ impl Segments<'_> {
         mailbox: u32,
         uid: u32,
     ) -> Result<Option<(u32, Entries)>, IndexError> {
+        match self.floor_value(txn, mailbox, uid)? {
+            Some((first, v)) => Ok(Some((
+                first,
+                decode(v, &format_args!("{} {mailbox}/{first}", self.name))?,
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    /// As [`Segments::floor`], the stored value undecoded.
+    fn floor_value<'t>(
+        &self,
+        txn: &'t RoTxn<WithoutTls>,
+        mailbox: u32,
+        uid: u32,
+    ) -> Result<Option<(u32, &'t [u8])>, IndexError> {
         let key = raw_msg_key(mailbox, uid);
         let Some((k, v)) = self
             .db
@@ -398,13 +414,9 @@ impl Segments<'_> {
         else {
             return Ok(None);
         };
-        match raw_split_msg_key(k) {
-            Some((m, first)) if m == mailbox => Ok(Some((
-                first,
-                decode(v, &format_args!("{} {mailbox}/{first}", self.name))?,
-            ))),
-            _ => Ok(None),
-        }
+        Ok(raw_split_msg_key(k)
+            .filter(|(m, _)| *m == mailbox)
+            .map(|(_, first)| (first, v)))
     }
 
     /// The data stored for `uid`.
@@ -652,17 +664,8 @@ impl Segments<'_> {
         let Some(&(first_new, _)) = entries.first() else {
             return Ok(None);
         };
-        let key = raw_msg_key(mailbox, first_new.saturating_sub(1));
-        let Some((k, v)) = self
-            .db
-            .get_lower_than_or_equal_to(txn, &key[..])
-            .map_err(lmdb)?
-        else {
+        let Some((first, v)) = self.floor_value(txn, mailbox, first_new.saturating_sub(1))? else {
             return Ok(None);
-        };
-        let first = match raw_split_msg_key(k) {
-            Some((m, first)) if m == mailbox => first,
-            _ => return Ok(None),
         };
         let cheap = v.first() == Some(&RAW) || v.len() <= FILL_MAX_VALUE;
         if !cheap || v.len() * 8 >= room(v.len()) * FILL_EIGHTHS {
