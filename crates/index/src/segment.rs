@@ -24,7 +24,7 @@ use crate::schema::{raw_msg_key, raw_split_msg_key};
 use crate::IndexError;
 
 mod fill;
-use fill::{fill_pages, room, FILL_EIGHTHS, FILL_MAX_VALUE, MAX_SEG};
+use fill::{fill_pages, has_room, MAX_SEG};
 
 /// Messages per segment before it is compressed and a new one is started.
 pub const SEG: usize = 16;
@@ -667,8 +667,7 @@ impl Segments<'_> {
         let Some((first, v)) = self.floor_value(txn, mailbox, first_new.saturating_sub(1))? else {
             return Ok(None);
         };
-        let cheap = v.first() == Some(&RAW) || v.len() <= FILL_MAX_VALUE;
-        if !cheap || v.len() * 8 >= room(v.len()) * FILL_EIGHTHS {
+        if !has_room(v) {
             return Ok(None);
         }
         let mut all = decode(v, &format_args!("{} {mailbox}/{first}", self.name))?.0;

@@ -9,13 +9,13 @@ use crate::IndexError;
 /// pages of its own; segments of a fixed [`SEG`] left the last one about half empty, a
 /// fifth of the listing columns' pages (docs/INDEX-FORMAT.md, "Segments that fill their
 /// pages"). Only how full pages are depends on it, not what is read back.
-pub(super) const PAGE: usize = 4096;
-pub(super) const PAGE_HEADER: usize = 16;
+const PAGE: usize = 4096;
+const PAGE_HEADER: usize = 16;
 /// Entries in a segment at most: reading one message decompresses its whole segment.
 pub(super) const MAX_SEG: usize = 4 * SEG;
 /// A segment is grown while its pages are less than seven eighths full (an inline value
 /// counts as one page: LMDB fills its leaf pages about half with values of 1-2 KB).
-pub(super) const FILL_EIGHTHS: usize = 7;
+const FILL_EIGHTHS: usize = 7;
 /// Encodings tried beyond the first, each of the estimated number of entries that fit.
 const FILL_TRIES: usize = 4;
 /// Segments are grown only while an encoding costs little: raw ones, or values of at most
@@ -23,11 +23,19 @@ const FILL_TRIES: usize = 4;
 /// the header blocks' and the texts' too (15-20 KB, a zstd pass over 50-300 KB for each
 /// miss of the estimate) made the index with full text 1.7% smaller, and the rebuild and
 /// the full-text indexing 5-15% slower (`maildex-bench rebuild`, three runs each).
-pub(super) const FILL_MAX_VALUE: usize = 2 * PAGE;
+const FILL_MAX_VALUE: usize = 2 * PAGE;
 
 /// The bytes that the pages holding a value of `len` bytes could hold.
-pub(super) fn room(len: usize) -> usize {
+fn room(len: usize) -> usize {
     (len + PAGE_HEADER).div_ceil(PAGE).max(1) * PAGE - PAGE_HEADER
+}
+
+/// Whether a stored segment value may take more entries: its encoding is cheap (raw,
+/// or at most [`FILL_MAX_VALUE`] bytes) and its pages are less than [`FILL_EIGHTHS`]/8
+/// full.
+pub(super) fn has_room(value: &[u8]) -> bool {
+    let cheap = value.first() == Some(&RAW) || value.len() <= FILL_MAX_VALUE;
+    cheap && value.len() * 8 < room(value.len()) * FILL_EIGHTHS
 }
 
 thread_local! {
@@ -80,11 +88,10 @@ pub(super) fn fill_pages<D: AsRef<[u8]>>(
             .find(|&k| sums[k] as f64 * ratio <= goal)
             .unwrap_or(n)
     };
-    let cheap = |len: usize, raw: bool| raw || len <= FILL_MAX_VALUE;
     let mut n = start;
     if let Some(ratio) = last_ratio(name) {
         let guess = (sums[start] as f64 * ratio) as usize;
-        if cheap(guess, packing == Packing::Raw) {
+        if packing == Packing::Raw || guess <= FILL_MAX_VALUE {
             n = fit(ratio, start, cap, room(guess));
         }
     }
@@ -92,11 +99,11 @@ pub(super) fn fill_pages<D: AsRef<[u8]>>(
     for _ in 0..FILL_TRIES {
         let ratio = value.len() as f64 / sums[n].max(1) as f64;
         keep_ratio(name, ratio);
-        let room = room(value.len());
-        let raw = value.first() == Some(&RAW);
-        if n >= cap || !cheap(value.len(), raw) || value.len() * 8 >= room * FILL_EIGHTHS {
+        if n >= cap || !has_room(&value) {
             break;
         }
+        let room = room(value.len());
+        let raw = value.first() == Some(&RAW);
         let k = fit(ratio, n, cap, room).max(n + 1);
         let more = encode(&entries[..k], packing)?;
         // a raw segment stays raw (one over RAW_MAX would be compressed, and `cache-sort`
