@@ -230,9 +230,11 @@ fn a_users_mail_is_synced_at_first_use_after_the_start() {
         daemon.terminate();
         index_cmd(&bin, &config, &["check", "-u", &user])
     };
-    // synced at the first use: the folder is indexed, not "not indexed yet"
+    // synced at the first use: the folder is indexed, not "not indexed yet (indexed when
+    // first opened)"; its full text may still wait for the background indexer, which the
+    // LOGOUT right after the login can stop before it runs (not a difference)
     assert!(ok && out.contains("index and Maildir agree"), "{out}");
-    assert!(!out.contains("not indexed"), "{out}");
+    assert!(!out.contains("not indexed yet (indexed when"), "{out}");
 }
 
 const FIELD_USERS: &str = "\
