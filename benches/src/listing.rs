@@ -191,7 +191,21 @@ pub fn searches(server: &dyn Server, user: &str, runs: usize) -> Result<Value> {
 pub struct Trace {
     child: Child,
     out: PathBuf,
+    pid: u32,
 }
+
+/// Message files a trace saw opened: by the server's sessions, and by maildex's background
+/// full-text indexer (its `text-indexer` thread reads the files of messages delivered
+/// before, whose text it writes after the `250`; that is not the listing's doing, as
+/// Dovecot's `indexer-worker` is not its `imap` process's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Opens {
+    pub sessions: usize,
+    pub indexer: usize,
+}
+
+/// The thread name of maildex's background full-text indexer (`daemon::text_indexer`).
+const INDEXER_THREAD: &str = "text-indexer";
 
 impl Trace {
     pub fn attach(pid: u32, out: &Path) -> Result<Trace> {
@@ -208,6 +222,7 @@ impl Trace {
         let mut t = Trace {
             child,
             out: out.to_owned(),
+            pid,
         };
         // strace reports "Process N attached" once it traces.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -233,15 +248,45 @@ impl Trace {
     }
 
     /// Detaches and returns the distinct message files under `maildir` opened successfully.
-    pub fn finish(mut self, maildir: &Path) -> Result<usize> {
+    pub fn finish(mut self, maildir: &Path) -> Result<Opens> {
+        // the indexer's thread ids, read while the traced process still runs
+        let indexer = threads_named(self.pid, INDEXER_THREAD);
         // SAFETY: kill(2) on our own child.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
         }
         let _ = self.child.wait();
         let text = std::fs::read_to_string(&self.out)?;
-        Ok(count_message_opens(&text, maildir))
+        let (mut sessions, mut background) = (String::new(), String::new());
+        for line in text.lines() {
+            let tid = line.split_whitespace().next().unwrap_or("");
+            let to = if indexer.iter().any(|t| t == tid) {
+                &mut background
+            } else {
+                &mut sessions
+            };
+            to.push_str(line);
+            to.push('\n');
+        }
+        Ok(Opens {
+            sessions: count_message_opens(&sessions, maildir),
+            indexer: count_message_opens(&background, maildir),
+        })
     }
+}
+
+/// The ids of `pid`'s threads whose name is `name` (none when it has no such thread).
+fn threads_named(pid: u32, name: &str) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .map(|t| t.file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 /// Distinct files in `maildir`'s cur/ or new/ (any folder) that an strace log shows opened
@@ -299,11 +344,21 @@ pub fn files_opened(server: &mut dyn Server, user: &str, scratch: &Path) -> Resu
     let warm = one(server, user, MUTT)?.1;
     let warm_files = t.finish(&maildir)?;
     eprintln!(
-        "  {:8} {user} mutt listing opens {first_files} message files first, {warm_files} warm ({} messages)",
+        "  {:8} {user} mutt listing opens {} message files first, {} warm ({} messages); the background full-text indexer meanwhile {} and {}",
         server.name(),
-        first.untagged.max(warm.untagged)
+        first_files.sessions,
+        warm_files.sessions,
+        first.untagged.max(warm.untagged),
+        first_files.indexer,
+        warm_files.indexer,
     );
-    Ok(json!({"first": first_files, "warm": warm_files, "messages": warm.untagged}))
+    Ok(json!({
+        "first": first_files.sessions,
+        "warm": warm_files.sessions,
+        "messages": warm.untagged,
+        "indexer_first": first_files.indexer,
+        "indexer_warm": warm_files.indexer,
+    }))
 }
 
 #[cfg(test)]

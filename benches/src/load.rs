@@ -90,7 +90,7 @@ pub(crate) fn server_cpu_ms(server: &dyn Server) -> f64 {
 /// The server's CPU once it has gone quiet after a run: work it left for after the last
 /// reply (maildex's background full-text indexer) counted too. Sampled every 250 ms until
 /// one interval adds under 2 ms, at most 60 s.
-fn settled_cpu_ms(server: &dyn Server) -> f64 {
+pub(crate) fn settled_cpu_ms(server: &dyn Server) -> f64 {
     let mut last = server_cpu_ms(server);
     let until = Instant::now() + Duration::from_secs(60);
     while Instant::now() < until {

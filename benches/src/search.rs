@@ -96,7 +96,7 @@ fn files_opened(server: &dyn Server, scratch: &std::path::Path) -> Result<(usize
         c.ok(q)?;
         hits.push(c.search_hits);
     }
-    let files = t.finish(&server.maildir(USER))?;
+    let files = t.finish(&server.maildir(USER))?.sessions;
     let _ = c.run("LOGOUT");
     Ok((files, hits))
 }

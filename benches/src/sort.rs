@@ -105,7 +105,7 @@ fn measure(
     let maildir = server.maildir(USER);
     let t = Trace::attach(pid, &scratch.join(format!("{}-sort.strace", server.name())))?;
     once(server, query)?;
-    let files = t.finish(&maildir)?;
+    let files = t.finish(&maildir)?.sessions;
     let mut walls = Vec::new();
     let mut cpus = Vec::new();
     for _ in 0..rounds.max(1) {

@@ -447,11 +447,17 @@ pub fn run(p: &Params, o: &RunOpts) -> Result<Value> {
         );
         index.insert(
             n.to_string(),
-            each(&mut servers, &mut |s| Ok(json!(s.index_bytes(&user)))),
+            each(&mut servers, &mut |s| {
+                // maildex's background indexer writes the full text after the listings:
+                // the size once it is done, not a snapshot of its progress
+                crate::load::settled_cpu_ms(s);
+                Ok(json!(s.index_bytes(&user)))
+            }),
         );
     }
     r.insert("listing".into(), Value::Object(listings));
     r.insert("index_bytes".into(), Value::Object(index));
+    r.insert("index_bytes_settled".into(), json!(true));
 
     let largest = p.sizes.iter().copied().max().unwrap_or(0);
     let user = list_user(largest);
