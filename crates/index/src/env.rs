@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions as FsOpenOptions};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
@@ -18,7 +18,10 @@ use crate::segment::{self, Packing, Segments};
 use crate::txn::Reader;
 use crate::IndexError;
 
+mod compact;
 mod group;
+
+pub use compact::compact;
 use group::Group;
 
 /// File names LMDB keeps in an index folder.
@@ -536,49 +539,4 @@ pub fn lock_exclusive(dir: &Path) -> Result<File, IndexError> {
         }),
         Err(e) => Err(IndexError::io(dir.join(OPEN_LOCK_FILE), e)),
     }
-}
-
-/// Replaces the env in `dir` with a compacted copy. Refuses (with [`IndexError::InUse`])
-/// while any process, this one included, has the env open: the copy replaces the data
-/// file, which an open env would keep writing to.
-pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
-    let lock = lock_exclusive(dir)?;
-    let data = dir.join(DATA_FILE);
-    let before = fs::metadata(&data)
-        .map_err(|e| IndexError::io(&data, e))?
-        .len();
-    let tmp = dir.join("data.mdb.compact");
-    let _ = fs::remove_file(&tmp);
-    {
-        let mut opts = EnvOpenOptions::new().read_txn_without_tls();
-        opts.map_size(page_round((before as usize).max(1 << 20)));
-        opts.max_dbs(MAX_DBS);
-        // SAFETY: we hold the exclusive open lock, so no maildex process has this env open.
-        let env = unsafe { opts.open(dir) }.map_err(|e| IndexError::lmdb(dir, e))?;
-        env.copy_to_path(&tmp, heed::CompactionOption::Enabled)
-            .map_err(|e| IndexError::lmdb(&tmp, e))?;
-        env.prepare_for_closing().wait();
-    }
-    // LMDB's copy is created with the umask's mode (0644 as a rule): give the new file the
-    // old one's owner and mode (0600, docs/SECURITY.md) before it replaces it
-    let old = fs::metadata(&data).map_err(|e| IndexError::io(&data, e))?;
-    let copy = File::open(&tmp).map_err(|e| IndexError::io(&tmp, e))?;
-    copy.set_permissions(fs::Permissions::from_mode(old.mode() & 0o7777))
-        .and_then(|()| match copy.metadata() {
-            Ok(m) if (m.uid(), m.gid()) != (old.uid(), old.gid()) => {
-                std::os::unix::fs::fchown(&copy, Some(old.uid()), Some(old.gid()))
-            }
-            other => other.map(drop),
-        })
-        .and_then(|()| copy.sync_all())
-        .map_err(|e| IndexError::io(&tmp, e))?;
-    fs::rename(&tmp, &data).map_err(|e| IndexError::io(&data, e))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| IndexError::io(dir, e))?;
-    let after = fs::metadata(&data)
-        .map_err(|e| IndexError::io(&data, e))?
-        .len();
-    drop(lock);
-    Ok((before, after))
 }
