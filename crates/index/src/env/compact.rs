@@ -18,7 +18,7 @@ use std::path::Path;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, PutFlags, WithoutTls};
 
-use super::{lock_exclusive, page_round, DATA_FILE, MAX_DBS};
+use super::{lock_exclusive, page_round, page_size, DATA_FILE, MAX_DBS};
 use crate::IndexError;
 
 /// The folder, inside the index's, where the new env is written before its data file
@@ -36,6 +36,8 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
     let before = fs::metadata(&data)
         .map_err(|e| IndexError::io(&data, e))?
         .len();
+    // the temporary file of the LMDB copy that compacted before
+    let _ = fs::remove_file(dir.join("data.mdb.compact"));
     let scratch = dir.join(SCRATCH);
     if scratch.exists() {
         fs::remove_dir_all(&scratch).map_err(|e| IndexError::io(&scratch, e))?;
@@ -45,9 +47,9 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
         .create(&scratch)
         .map_err(|e| IndexError::io(&scratch, e))?;
     let copied = scratch.join(DATA_FILE);
-    // the reload never needs more pages than the old file holds; a page of slack per
-    // database for their roots
-    let size = page_round(before as usize + (MAX_DBS as usize + 16) * 4096).max(1 << 20);
+    // the reload needs no more pages than the old file holds (its pages at least as
+    // full); slack for the free list of its commits, one per database
+    let size = page_round(before as usize + before as usize / 64 + 64 * page_size()).max(1 << 20);
     reload(dir, &scratch, size)?;
     // the new file gets the old one's owner and mode (0600, docs/SECURITY.md) before it
     // replaces it: LMDB creates it with the umask's mode (0644 as a rule)
