@@ -49,7 +49,7 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
     let copied = scratch.join(DATA_FILE);
     // the reload needs no more pages than the old file holds (its pages at least as
     // full); slack for the free list of its commits, one per database
-    let size = page_round(before as usize + before as usize / 64 + 64 * page_size()).max(1 << 20);
+    let size = before as usize + before as usize / 64 + 64 * page_size();
     reload(dir, &scratch, size)?;
     // the new file gets the old one's owner and mode (0600, docs/SECURITY.md) before it
     // replaces it: LMDB creates it with the umask's mode (0644 as a rule)
@@ -79,15 +79,16 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), IndexError> {
 /// Copies every database of the env in `from` into a new env in `to` (of map size
 /// `size`), in key order with `MDB_APPEND`, and syncs it once at the end.
 fn reload(from: &Path, to: &Path, size: usize) -> Result<(), IndexError> {
-    let mut opts = EnvOpenOptions::new().read_txn_without_tls();
-    opts.map_size(page_round(size));
-    opts.max_dbs(MAX_DBS);
+    let options = || {
+        let mut opts = EnvOpenOptions::new().read_txn_without_tls();
+        opts.map_size(page_round(size.max(1 << 20)));
+        opts.max_dbs(MAX_DBS);
+        opts
+    };
     // SAFETY: the caller holds the exclusive open lock, so no maildex process has the
     // env open; the new one is ours alone.
-    let src = unsafe { opts.open(from) }.map_err(lmdb(from))?;
-    let mut dst_opts = EnvOpenOptions::new().read_txn_without_tls();
-    dst_opts.map_size(page_round(size));
-    dst_opts.max_dbs(MAX_DBS);
+    let src = unsafe { options().open(from) }.map_err(lmdb(from))?;
+    let mut dst_opts = options();
     // SAFETY: as above; NO_SYNC only weakens durability, and the file is synced whole
     // (force_sync, then fsync by the caller) before it replaces the old one.
     unsafe { dst_opts.flags(EnvFlags::NO_SYNC) };
@@ -109,6 +110,7 @@ fn reload(from: &Path, to: &Path, size: usize) -> Result<(), IndexError> {
     for name in &names {
         let db = open_db(&src, Some(name), from)?
             .ok_or_else(|| IndexError::Corrupt(format!("database {name} listed but absent")))?;
+        // heed makes a database in a commit of its own
         let wtxn = dst.write_txn().map_err(lmdb(to))?;
         let into = dst
             .create_databases_and_commit(wtxn, |dbo, wtxn| -> Result<_, heed::Error> {
@@ -138,13 +140,13 @@ fn open_db<'e>(
     name: Option<&str>,
     path: &Path,
 ) -> Result<Option<Database<'e, Bytes, Bytes>>, IndexError> {
-    let rtxn = env.read_txn().map_err(|e| IndexError::lmdb(path, e))?;
+    let rtxn = env.read_txn().map_err(lmdb(path))?;
     Ok(env
         .open_databases_and_commit(rtxn, |dbo, rtxn| -> Result<_, heed::Error> {
             let db = dbo.open_database::<Bytes, Bytes>(rtxn, name)?;
             Ok(CommitOrAbort::<_, ()>::Commit(db))
         })
-        .map_err(|e| IndexError::lmdb(path, e))?
+        .map_err(lmdb(path))?
         .unwrap_commit())
 }
 
