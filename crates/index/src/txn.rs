@@ -255,7 +255,7 @@ impl<'t> Reader<'t> {
         mailbox: MailboxId,
         uids: RangeInclusive<Uid>,
         fields: CachedFields,
-        mut f: impl FnMut(Uid, Cached) -> Result<ControlFlow<()>, IndexError>,
+        mut f: impl FnMut(Uid, Box<Cached>) -> Result<ControlFlow<()>, IndexError>,
     ) -> Result<(), IndexError> {
         self.dbs
             .cache()
@@ -402,7 +402,7 @@ impl<'t> Reader<'t> {
             while cached.next_if(|(u, _)| *u < uid).is_some() {}
             let c = cached
                 .next_if(|(u, _)| *u == uid)
-                .map(|(_, c)| c)
+                .map(|(_, c)| *c)
                 .unwrap_or_default();
             out.push((uid, MessageRecord { state, cached: c }));
         }

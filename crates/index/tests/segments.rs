@@ -216,7 +216,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         let mut got = Vec::new();
                         let uids = Uid(*range.start())..=Uid(*range.end());
                         r.for_each_cached(mailbox, uids, fields, |uid, c| {
-                            got.push((uid.get(), c));
+                            got.push((uid.get(), *c));
                             Ok(ControlFlow::Continue(()))
                         })?;
                         Ok(got)

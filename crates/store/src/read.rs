@@ -714,7 +714,7 @@ pub(crate) fn load_batch(
     if cached {
         r.for_each_cached(id, first..=last, fields, |uid, c| {
             if let Some(Some(m)) = slot(uid).map(|i| out[i].as_mut()) {
-                m.cached = Some(Box::new(c));
+                m.cached = Some(c);
             }
             Ok(ControlFlow::Continue(()))
         })?;

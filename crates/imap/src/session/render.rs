@@ -330,8 +330,10 @@ impl Render {
 
     /// Renders messages none of whose items needs the file, until [`RENDER_BUDGET`]
     /// bytes; what is left is handed back to be rendered next.
-    pub(super) fn batch(&self, messages: Messages) -> Result<Rendered, CmdError> {
-        let mut out = Vec::new();
+    /// `out` is a buffer an earlier batch of the same command wrote out (cleared), or a
+    /// new one.
+    pub(super) fn batch(&self, messages: Messages, mut out: Vec<u8>) -> Result<Rendered, CmdError> {
+        out.clear();
         let mut gone = false;
         let mut messages = messages.into_iter();
         for ((seq, uid), msg) in messages.by_ref() {
