@@ -235,6 +235,28 @@ impl Tmux {
         }
     }
 
+    /// Waits until mutt has quit (its tmux session is gone).
+    fn wait_exit(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let alive = Command::new("tmux")
+                .args(["-L", &self.socket, "has-session", "-t", "mutt"])
+                .output()
+                .unwrap()
+                .status
+                .success();
+            if !alive {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mutt never quit; screen:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "mutt"];
         args.extend_from_slice(keys);
@@ -346,5 +368,8 @@ fn mutt_lists_opens_and_saves(imaps: bool) {
     assert!(r.all().contains("* SEARCH 1"), "{}", r.all());
     tmux.keys(&["q"]);
     tmux.keys(&["q"]);
+    // mutt's last writes (it stores its `Old` keyword on quitting) are answered before it
+    // exits; checking sooner can meet a rename whose index commit is still on its way
+    tmux.wait_exit();
     s.assert_clean("alice");
 }
