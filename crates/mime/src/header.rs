@@ -113,11 +113,10 @@ impl Field<'_> {
     }
 }
 
-/// Reads the field starting at the non-blank line at `pos`, continuation
-/// lines included. `stop_at` may end it early at a continuation line start
-/// (used for boundary lines, which never start with white space anyway).
-pub(crate) fn field_at(data: &[u8], pos: usize) -> Field<'_> {
-    let first = line_at(data, pos);
+/// The field whose first line is `first` (a non-blank line found with [`line_at`]: the
+/// header walks test each line for the blank one first, so a line is scanned once),
+/// continuation lines included.
+pub(crate) fn field_of(data: &[u8], first: Line) -> Field<'_> {
     let (name, value) = split_field(&data[first.start..first.content_end]);
     let mut next = first.next;
     while next < data.len() && is_wsp(data[next]) {
@@ -143,7 +142,7 @@ mod tests {
     #[test]
     fn folded_value_keeps_lf_and_drops_cr() {
         let data = b"Subject: a\r\n b\r\n\tc\r\nX: y\r\n";
-        let f = field_at(data, 0);
+        let f = field_of(data, line_at(data, 0));
         assert_eq!(f.name, b"Subject");
         assert_eq!(f.full_value(data), b"a\n b\n\tc");
         assert_eq!(&data[f.next..f.next + 2], b"X:");

@@ -1,7 +1,7 @@
 //! FETCH section helpers: part numbers (RFC 3501 §6.4.5) and
 //! HEADER.FIELDS / HEADER.FIELDS.NOT.
 
-use crate::header::{eq_ci, field_at, line_at};
+use crate::header::{eq_ci, field_of, line_at};
 use crate::{Part, PartKind};
 
 /// The shape of a MIME part as section numbers walk it.
@@ -113,7 +113,7 @@ fn filter<N: AsRef<[u8]>>(
             blank = true;
             break;
         }
-        let field = field_at(header_block, pos);
+        let field = field_of(header_block, line);
         let listed = names.iter().any(|n| eq_ci(n.as_ref(), field.name));
         if listed != not {
             push_crlf(out, &header_block[pos..field.next]);

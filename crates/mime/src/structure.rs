@@ -248,7 +248,7 @@ impl Builder<'_> {
             if line.is_blank() {
                 return (info, line.next, true, None);
             }
-            let field = header::field_at(data, pos);
+            let field = header::field_of(data, line);
             self.header_field(&mut info, &field);
             pos = field.next;
             prev_newline = if data[pos - 1] != b'\n' {
