@@ -221,36 +221,33 @@ impl Tmux {
 
     /// Waits until the screen shows every one of `words`; returns the screen.
     fn wait_for(&self, words: &[&str]) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let screen = self.screen();
-            if words.iter().all(|w| screen.contains(w)) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "mutt never showed {words:?}; screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let mut screen = String::new();
+        self.wait_until(&format!("showed {words:?}"), || {
+            screen = self.screen();
+            words.iter().all(|w| screen.contains(w))
+        });
+        screen
     }
 
     /// Waits until mutt has quit (its tmux session is gone).
     fn wait_exit(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let alive = Command::new("tmux")
+        self.wait_until("quit", || {
+            !Command::new("tmux")
                 .args(["-L", &self.socket, "has-session", "-t", "mutt"])
                 .output()
                 .unwrap()
                 .status
-                .success();
-            if !alive {
-                return;
-            }
+                .success()
+        });
+    }
+
+    /// Polls `done` for up to 30 s; panics with the screen after that.
+    fn wait_until(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
             assert!(
                 Instant::now() < deadline,
-                "mutt never quit; screen:\n{}",
+                "mutt never {what}; screen:\n{}",
                 self.screen()
             );
             std::thread::sleep(Duration::from_millis(100));
