@@ -780,10 +780,17 @@ impl Accounts {
         stores::open_once(&self.stores, &key, || self.open_new_store(user, folders))
     }
 
-    /// [`store_options`] with this process's shared [`maildex_store::Foreground`].
+    /// [`store_options`] with this process's shared [`maildex_store::Foreground`]. The
+    /// daemon's indexes leave commits unsynced for `[storage] index_sync_delay`: it
+    /// syncs them as it stops ([`maildex_store::sync_unsynced_indexes`]); a short-lived command
+    /// (`maildex deliver`, the admin commands) syncs each commit.
     fn store_options(&self) -> StoreOptions {
         let mut opts = store_options(&self.config);
         opts.foreground = self.foreground.clone();
+        let delay = self.config.storage.index_sync_delay;
+        if self.synced.is_some() && !delay.is_zero() {
+            opts.index.sync_delay = Some(delay);
+        }
         opts
     }
 

@@ -26,7 +26,8 @@
 //! - `[tls]`: `cert`, `key`; absent means plain IMAP only.
 //! - `[storage]`: `mail_location` (required), `index_root`, `index_map_size`
 //!   (default 64 MiB), `fsync` (default true), `quota` (default none), `quota_warning`
-//!   (a percentage of the quota, 1-99; default none), `full_text` (default true).
+//!   (a percentage of the quota, 1-99; default none), `full_text` (default true),
+//!   `index_sync_delay` (default 5 s, at most 5 min; 0 syncs each index commit).
 //! - `[auth]`: `users_file` (required unless `[auth.sql]` is set; not both), `cache_size`
 //!   (default 10000 lookups; 0 turns the cache off), `cache_ttl` (default 1 h),
 //!   `cache_negative_ttl` (default 1 h). `[auth.sql]`: `driver` (`pgsql`, `mysql`,
@@ -388,7 +389,16 @@ pub struct StorageConfig {
     /// (`fts-text`, `fts-sig`), so no SEARCH reads a message file. Off: nothing is stored
     /// and BODY/TEXT read the message files, with the same answers.
     pub full_text: bool,
+    /// How long the daemon may leave an index's commits unsynced, covered by a marker
+    /// of the machine's boot (an index found after a power loss with unsynced commits is
+    /// rebuilt from the Maildir; docs/RELIABILITY.md). Zero syncs each commit.
+    pub index_sync_delay: Duration,
 }
+
+/// Default `[storage] index_sync_delay`.
+pub const DEFAULT_INDEX_SYNC_DELAY: Duration = Duration::from_secs(5);
+/// The longest `[storage] index_sync_delay`.
+pub const MAX_INDEX_SYNC_DELAY: Duration = Duration::from_secs(300);
 
 /// `[log]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -494,6 +504,7 @@ pub fn dev(data_dir: &Path) -> Config {
             quota: None,
             quota_warning: None,
             full_text: true,
+            index_sync_delay: DEFAULT_INDEX_SYNC_DELAY,
         },
         auth: AuthConfig::file(data_dir.join("users")),
         log: LogConfig {
@@ -619,6 +630,16 @@ fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
             }
         },
         full_text: storage_raw.full_text.unwrap_or(true),
+        index_sync_delay: match storage_raw.index_sync_delay {
+            None => DEFAULT_INDEX_SYNC_DELAY,
+            Some(s) if Duration::from_secs(s.0) <= MAX_INDEX_SYNC_DELAY => Duration::from_secs(s.0),
+            Some(s) => {
+                return Err(invalid(
+                    "storage.index_sync_delay",
+                    format!("{} s is longer than the most, 300 s", s.0),
+                ))
+            }
+        },
     };
 
     if raw

@@ -81,6 +81,7 @@ pub(crate) struct RawStorage {
     pub quota: Option<ByteSize>,
     pub quota_warning: Option<u8>,
     pub full_text: Option<bool>,
+    pub index_sync_delay: Option<Seconds>,
 }
 
 #[derive(Debug, Default, Deserialize)]

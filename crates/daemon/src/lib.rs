@@ -157,6 +157,15 @@ impl Daemon {
         for t in self.tasks {
             let _ = t.await;
         }
+        // the indexes' commits left unsynced (`[storage] index_sync_delay`) are made
+        // durable and their markers removed, so a clean stop leaves none to inspect
+        match tokio::task::spawn_blocking(maildex_store::sync_unsynced_indexes).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "could not sync an index as the daemon stopped")
+            }
+            Err(e) => tracing::error!(error = %e, "index sync task failed"),
+        }
     }
 }
 

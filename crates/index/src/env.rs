@@ -40,6 +40,10 @@ pub struct OpenOptions {
     /// fsync on commit (of the data pages; the meta page waits for the next commit, see
     /// `open_uncached`). Off only for tests and benchmarks that measure something else.
     pub durable: bool,
+    /// With `durable`: commits go unsynced for up to this long, covered by a marker of
+    /// the machine's boot, and are then synced together (`crate::lazy`, for the daemon);
+    /// None syncs each commit.
+    pub sync_delay: Option<std::time::Duration>,
 }
 
 impl Default for OpenOptions {
@@ -47,6 +51,7 @@ impl Default for OpenOptions {
         OpenOptions {
             map_size: 64 << 20,
             durable: true,
+            sync_delay: None,
         }
     }
 }
@@ -173,6 +178,12 @@ pub struct Index {
     /// Opened by [`Index::create_deferred`] and not yet made durable
     /// ([`Index::finish_deferred`]): commits are not synced meanwhile.
     pub(crate) deferred: std::sync::atomic::AtomicBool,
+    /// Whether commits are unsynced now (MDB_NOSYNC set).
+    pub(crate) unsynced: std::sync::atomic::AtomicBool,
+    /// Commits left unsynced between checkpoints (see `crate::lazy`); None: synced.
+    pub(crate) lazy: Option<crate::lazy::Lazy>,
+    /// This env's own `Arc`, which a marked env hands to the checkpoint thread.
+    pub(crate) me: OnceLock<Weak<Index>>,
     _open_lock: File,
 }
 
@@ -263,6 +274,7 @@ impl Index {
 
     pub(crate) fn register(reg: &mut Registry, key: PathBuf, index: &Arc<Index>) {
         reg.retain(|_, w| w.strong_count() > 0);
+        let _ = index.me.set(Arc::downgrade(index));
         reg.insert(key, Arc::downgrade(index));
     }
 
@@ -363,6 +375,9 @@ impl Index {
             commits: std::sync::atomic::AtomicU64::new(0),
             listeners: Mutex::new(Vec::new()),
             deferred: std::sync::atomic::AtomicBool::new(false),
+            unsynced: std::sync::atomic::AtomicBool::new(!opts.durable),
+            lazy: crate::lazy::Lazy::new(opts),
+            me: OnceLock::new(),
             _open_lock: open_lock,
         };
         index.check_schema()?;
@@ -502,11 +517,21 @@ impl Index {
                         .map_err(lmdb)?;
                 }
             }
+            self.unsynced
+                .store(!on, std::sync::atomic::Ordering::SeqCst);
             if on {
                 env.force_sync().map_err(lmdb)?;
             }
             Ok(())
         })
+    }
+
+    /// Makes every commit so far durable (one fdatasync of the data file).
+    pub(crate) fn force_sync(&self) -> Result<(), IndexError> {
+        let _guard = self.resize.read().map_err(|_| IndexError::Poisoned)?;
+        self.cell
+            .with_dependent(|env, _| env.force_sync())
+            .map_err(|e| IndexError::lmdb(&self.path, e))
     }
 
     /// Another process grew the map: adopt its size (MDB_MAP_RESIZED).

@@ -23,13 +23,13 @@ use crate::{Index, IndexError, OpenOptions, DATA_FILE, LOCK_FILE};
 /// The marker of an env being created without synced commits.
 pub const PENDING_FILE: &str = "create.pending";
 
-fn sync_dir(dir: &Path) -> Result<(), IndexError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), IndexError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| IndexError::io(dir, e))
 }
 
-fn remove_if_there(path: &Path) -> Result<(), IndexError> {
+pub(crate) fn remove_if_there(path: &Path) -> Result<(), IndexError> {
     match fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -38,17 +38,23 @@ fn remove_if_there(path: &Path) -> Result<(), IndexError> {
 }
 
 /// Deletes the env in `dir` when its creation was cut short (see the module docs), unless
-/// a process has it open (the one creating it).
+/// a process has it open (the one creating it). An env left with unsynced commits is
+/// dealt with here too (`crate::lazy::inspect`).
 pub(crate) fn discard_unfinished(dir: &Path) -> Result<(), IndexError> {
-    if !dir.join(PENDING_FILE).exists() {
+    let pending = dir.join(PENDING_FILE).exists();
+    if !pending && !dir.join(crate::UNSYNCED_FILE).exists() {
         return Ok(());
     }
     let _alone = match crate::lock_exclusive(dir) {
         Ok(lock) => lock,
-        // being created by another process right now
+        // being created (or written) by another process right now
         Err(IndexError::InUse { .. }) => return Ok(()),
         Err(e) => return Err(e),
     };
+    crate::lazy::inspect(dir)?;
+    if !pending {
+        return Ok(());
+    }
     tracing::warn!(index = %dir.display(), "index whose creation a crash cut short; deleting it (the Maildir holds everything it held)");
     remove_if_there(&dir.join(DATA_FILE))?;
     remove_if_there(&dir.join(LOCK_FILE))?;
@@ -94,7 +100,10 @@ impl Index {
             durable: false,
             ..opts.clone()
         };
-        let index = Arc::new(Index::open_uncached(&key, &unsynced)?);
+        let mut index = Index::open_uncached(&key, &unsynced)?;
+        // unsynced now, and after `finish_deferred` as `opts` ask
+        index.lazy = crate::lazy::Lazy::new(opts);
+        let index = Arc::new(index);
         index.deferred.store(true, Ordering::SeqCst);
         Index::register(&mut reg, key, &index);
         Ok(index)
@@ -152,6 +161,7 @@ mod tests {
         OpenOptions {
             map_size: 1 << 20,
             durable: true,
+            sync_delay: None,
         }
     }
 

@@ -18,6 +18,7 @@ mod flag_column;
 mod fresh;
 mod fts;
 mod ids;
+mod lazy;
 pub mod learned;
 mod migrate;
 mod packed;
@@ -39,6 +40,7 @@ pub use flag_column::FlagState;
 pub use fresh::PENDING_FILE;
 pub use fts::{signature, SigProbe, TextRecord, TextRecordRef};
 pub use ids::{MailboxId, ModSeq, Uid};
+pub use lazy::{sync_unsynced, UNSYNCED_FILE};
 pub use record::{build, Built, HOT_HEADERS};
 pub use schema::{
     flag, Cached, CachedFields, Counts, MailboxRecord, MessageRecord, MessageState, PartKindRecord,

@@ -110,6 +110,7 @@ mod tests {
         let opts = OpenOptions {
             map_size: 1 << 20,
             durable: false,
+            sync_delay: None,
         };
         let index = Index::open(dir.path(), &opts).unwrap();
         let id = index

@@ -10,6 +10,7 @@ fn open(dir: &std::path::Path) -> std::sync::Arc<Index> {
     let opts = OpenOptions {
         map_size: 16 << 20,
         durable: false,
+        sync_delay: None,
     };
     Index::open(dir, &opts).unwrap()
 }

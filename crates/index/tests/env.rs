@@ -13,6 +13,7 @@ fn opts() -> OpenOptions {
     OpenOptions {
         map_size: 1 << 20,
         durable: false,
+        sync_delay: None,
     }
 }
 
@@ -243,6 +244,7 @@ fn writers_that_queue_during_a_commit_share_the_next_one() {
         &OpenOptions {
             map_size: 4 << 20,
             durable: true,
+            sync_delay: None,
         },
     )
     .unwrap();
@@ -365,6 +367,7 @@ fn compact_refuses_while_open_and_keeps_data() {
         &OpenOptions {
             map_size: 16 << 20,
             durable: false,
+            sync_delay: None,
         },
     )
     .unwrap();
@@ -397,6 +400,7 @@ fn compact_fills_the_pages_that_inserts_in_key_order_left_half_empty() {
         &OpenOptions {
             map_size: 64 << 20,
             durable: false,
+            sync_delay: None,
         },
     )
     .unwrap();

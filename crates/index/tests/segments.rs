@@ -144,6 +144,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         &OpenOptions {
             map_size: 8 << 20,
             durable: false,
+            sync_delay: None,
         },
     )
     .unwrap();
@@ -261,6 +262,7 @@ fn small_index() -> (tempfile::TempDir, std::sync::Arc<Index>, MailboxId) {
         &OpenOptions {
             map_size: 8 << 20,
             durable: false,
+            sync_delay: None,
         },
     )
     .unwrap();

@@ -174,5 +174,10 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         maildex_daemon::serve_forever(bound).await?;
         anyhow::Ok(())
     })?;
+    // Dropping the runtime waits for its blocking tasks (a full-text batch the indexer
+    // had begun); what they committed unsynced is made durable last, so a clean stop
+    // leaves no index to inspect at the next start.
+    drop(runtime);
+    maildex_index::sync_unsynced().context("syncing the indexes as the daemon stops")?;
     Ok(ExitCode::SUCCESS)
 }

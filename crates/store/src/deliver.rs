@@ -216,6 +216,8 @@ impl UserStore {
         src: &mut dyn Read,
         opts: &DeliverOptions,
     ) -> Result<DeliveredMessage, StoreError> {
+        // background work (the full-text indexer) steps aside for deliveries too
+        let _busy = self.opts.foreground.begin();
         let (name, path) = self.delivery_target(mailbox)?;
         let mut tmp = self.tmp_in(&path)?;
         std::io::copy(src, &mut tmp).map_err(|e| StoreError::io(tmp.path(), e))?;
@@ -245,6 +247,7 @@ impl UserStore {
         msg: &PreparedMessage,
         opts: &DeliverOptions,
     ) -> Result<(DeliveredMessage, LinkOrCopy), StoreError> {
+        let _busy = self.opts.foreground.begin();
         let (name, path) = self.delivery_target(mailbox)?;
         let target = self.placement(name, &path, opts)?;
         let mut built = msg.built.clone();

@@ -64,6 +64,9 @@ pub use flags::{FlagOp, FlagState, FlagsOutcome};
 pub use foreground::{Foreground, ForegroundCommand};
 pub use incoming::IncomingMessage;
 pub use mailboxes::{MailboxInfo, SpecialUse};
+/// Makes every index commit this process left unsynced durable (`[storage]
+/// index_sync_delay`); the daemon calls it as it stops.
+pub use maildex_index::sync_unsynced as sync_unsynced_indexes;
 pub use maildex_index::{ChangeSet, MailboxId, ModSeq, Uid};
 /// The index's record types as sessions read them: the IMAP crate takes them from here and
 /// does not depend on the index crate (it reaches mail only through the store).

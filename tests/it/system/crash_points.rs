@@ -27,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::support::imap::{Client, Resp};
 use crate::support::process::{
-    assert_settled, env_or, free_port, kill_tests_alone, maildex_bin, Daemon,
+    assert_settled, env_or, free_port, kill_tests_alone, kill_tests_shared, maildex_bin, Daemon,
 };
 
 const MAILBOXES: [&str; 2] = ["INBOX", "Other"];
@@ -95,7 +95,7 @@ fn faults_at_every_write_step_lose_and_duplicate_nothing() {
     let bin = maildex_bin();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let config = write_config(dir.path(), port);
+    let config = write_config(dir.path(), port, "");
     let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
     maildex_auth::add_user(&dir.path().join("users"), "alice", &hash).unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -225,6 +225,92 @@ fn message_files(root: &Path) -> Vec<String> {
     out
 }
 
+/// The index's commits left unsynced between checkpoints (`[storage] index_sync_delay`,
+/// `crates/index/src/lazy.rs`): after a kill (the same boot) the index is kept as it is;
+/// after a power loss (simulated: the marker holds another boot's id) it is deleted and
+/// made again from the Maildir with the same UIDs, flags and UIDVALIDITY, no expunged
+/// message back, and the next UID after the last one given; a clean stop leaves no
+/// marker.
+#[test]
+fn an_index_with_unsynced_commits_is_kept_after_a_kill_and_rebuilt_after_a_power_loss() {
+    let _kill_tests = kill_tests_shared();
+    let Ok(boot) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") else {
+        return; // no boot id: every commit is synced, nothing is marked
+    };
+    let bin = maildex_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // long enough that no checkpoint runs during the test: the marker stays until a stop
+    let config = write_config(dir.path(), port, "index_sync_delay = \"300s\"");
+    let hash = maildex_auth::PasswordHash::parse("{PLAIN}pw");
+    maildex_auth::add_user(&dir.path().join("users"), "alice", &hash).unwrap();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let marker = dir.path().join("index/alice/unsynced.boot");
+    let lost = "index with commits unsynced when the machine went down";
+
+    let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+    let mut c = Raw::login(addr).expect("log in");
+    for i in 1..=6 {
+        let body = format!("Subject: m{i}\r\n\r\nbody {i}\r\n");
+        let (_, status) = c.append("INBOX", "", body.as_bytes()).expect("APPEND");
+        assert!(status.starts_with("OK"), "APPEND: {status}");
+    }
+    c.ok("SELECT INBOX").unwrap();
+    c.ok("UID STORE 2 +FLAGS (\\Flagged)").unwrap();
+    c.ok("UID STORE 4 +FLAGS (\\Seen \\Answered)").unwrap();
+    c.ok("UID STORE 5 +FLAGS (\\Deleted)").unwrap();
+    c.ok("EXPUNGE").unwrap();
+    let before = c.read_mailbox("INBOX").expect("read INBOX");
+    assert_eq!(
+        before.1.keys().copied().collect::<Vec<_>>(),
+        [1, 2, 3, 4, 6]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some(boot.trim()),
+        "the commits are unsynced and marked"
+    );
+
+    // a kill: the machine is up, the page cache holds every commit; the index is kept
+    daemon.sigkill();
+    let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+    let mut c = Raw::login(addr).expect("log in after the kill");
+    assert_eq!(c.read_mailbox("INBOX").as_ref(), Some(&before));
+    let (_, status) = c
+        .append("INBOX", "", b"Subject: m7\r\n\r\nbody 7\r\n")
+        .unwrap();
+    assert!(
+        status.contains("[APPENDUID ") && status.contains(" 7]"),
+        "{status}"
+    );
+    let before = c.read_mailbox("INBOX").expect("read INBOX");
+    assert!(!daemon.log_text().contains(lost), "{}", daemon.log_text());
+
+    // a power loss: the marker left is another boot's; the index is made again
+    daemon.sigkill();
+    assert!(marker.exists(), "a kill leaves the marker");
+    std::fs::write(&marker, "00000000-0000-0000-0000-000000000000").unwrap();
+    let mut daemon = Daemon::start(&bin, &config, dir.path(), addr);
+    let mut c = Raw::login(addr).expect("log in after the power loss");
+    assert_eq!(c.read_mailbox("INBOX").as_ref(), Some(&before));
+    assert!(daemon.log_text().contains(lost), "{}", daemon.log_text());
+    let (_, status) = c
+        .append("INBOX", "", b"Subject: m8\r\n\r\nbody 8\r\n")
+        .unwrap();
+    assert!(
+        status.contains("[APPENDUID ") && status.contains(" 8]"),
+        "{status}"
+    );
+    c.logout();
+    daemon.terminate();
+    assert!(
+        !marker.exists(),
+        "a clean stop syncs the index and removes its marker: {}",
+        daemon.log_text()
+    );
+    assert_settled(&bin, &config, dir.path(), "after the simulated power loss");
+}
+
 fn op_name(op: &Op) -> &'static str {
     match op {
         Op::Append { .. } => "APPEND",
@@ -235,7 +321,8 @@ fn op_name(op: &Op) -> &'static str {
     }
 }
 
-fn write_config(root: &Path, port: u16) -> PathBuf {
+/// The daemon's config; `storage_extra` goes into `[storage]`.
+fn write_config(root: &Path, port: u16, storage_extra: &str) -> PathBuf {
     let r = root.display();
     let path = root.join("maildex.toml");
     std::fs::write(
@@ -244,7 +331,7 @@ fn write_config(root: &Path, port: u16) -> PathBuf {
             "[imap]\nlisten = [\"127.0.0.1:{port}\"]\nlisten_tls = []\n\
              [lmtp]\nlisten = []\n\
              [storage]\nmail_location = \"{r}/mail/%u\"\nindex_root = \"{r}/index/%u\"\n\
-             fsync = true\nindex_map_size = \"16MiB\"\n\
+             fsync = true\nindex_map_size = \"16MiB\"\n{storage_extra}\n\
              [auth]\nusers_file = \"{r}/users\"\n"
         ),
     )

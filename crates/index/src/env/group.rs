@@ -98,7 +98,22 @@ impl Index {
         }
     }
 
+    /// Waits until no batch is being led, then holds the next ones until the returned
+    /// guard drops (a checkpoint, `crate::lazy`).
+    pub(crate) fn lead(&self) -> impl Drop + '_ {
+        let mut group = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        while group.leader_active {
+            group = self
+                .group_changed
+                .wait(group)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        group.leader_active = true;
+        Leadership(self)
+    }
+
     fn run_batch(&self, batch: Vec<Pending>) {
+        self.before_commit();
         if let Err(e) = self.grow_if_needed() {
             tracing::warn!(index = %self.path.display(), error = %e, "could not grow the LMDB map");
         }
