@@ -493,6 +493,19 @@ fn lmtp_keys_and_defaults() {
             "{bad}: {e}"
         );
     }
+    // the daemon's unsynced index commits: 5 s by default, 0 syncs each, 5 min at most
+    assert_eq!(c.storage.index_sync_delay.as_secs(), 5);
+    let c = parse(&MINIMAL.replace("[auth]", "index_sync_delay = \"2s\"\n[auth]")).unwrap();
+    assert_eq!(c.storage.index_sync_delay.as_secs(), 2);
+    let c = parse(&MINIMAL.replace("[auth]", "index_sync_delay = 0\n[auth]")).unwrap();
+    assert!(c.storage.index_sync_delay.is_zero());
+    let e = parse(&MINIMAL.replace("[auth]", "index_sync_delay = \"10m\"\n[auth]"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("storage.index_sync_delay") && e.contains("300 s"),
+        "{e}"
+    );
 }
 
 #[test]
