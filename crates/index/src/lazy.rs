@@ -272,6 +272,13 @@ mod tests {
         ONE.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The env in `dir` holding INBOX, synced and closed (no checkpoint pending).
+    fn closed_with_inbox(dir: &Path) {
+        let index = Index::open(dir, &opts()).unwrap();
+        index.write(|w| w.create_mailbox("INBOX", 7)).unwrap();
+        sync_unsynced().unwrap();
+    }
+
     fn marked(dir: &Path) -> Option<String> {
         fs::read_to_string(dir.join(UNSYNCED_FILE)).ok()
     }
@@ -310,10 +317,7 @@ mod tests {
         let _one = alone();
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("idx");
-        let index = Index::open(&dir, &opts()).unwrap();
-        index.write(|w| w.create_mailbox("INBOX", 7)).unwrap();
-        sync_unsynced().unwrap();
-        drop(index);
+        closed_with_inbox(&dir);
         // a process killed with its marker in place: same boot, the env is whole
         fs::write(dir.join(UNSYNCED_FILE), boot_id().unwrap()).unwrap();
         let index = Index::open(&dir, &opts()).unwrap();
@@ -322,10 +326,7 @@ mod tests {
         drop(index);
         // the machine went down: another boot's id, or an empty marker
         for left in ["00000000-0000-0000-0000-000000000000", ""] {
-            let index = Index::open(&dir, &opts()).unwrap();
-            index.write(|w| w.create_mailbox("INBOX", 7)).unwrap();
-            sync_unsynced().unwrap();
-            drop(index);
+            closed_with_inbox(&dir);
             fs::write(dir.join(UNSYNCED_FILE), left).unwrap();
             let index = Index::open(&dir, &opts()).unwrap();
             assert_eq!(index.read(|r| r.mailboxes()).unwrap().len(), 0, "{left:?}");
@@ -342,10 +343,7 @@ mod tests {
         let _one = alone();
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("idx");
-        let index = Index::open(&dir, &opts()).unwrap();
-        index.write(|w| w.create_mailbox("INBOX", 7)).unwrap();
-        sync_unsynced().unwrap();
-        drop(index);
+        closed_with_inbox(&dir);
         // another process has the env open (its shared lock): the marker is its own
         let other = crate::env::open_lock_file(&dir).unwrap();
         crate::env::flock(&other, libc::LOCK_SH).unwrap();
