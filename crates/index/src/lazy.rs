@@ -181,11 +181,15 @@ pub fn sync_unsynced() -> Result<(), IndexError> {
 impl Index {
     /// Called by a batch's leader before its write transaction begins: marks the env
     /// (once per checkpoint) so that the commit can go unsynced, or, when the marker
-    /// cannot be made, turns syncing back on for this commit.
-    pub(crate) fn before_commit(&self) {
-        let Some(lazy) = &self.lazy else { return };
+    /// cannot be made, turns syncing back on for this commit. An error (syncing could
+    /// not be turned back on for an unmarked env) fails the batch: an unmarked env must
+    /// not take an unsynced commit.
+    pub(crate) fn before_commit(&self) -> Result<(), IndexError> {
+        let Some(lazy) = &self.lazy else {
+            return Ok(());
+        };
         if self.deferred.load(Ordering::SeqCst) {
-            return;
+            return Ok(());
         }
         let mut marked_at = lazy.marked_at.lock().unwrap_or_else(|p| p.into_inner());
         // an env still being opened (its schema's commit) has no `Arc` to hand to the
@@ -210,10 +214,16 @@ impl Index {
         }
         let unsynced = marked_at.is_some();
         if unsynced != self.unsynced.load(Ordering::SeqCst) {
-            if let Err(e) = self.set_synced(!unsynced) {
-                tracing::warn!(index = %self.path().display(), error = %e, "could not change the index's sync mode");
+            match self.set_synced(!unsynced) {
+                Ok(()) => {}
+                // marked and still synced: safe, only slower
+                Err(e) if unsynced => {
+                    tracing::warn!(index = %self.path().display(), error = %e, "could not stop syncing the index's commits");
+                }
+                Err(e) => return Err(e),
             }
         }
+        Ok(())
     }
 
     /// The marker: its name made durable (one flush), its content (the boot id) not (a

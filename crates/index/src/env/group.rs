@@ -113,7 +113,12 @@ impl Index {
     }
 
     fn run_batch(&self, batch: Vec<Pending>) {
-        self.before_commit();
+        if let Err(e) = self.before_commit() {
+            for p in batch {
+                let _ = p.reply.send(Err(e.duplicate()));
+            }
+            return;
+        }
         if let Err(e) = self.grow_if_needed() {
             tracing::warn!(index = %self.path.display(), error = %e, "could not grow the LMDB map");
         }
